@@ -1,0 +1,73 @@
+/**
+ * buildApp(config): the whole HTTP application — every Fastify option, plugin
+ * and route. It never listens and never exits; server.ts and the tests do that.
+ */
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyServerOptions } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Config } from './config.js';
+import { createValidatorCompiler } from './validation.js';
+import errors from './plugins/errors.js';
+import bodyParser from './plugins/body-parser.js';
+import db from './plugins/db.js';
+import auth from './plugins/auth.js';
+import openapi from './plugins/openapi.js';
+import healthRoutes from './routes/health.js';
+import usersRoutes from './routes/users.js';
+import tokensRoutes from './routes/tokens.js';
+
+export type AppConfig = Config & { databaseUrl: string };
+
+// A client's X-Request-Id is reused only if it is short and plain, so it can
+// neither forge log lines nor bloat them.
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export function loggerOptions(level: string): FastifyServerOptions['logger'] {
+  return {
+    level,
+    // Credentials never reach the logs, whatever a future serializer includes.
+    redact: {
+      paths: ['req.headers.authorization', 'req.headers.cookie', '*.password', '*.token', 'body.password'],
+      censor: '[redacted]',
+    },
+  };
+}
+
+export async function buildApp(config: AppConfig) {
+  const app = Fastify({
+    logger: loggerOptions(config.logLevel),
+    bodyLimit: config.bodyLimit,
+    // A hop count is valid at runtime (proxy-addr) though the typings omit it.
+    trustProxy: config.trustProxy as boolean | string[],
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && SANE_REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    // Slow or stalled clients cannot hold connections forever.
+    connectionTimeout: 30_000,
+    requestTimeout: 30_000,
+    keepAliveTimeout: 72_000,
+    return503OnClosing: true,
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 100 },
+    ajv: { customOptions: {} },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.setValidatorCompiler(createValidatorCompiler());
+
+  await app.register(errors);
+  await app.register(bodyParser);
+  await app.register(db, { connectionString: config.databaseUrl, max: config.pgPoolMax });
+  await app.register(auth);
+  await app.register(openapi, { prefix: config.apiPrefix });
+
+  await app.register(
+    async (api) => {
+      await api.register(healthRoutes);
+      await api.register(usersRoutes);
+      await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });
+    },
+    { prefix: config.apiPrefix },
+  );
+
+  return app;
+}

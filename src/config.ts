@@ -1,0 +1,86 @@
+/**
+ * All settings come from environment variables, validated by one TypeBox schema.
+ * A bad value stops start-up with a message naming the variable, so a typo in a
+ * deployment fails loudly instead of running with a surprising default.
+ * This is the only module that reads process.env.
+ */
+import { Type, type Static } from '@sinclair/typebox';
+import { Value } from '@sinclair/typebox/value';
+
+const PositiveInt = (def: number, max: number, description: string) =>
+  Type.Integer({ minimum: 1, maximum: max, default: def, description });
+
+export const EnvSchema = Type.Object({
+  DATABASE_URL: Type.Optional(
+    Type.String({ pattern: '^postgres(ql)?://', description: 'PostgreSQL URL; unset = embedded server under .data/' }),
+  ),
+  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
+  API_PREFIX: Type.String({ pattern: '^(/[A-Za-z0-9._~-]+)*$', default: '', description: 'e.g. /v1; empty = none' }),
+  LOG_LEVEL: Type.Union(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
+    { default: 'info' },
+  ),
+  BODY_LIMIT: PositiveInt(1_048_576, 100 * 1_048_576, 'largest accepted request body, bytes'),
+  TOKEN_TTL: PositiveInt(86_400, 365 * 86_400, 'token lifetime, seconds'),
+  RATE_LIMIT_MAX: PositiveInt(300, 1_000_000, 'requests per window per client'),
+  RATE_LIMIT_WINDOW: PositiveInt(60, 86_400, 'rate limit window, seconds'),
+  RATE_LIMIT_AUTH_MAX: PositiveInt(10, 1_000_000, 'requests per window per client on POST /tokens and POST /users'),
+  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  TRUST_PROXY: Type.String({
+    pattern: '^(true|false|[0-9]{1,2}|[0-9A-Fa-f:.]+(/[0-9]{1,3})?(,\\s*[0-9A-Fa-f:.]+(/[0-9]{1,3})?)*)$',
+    default: 'false',
+    description: 'false, true, a hop count, or comma-separated addresses/CIDRs of trusted proxies',
+  }),
+  CORS_ORIGINS: Type.String({ default: '', description: 'comma-separated origins, or *; empty = CORS off' }),
+  PG_POOL_MAX: PositiveInt(10, 1000, 'PostgreSQL connections per instance'),
+  EMBEDDED_PG_PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 54329 }),
+});
+export type Env = Static<typeof EnvSchema>;
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+function parseTrustProxy(raw: string): boolean | number | string[] {
+  if (raw === 'true') return true;
+  if (raw === 'false') return false;
+  if (/^[0-9]+$/.test(raw)) return Number(raw);
+  return raw.split(',').map((s) => s.trim());
+}
+
+export function loadConfig(source: Record<string, string | undefined> = process.env) {
+  // Only our own keys, and empty strings count as unset (as in docker compose's `VAR=`).
+  const raw: Record<string, unknown> = {};
+  for (const key of Object.keys(EnvSchema.properties)) {
+    const value = source[key];
+    if (value !== undefined && value !== '') raw[key] = value;
+  }
+  // API_PREFIX and CORS_ORIGINS may legitimately be set to empty.
+  for (const key of ['API_PREFIX', 'CORS_ORIGINS'] as const) if (source[key] === '') raw[key] = '';
+
+  const env = Value.Convert(EnvSchema, Value.Default(EnvSchema, raw));
+  const first = Value.Errors(EnvSchema, env).First();
+  if (first) {
+    const name = first.path.replace(/^\//, '');
+    throw new ConfigError(`invalid environment variable ${name}=${JSON.stringify(raw[name] ?? '')}: ${first.message}`);
+  }
+  const e = env as Env;
+  return {
+    databaseUrl: e.DATABASE_URL,
+    host: e.HOST,
+    port: e.PORT,
+    apiPrefix: e.API_PREFIX,
+    logLevel: e.LOG_LEVEL,
+    bodyLimit: e.BODY_LIMIT,
+    tokenTtlSeconds: e.TOKEN_TTL,
+    rateLimit: { max: e.RATE_LIMIT_MAX, authMax: e.RATE_LIMIT_AUTH_MAX, windowSeconds: e.RATE_LIMIT_WINDOW },
+    redisUrl: e.REDIS_URL,
+    trustProxy: parseTrustProxy(e.TRUST_PROXY),
+    corsOrigins: e.CORS_ORIGINS === '' ? [] : e.CORS_ORIGINS.split(',').map((s) => s.trim()).filter(Boolean),
+    pgPoolMax: e.PG_POOL_MAX,
+    embeddedPgPort: e.EMBEDDED_PG_PORT,
+  };
+}
+
+export type Config = ReturnType<typeof loadConfig>;

@@ -1,0 +1,50 @@
+/**
+ * The error catalogue: every failure the API reports on purpose is one of these,
+ * carrying its HTTP status and the contract's `error` code. Route code throws
+ * them; the central error handler (plugins/errors.ts) renders the one body.
+ */
+export type FieldErrors = Record<string, string[]>;
+
+export const ERROR_CODES = {
+  400: 'bad_request',
+  401: 'unauthorized',
+  403: 'forbidden',
+  404: 'not_found',
+  405: 'method_not_allowed',
+  409: 'conflict',
+  412: 'precondition_failed',
+  413: 'payload_too_large',
+  415: 'unsupported_media_type',
+  422: 'validation',
+  429: 'rate_limited',
+  500: 'internal',
+  503: 'service_unavailable',
+} as const;
+export type ErrorStatus = keyof typeof ERROR_CODES;
+
+export class HttpError extends Error {
+  readonly code: (typeof ERROR_CODES)[ErrorStatus];
+  constructor(
+    readonly statusCode: ErrorStatus,
+    message: string,
+    readonly fieldErrors?: FieldErrors,
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+    this.code = ERROR_CODES[statusCode];
+  }
+}
+
+export const badRequest = (message: string) => new HttpError(400, message);
+export const unauthorized = (message = 'valid credentials are required') =>
+  new HttpError(401, message, undefined, { 'www-authenticate': 'Bearer' });
+export const invalidToken = (message = 'the access token is malformed, unknown, expired or revoked') =>
+  new HttpError(401, message, undefined, { 'www-authenticate': 'Bearer error="invalid_token"' });
+export const forbidden = (message = 'you are not allowed to do this') => new HttpError(403, message);
+export const notFound = (message: string) => new HttpError(404, message);
+export const conflict = (message: string, fieldErrors?: FieldErrors) => new HttpError(409, message, fieldErrors);
+export const preconditionFailed = (message = 'If-Match does not match the current ETag') => new HttpError(412, message);
+export const validation = (fieldErrors: FieldErrors, message = 'request is invalid') =>
+  new HttpError(422, message, fieldErrors);
+export const serviceUnavailable = (message = 'the database is unreachable, try again shortly') =>
+  new HttpError(503, message, undefined, { 'retry-after': '5' });

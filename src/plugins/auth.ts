@@ -1,0 +1,63 @@
+/**
+ * Bearer-token authentication (API.md §6). Every request that sends an
+ * Authorization header has it checked, public routes included: a bad token is
+ * a 401 anywhere. Routes that need a user live in a plugin scope that adds
+ * `app.requireUser` as an onRequest hook, so no hook matches URL strings.
+ *
+ * `request.authenticate()` is memoized so the rate limiter can key clients by
+ * user id with the same single lookup.
+ */
+import fp from 'fastify-plugin';
+import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
+import { invalidToken, unauthorized } from '../errors.js';
+import { hashToken } from '../security.js';
+import { tokensRepository, type AuthUser } from '../repositories/tokens.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    user: AuthUser | null;
+    authenticate(): Promise<AuthUser | null>;
+  }
+  interface FastifyInstance {
+    requireUser: onRequestAsyncHookHandler;
+  }
+}
+
+const BEARER = /^Bearer +([A-Za-z0-9._~+/-]{1,512}=*) *$/i;
+const memo = new WeakMap<FastifyRequest, Promise<AuthUser | null>>();
+
+export default fp(
+  async (app) => {
+    const tokens = tokensRepository(app.db);
+
+    async function resolve(request: FastifyRequest): Promise<AuthUser | null> {
+      const header = request.headers.authorization;
+      if (header === undefined) return null;
+      const match = BEARER.exec(header);
+      if (!match?.[1]) throw invalidToken('the Authorization header must be "Bearer <token>"');
+      const user = await tokens.authenticate(hashToken(match[1]));
+      if (!user) throw invalidToken();
+      return user;
+    }
+
+    app.decorateRequest('user', null);
+    app.decorateRequest('authenticate', function (this: FastifyRequest) {
+      let pending = memo.get(this);
+      if (!pending) {
+        pending = resolve(this);
+        pending.catch(() => undefined); // rejections are observed by whoever awaits
+        memo.set(this, pending);
+      }
+      return pending;
+    });
+
+    app.addHook('onRequest', async (request) => {
+      request.user = await request.authenticate();
+    });
+
+    app.decorate('requireUser', async (request: FastifyRequest) => {
+      if (!request.user) throw unauthorized('this request needs an access token: POST /tokens to get one');
+    });
+  },
+  { name: 'auth', dependencies: ['db'] },
+);

@@ -1,0 +1,141 @@
+/**
+ * One error body for everything (API.md §2). Every failure — thrown catalogue
+ * errors, schema validation, body parser and plugin errors, PostgreSQL errors,
+ * unknown routes and unsupported methods — is rendered here and only here.
+ * Anything unrecognised is a 500 whose body says nothing about internals.
+ */
+import fp from 'fastify-plugin';
+import FindMyWay from 'find-my-way';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { ERROR_CODES, HttpError, badRequest, conflict, notFound, serviceUnavailable, validation } from '../errors.js';
+import { toFieldErrors } from '../validation.js';
+
+interface ErrorBody {
+  error: string;
+  message: string;
+  fieldErrors?: Record<string, string[]>;
+  requestId: string;
+}
+
+/** Unique indexes whose violation is the client's fault, and the field to blame. */
+const UNIQUE_FIELDS: Record<string, { field: string; message: string }> = {
+  users_email_key: { field: 'email', message: 'is already registered' },
+};
+
+/** SQLSTATE classes and driver errors that mean "the database is not answering". */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '57014', '40001', '40P01']);
+const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN', 'EHOSTUNREACH']);
+
+type AnyError = FastifyError & {
+  validationContext?: string;
+  constraint?: string;
+  fieldErrors?: Record<string, string[]>;
+  headers?: Record<string, string>;
+};
+
+function isCatalogued(error: AnyError): error is AnyError & HttpError {
+  const status = error.statusCode as keyof typeof ERROR_CODES | undefined;
+  return status !== undefined && ERROR_CODES[status] === error.code;
+}
+
+function isDatabaseUnavailable(error: AnyError): boolean {
+  const code = error.code ?? '';
+  if (UNAVAILABLE_SQLSTATES.has(code) || code.startsWith('08') || UNAVAILABLE_NODE_CODES.has(code)) return true;
+  // node-postgres reports lost or refused connections with plain Errors.
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connect ECONNREFUSED/i.test(
+    error.message ?? '',
+  );
+}
+
+/** Fastify and plugin errors with a 4xx status get a safe, fixed message. */
+const FASTIFY_MESSAGES: Record<string, string> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: 'body is not valid JSON',
+  FST_ERR_CTP_EMPTY_JSON_BODY: 'body must not be empty when Content-Type is application/json',
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: 'Content-Type must be application/json',
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'Content-Length does not match the body',
+};
+
+export function toHttpError(error: AnyError, request: FastifyRequest): HttpError | null {
+  if (error.validation) {
+    const context = error.validationContext;
+    // A path id that is not a positive integer names no resource.
+    if (context === 'params') return notFound(`${request.url.split('?')[0]} does not exist`);
+    const rootType = error.validation.find((e) => e.instancePath === '' && e.keyword === 'type');
+    if (context === 'body' && rootType) return badRequest('body must be a JSON object');
+    return validation(toFieldErrors(error.validation));
+  }
+  if (isCatalogued(error)) return new HttpError(error.statusCode, error.message, error.fieldErrors, error.headers);
+  if (error.code === '23505') {
+    const unique = error.constraint ? UNIQUE_FIELDS[error.constraint] : undefined;
+    return unique
+      ? conflict(`${unique.field} ${unique.message}`, { [unique.field]: [unique.message] })
+      : conflict('the request conflicts with an existing resource');
+  }
+  if (isDatabaseUnavailable(error)) return serviceUnavailable();
+  const status = error.statusCode;
+  if (status !== undefined && status >= 400 && status < 500) {
+    const known = ERROR_CODES[status as keyof typeof ERROR_CODES];
+    const message = FASTIFY_MESSAGES[error.code] ?? (status === 413 ? 'body is larger than the limit' : error.message);
+    if (known) return new HttpError(status as keyof typeof ERROR_CODES, message);
+    return badRequest(message);
+  }
+  return null;
+}
+
+export default fp(
+  async (app) => {
+    // Every response carries the request id (the client's if it sent a sane one, see app.ts genReqId).
+    app.addHook('onRequest', async (request, reply) => {
+      reply.header('x-request-id', request.id);
+    });
+
+    const send = (reply: FastifyReply, request: FastifyRequest, e: HttpError) => {
+      const body: ErrorBody = { error: e.code, message: e.message, requestId: request.id };
+      if (e.fieldErrors) body.fieldErrors = e.fieldErrors;
+      if (e.headers) reply.headers(e.headers);
+      return reply.code(e.statusCode).type('application/json; charset=utf-8').send(body);
+    };
+
+    app.setErrorHandler((error: AnyError, request, reply) => {
+      const mapped = toHttpError(error, request);
+      if (mapped && mapped.statusCode < 500) {
+        request.log.info({ status: mapped.statusCode, code: mapped.code }, mapped.message);
+        return send(reply, request, mapped);
+      }
+      if (mapped) {
+        request.log.warn({ err: error }, 'database unavailable');
+        return send(reply, request, mapped);
+      }
+      request.log.error({ err: error }, 'unhandled error');
+      return send(reply, request, new HttpError(500, 'an internal error occurred; quote the requestId when reporting it'));
+    });
+
+    // Known paths answer 405 with Allow for the methods they lack; the router below
+    // mirrors every registered route so path parameters match as Fastify would.
+    const paths = FindMyWay({ ignoreTrailingSlash: false });
+    const methodsByPath = new Map<string, Set<string>>();
+    app.addHook('onRoute', (route) => {
+      const methods = Array.isArray(route.method) ? route.method : [route.method];
+      let set = methodsByPath.get(route.url);
+      if (!set) {
+        set = new Set();
+        methodsByPath.set(route.url, set);
+        const store = set;
+        paths.on('GET', route.url, () => undefined, { methods: store });
+      }
+      for (const m of methods) set.add(m);
+    });
+
+    app.setNotFoundHandler((request, reply) => {
+      const path = request.url.split('?')[0] ?? '/';
+      const match = paths.find('GET', path) as { store?: { methods: Set<string> } } | null;
+      if (match?.store) {
+        const allow = [...match.store.methods].sort().join(', ');
+        reply.header('allow', allow);
+        return send(reply, request, new HttpError(405, `${request.method} is not supported on ${path}; use ${allow}`));
+      }
+      return send(reply, request, notFound(`no route ${request.method} ${path.slice(0, 200)}`));
+    });
+  },
+  { name: 'errors' },
+);

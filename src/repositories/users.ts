@@ -1,0 +1,74 @@
+/** All SQL about users. Factory over a Queryable so callers choose pool or transaction. */
+import type { Queryable } from '../db/pool.js';
+import { runList, type ListSource, type PageRequest, type Sort } from '../db/pagination.js';
+import { join, raw, sql, toQuery, type SqlFragment } from '../db/sql.js';
+
+export interface User {
+  id: number;
+  name: string;
+  role: 'user' | 'admin';
+  email: string;
+  createdAt: string;
+}
+
+export const USER_SORT_FIELDS = ['id', 'createdAt', 'name'] as const;
+export type UserSortField = (typeof USER_SORT_FIELDS)[number];
+
+const COLUMNS = `id, name, role, email, iso_utc(created_at) AS "createdAt"`;
+
+const list: ListSource<UserSortField, void> = {
+  table: 'users',
+  columns: COLUMNS,
+  sortColumns: { id: 'id', createdAt: 'created_at', name: 'name' },
+  scope: () => [],
+  total: () => sql`SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'users'`,
+};
+
+export function usersRepository(db: Queryable) {
+  return {
+    async create(input: { name: string; email: string; passwordHash: string }): Promise<User> {
+      const { rows } = await db.query<User>(
+        `INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`,
+        [input.name, input.email, input.passwordHash],
+      );
+      return rows[0]!;
+    },
+
+    async findById(id: number): Promise<User | undefined> {
+      const { rows } = await db.query<User>(`SELECT ${COLUMNS} FROM users WHERE id = $1`, [id]);
+      return rows[0];
+    },
+
+    async findCredentials(email: string): Promise<{ id: number; passwordHash: string } | undefined> {
+      const { rows } = await db.query<{ id: number; passwordHash: string }>(
+        'SELECT id, password_hash AS "passwordHash" FROM users WHERE lower(email) = lower($1)',
+        [email],
+      );
+      return rows[0];
+    },
+
+    async update(id: number, changes: { name?: string; email?: string; passwordHash?: string }): Promise<User | undefined> {
+      const sets: SqlFragment[] = [];
+      if (changes.name !== undefined) sets.push(sql`name = ${changes.name}`);
+      if (changes.email !== undefined) sets.push(sql`email = ${changes.email}`);
+      if (changes.passwordHash !== undefined) sets.push(sql`password_hash = ${changes.passwordHash}`);
+      sets.push(sql`version = version + 1`, sql`updated_at = now()`);
+      const { rows } = await db.query<User>(
+        toQuery(sql`UPDATE users SET ${join(sets)} WHERE id = ${id} RETURNING ${raw(COLUMNS)}`),
+      );
+      return rows[0];
+    },
+
+    async setRole(email: string, role: 'user' | 'admin'): Promise<User | undefined> {
+      const { rows } = await db.query<User>(
+        `UPDATE users SET role = $2, version = version + 1, updated_at = now() WHERE lower(email) = lower($1) RETURNING ${COLUMNS}`,
+        [email, role],
+      );
+      return rows[0];
+    },
+
+    list(sort: Sort<UserSortField>, page: PageRequest) {
+      return runList<User, UserSortField, void>(db, list, undefined, sort, page);
+    },
+  };
+}

@@ -1,0 +1,39 @@
+/** Liveness (the process answers) and readiness (the database answers). Not rate limited. */
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { errorResponses } from '../schemas/common.js';
+import { serviceUnavailable } from '../errors.js';
+
+const Status = Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false });
+
+const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const exempt = { rateLimit: false } as const;
+
+  app.get(
+    '/health/live',
+    { config: exempt, schema: { tags: ['health'], summary: 'The process is up', response: { 200: Status } } },
+    async () => ({ status: 'ok' as const }),
+  );
+
+  app.get(
+    '/health/ready',
+    {
+      config: exempt,
+      schema: {
+        tags: ['health'],
+        summary: 'The database answers (503 while it does not)',
+        response: { 200: Status, ...errorResponses(503) },
+      },
+    },
+    async () => {
+      try {
+        await app.db.query('SELECT 1');
+      } catch {
+        throw serviceUnavailable();
+      }
+      return { status: 'ok' as const };
+    },
+  );
+};
+
+export default healthRoutes;

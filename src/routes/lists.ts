@@ -1,0 +1,71 @@
+/**
+ * The HTTP side of every list endpoint: picks the pagination mode from the
+ * query, builds the envelope and the RFC 8288 Link header. Route plugins call
+ * these instead of repeating the logic per resource.
+ */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ListResult, PageRequest, Sort } from '../db/pagination.js';
+import { validation } from '../errors.js';
+
+interface PageQuery {
+  sort?: string;
+  page?: number;
+  perPage?: number;
+  after?: number;
+  limit?: number;
+}
+
+export function pageRequest(query: PageQuery): PageRequest {
+  const offset = query.page !== undefined || query.perPage !== undefined;
+  const cursor = query.after !== undefined || query.limit !== undefined;
+  if (offset && cursor) {
+    const message = 'cannot be combined with page or perPage';
+    const fieldErrors: Record<string, string[]> = {};
+    if (query.after !== undefined) fieldErrors.after = [message];
+    if (query.limit !== undefined) fieldErrors.limit = [message];
+    throw validation(fieldErrors, 'use either page/perPage (offset mode) or after/limit (cursor mode)');
+  }
+  if (cursor) return { kind: 'cursor', after: query.after, limit: query.limit ?? 20 };
+  return { kind: 'offset', page: query.page ?? 1, perPage: query.perPage ?? 20 };
+}
+
+/** The schema's enum has already allow-listed the value. */
+export function sortOf<F extends string>(query: PageQuery): Sort<F> {
+  const sort = query.sort ?? 'id';
+  return sort.startsWith('-') ? { field: sort.slice(1) as F, descending: true } : { field: sort as F, descending: false };
+}
+
+function link(request: FastifyRequest, params: Record<string, number>, rel: string): string {
+  const [path, search] = request.url.split('?');
+  const query = new URLSearchParams(search);
+  for (const [key, value] of Object.entries(params)) query.set(key, String(value));
+  return `<${path}?${query.toString()}>; rel="${rel}"`;
+}
+
+export type ListEnvelope<T> =
+  | { data: T[]; page: number; perPage: number; total: number; totalPages: number }
+  | { data: T[]; limit: number; hasMore: boolean; nextCursor: number | null };
+
+export function listResponse<T>(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  result: Exclude<ListResult<T>, null>,
+  page: PageRequest,
+): ListEnvelope<T> {
+  const links: string[] = [];
+  if (result.kind === 'cursor' && page.kind === 'cursor') {
+    if (result.nextCursor !== null) links.push(link(request, { after: result.nextCursor, limit: page.limit }, 'next'));
+    if (links.length) reply.header('link', links.join(', '));
+    return { data: result.items, limit: page.limit, hasMore: result.hasMore, nextCursor: result.nextCursor };
+  }
+  if (result.kind !== 'offset' || page.kind !== 'offset') throw new Error('pagination mode mismatch');
+  const { perPage } = page;
+  const totalPages = Math.ceil(result.total / perPage);
+  const last = Math.max(totalPages, 1);
+  links.push(link(request, { page: 1, perPage }, 'first'));
+  if (page.page > 1) links.push(link(request, { page: Math.min(page.page - 1, last), perPage }, 'prev'));
+  if (page.page < totalPages) links.push(link(request, { page: page.page + 1, perPage }, 'next'));
+  links.push(link(request, { page: last, perPage }, 'last'));
+  reply.header('link', links.join(', '));
+  return { data: result.items, page: page.page, perPage, total: result.total, totalPages };
+}

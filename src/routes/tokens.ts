@@ -1,0 +1,88 @@
+/** /tokens: log in (issue a token), list own tokens, revoke one (API.md §4, §6). */
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
+import { CreateTokenBody, IssuedTokenSchema, TokenList, TokenListQuery, TokenParams } from '../schemas/users.js';
+import { tokensRepository } from '../repositories/tokens.js';
+import { usersRepository } from '../repositories/users.js';
+import { notFound, unauthorized } from '../errors.js';
+import { newToken, verifyPassword } from '../security.js';
+import { listResponse, pageRequest, sortOf } from './lists.js';
+
+const secured = [{ bearerAuth: [] }];
+
+const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = async (app, { tokenTtlSeconds }) => {
+  const tokens = tokensRepository(app.db);
+  const users = usersRepository(app.db);
+
+  app.post(
+    '/tokens',
+    {
+      config: { authRateLimit: true },
+      schema: {
+        tags: ['tokens'],
+        summary: 'Log in: exchange e-mail and password for a bearer token',
+        body: CreateTokenBody,
+        response: { 201: IssuedTokenSchema, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS) },
+      },
+    },
+    async (request, reply) => {
+      const { email, password } = request.body;
+      const credentials = await users.findCredentials(email);
+      // verifyPassword runs a full hash even for an unknown e-mail, and the answer
+      // is the same either way: nothing tells whether the account exists.
+      const ok = await verifyPassword(password, credentials?.passwordHash);
+      if (!credentials || !ok) throw unauthorized('e-mail or password is wrong');
+      const { token, hash } = newToken();
+      const created = await tokens.create(credentials.id, hash, tokenTtlSeconds);
+      const user = await users.findById(credentials.id);
+      reply.code(201);
+      return { id: created.id, token, tokenType: 'Bearer' as const, expiresAt: created.expiresAt, user: user! };
+    },
+  );
+
+  await app.register(async (authed) => {
+    authed.addHook('onRequest', app.requireUser);
+    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
+
+    r.get(
+      '/tokens',
+      {
+        schema: {
+          tags: ['tokens'],
+          summary: 'List own live tokens (never their secrets)',
+          security: secured,
+          querystring: TokenListQuery,
+          response: { 200: TokenList, ...errorResponses(...COMMON_ERRORS, 422) },
+        },
+      },
+      async (request, reply) => {
+        const page = pageRequest(request.query);
+        const result = await tokens.list(request.user!.id, sortOf(request.query), page);
+        if (!result) throw new Error('tokens list has no parent');
+        return listResponse(request, reply, result, page);
+      },
+    );
+
+    r.delete(
+      '/tokens/:tokenId',
+      {
+        schema: {
+          tags: ['tokens'],
+          summary: 'Revoke one of your tokens',
+          security: secured,
+          params: TokenParams,
+          response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 404) },
+        },
+      },
+      async (request, reply) => {
+        const id = Number(request.params.tokenId);
+        // Another user's token is reported as missing: its existence is not ours to reveal.
+        if (!(await tokens.revoke(request.user!.id, id))) throw notFound(`token ${id} does not exist`);
+        return reply.code(204).send(null);
+      },
+    );
+  });
+};
+
+export default tokensRoutes;

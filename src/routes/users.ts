@@ -1,0 +1,136 @@
+/** /users: sign-up, profiles, own profile, profile changes (API.md §4). */
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { BODY_ERRORS, COMMON_ERRORS, errorResponses } from '../schemas/common.js';
+import { CreateUserBody, UpdateUserBody, UserList, UserListQuery, UserParams, UserSchema } from '../schemas/users.js';
+import { usersRepository, type User } from '../repositories/users.js';
+import { tokensRepository, type AuthUser } from '../repositories/tokens.js';
+import { forbidden, notFound } from '../errors.js';
+import { hashPassword } from '../security.js';
+import { withTransaction } from '../db/pool.js';
+import { listResponse, pageRequest, sortOf } from './lists.js';
+
+const User = Type.Ref(UserSchema);
+const secured = [{ bearerAuth: [] }];
+
+/** E-mail addresses are shown only to their owner and to admins. */
+function visibleTo(viewer: AuthUser | null) {
+  return (user: User): Omit<User, 'email'> & { email?: string } => {
+    if (viewer && (viewer.id === user.id || viewer.role === 'admin')) return user;
+    const { email: _hidden, ...rest } = user;
+    return rest;
+  };
+}
+
+const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const users = usersRepository(app.db);
+
+  app.post(
+    '/users',
+    {
+      config: { authRateLimit: true },
+      schema: {
+        tags: ['users'],
+        summary: 'Sign up',
+        body: CreateUserBody,
+        response: { 201: User, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 409) },
+      },
+    },
+    async (request, reply) => {
+      const { name, email, password } = request.body;
+      const user = await users.create({ name, email, passwordHash: await hashPassword(password) });
+      reply.code(201).header('location', `${request.url.split('?')[0]}/${user.id}`);
+      return user;
+    },
+  );
+
+  app.get(
+    '/users',
+    {
+      schema: {
+        tags: ['users'],
+        summary: 'List users',
+        querystring: UserListQuery,
+        response: { 200: UserList, ...errorResponses(...COMMON_ERRORS, 422) },
+      },
+    },
+    async (request, reply) => {
+      const page = pageRequest(request.query);
+      const result = await users.list(sortOf(request.query), page);
+      if (!result) throw new Error('users list has no parent');
+      const envelope = listResponse(request, reply, result, page);
+      return { ...envelope, data: envelope.data.map(visibleTo(request.user)) };
+    },
+  );
+
+  app.get(
+    '/users/:userId',
+    {
+      schema: {
+        tags: ['users'],
+        summary: 'One user',
+        params: UserParams,
+        response: { 200: User, ...errorResponses(...COMMON_ERRORS, 404) },
+      },
+    },
+    async (request) => {
+      const id = Number(request.params.userId);
+      const user = await users.findById(id);
+      if (!user) throw notFound(`user ${id} does not exist`);
+      return visibleTo(request.user)(user);
+    },
+  );
+
+  await app.register(async (authed) => {
+    authed.addHook('onRequest', app.requireUser);
+    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
+
+    r.get(
+      '/users/me',
+      {
+        schema: {
+          tags: ['users'],
+          summary: 'The authenticated user, with e-mail',
+          security: secured,
+          response: { 200: User, ...errorResponses(...COMMON_ERRORS) },
+        },
+      },
+      async (request) => {
+        const user = await users.findById(request.user!.id);
+        if (!user) throw notFound('user does not exist');
+        return user;
+      },
+    );
+
+    r.patch(
+      '/users/:userId',
+      {
+        schema: {
+          tags: ['users'],
+          summary: 'Change a user (that user or an admin)',
+          description: 'Only the given fields change. A new password revokes every other token of that user.',
+          security: secured,
+          params: UserParams,
+          body: UpdateUserBody,
+          response: { 200: User, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 409) },
+        },
+      },
+      async (request) => {
+        const id = Number(request.params.userId);
+        const viewer = request.user!;
+        const { name, email, password } = request.body;
+        const passwordHash = password === undefined ? undefined : await hashPassword(password);
+        return withTransaction(app.db, async (tx) => {
+          const repo = usersRepository(tx);
+          if (!(await repo.findById(id))) throw notFound(`user ${id} does not exist`);
+          if (viewer.id !== id && viewer.role !== 'admin') throw forbidden('you may only change your own profile');
+          const updated = await repo.update(id, { name, email, passwordHash });
+          if (passwordHash !== undefined) await tokensRepository(tx).revokeAllExcept(id, viewer.tokenId);
+          return updated!;
+        });
+      },
+    );
+  });
+};
+
+export default usersRoutes;

@@ -1,0 +1,48 @@
+/** User and token contracts (API.md §3, §4). */
+import { Type } from '@sinclair/typebox';
+import { Body, Id, ListEnvelope, ListQuery, PathId, StringEnum, Text, Timestamp } from './common.js';
+import { USER_SORT_FIELDS } from '../repositories/users.js';
+import { TOKEN_SORT_FIELDS } from '../repositories/tokens.js';
+
+const Email = Type.String({ format: 'email', maxLength: 254, description: 'unique, case-insensitively' });
+const Password = Type.String({ minLength: 8, maxLength: 200, writeOnly: true, description: 'write-only' });
+const Name = Text(100, '1–100 characters, not blank');
+
+export const UserSchema = Type.Object(
+  {
+    id: Id,
+    name: Type.String(),
+    role: StringEnum(['user', 'admin']),
+    email: Type.Optional(Type.String({ description: 'only shown to the user themself and to admins' })),
+    createdAt: Timestamp,
+  },
+  { $id: 'User', additionalProperties: false },
+);
+
+export const CreateUserBody = Body({ name: Name, email: Email, password: Password });
+export const UpdateUserBody = Body({ name: Type.Optional(Name), email: Type.Optional(Email), password: Type.Optional(Password) });
+export const UserParams = Type.Object({ userId: PathId });
+export const UserListQuery = ListQuery(USER_SORT_FIELDS);
+export const UserList = ListEnvelope(Type.Ref(UserSchema));
+
+export const TokenSchema = Type.Object(
+  { id: Id, createdAt: Timestamp, expiresAt: Timestamp },
+  { $id: 'Token', additionalProperties: false, description: 'a token as listed: never its secret' },
+);
+export const IssuedTokenSchema = Type.Object(
+  {
+    id: Id,
+    token: Type.String({ description: 'the secret; shown once, stored only as a hash' }),
+    tokenType: Type.Literal('Bearer'),
+    expiresAt: Timestamp,
+    user: Type.Ref(UserSchema),
+  },
+  { additionalProperties: false },
+);
+export const CreateTokenBody = Type.Object(
+  { email: Type.String({ maxLength: 254 }), password: Type.String({ maxLength: 200 }) },
+  { additionalProperties: false },
+);
+export const TokenParams = Type.Object({ tokenId: PathId });
+export const TokenListQuery = ListQuery(TOKEN_SORT_FIELDS);
+export const TokenList = ListEnvelope(Type.Ref(TokenSchema));

@@ -1,0 +1,52 @@
+/**
+ * Process entry: load config, get a database (embedded under .data/ when
+ * DATABASE_URL is unset), build the app, listen, and shut down gracefully on
+ * SIGTERM/SIGINT: stop accepting, finish in-flight requests, close the pool,
+ * then the embedded database. Nothing else lives here.
+ */
+import { resolve } from 'node:path';
+import closeWithGrace from 'close-with-grace';
+import { ConfigError, loadConfig } from './config.js';
+import { buildApp } from './app.js';
+import { startEmbeddedPostgres } from './db/embedded.js';
+import { migrate } from './db/migrate.js';
+
+async function main() {
+  let config;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`configuration error: ${error.message}`);
+      process.exit(78); // EX_CONFIG
+    }
+    throw error;
+  }
+
+  let databaseUrl = config.databaseUrl;
+  let embedded: Awaited<ReturnType<typeof startEmbeddedPostgres>> | undefined;
+  if (!databaseUrl) {
+    console.log(`DATABASE_URL is unset: starting an embedded PostgreSQL under .data/ on port ${config.embeddedPgPort}`);
+    embedded = await startEmbeddedPostgres({
+      dataDir: resolve('.data/pg'),
+      port: config.embeddedPgPort,
+      database: 'posts_api',
+    });
+    databaseUrl = embedded.url;
+    await migrate(databaseUrl, (msg) => console.log(msg));
+  }
+
+  const app = await buildApp({ ...config, databaseUrl });
+  closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
+    if (err) app.log.error({ err }, 'shutting down after an error');
+    else app.log.info({ signal }, 'shutting down');
+    await app.close();
+    await embedded?.stop();
+  });
+  await app.listen({ host: config.host, port: config.port });
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof Error ? error.message : error);
+  process.exit(1);
+});

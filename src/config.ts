@@ -59,6 +59,13 @@ export function loadConfig(source: Record<string, string | undefined> = process.
   // API_PREFIX and CORS_ORIGINS may legitimately be set to empty.
   for (const key of ['API_PREFIX', 'CORS_ORIGINS'] as const) if (source[key] === '') raw[key] = '';
 
+  // Value.Convert would truncate "1.5" to 1: integer settings must be written as integers.
+  for (const [key, schema] of Object.entries(EnvSchema.properties)) {
+    const value = raw[key];
+    if ((schema as { type?: string }).type === 'integer' && typeof value === 'string' && !/^-?[0-9]+$/.test(value)) {
+      throw new ConfigError(`invalid environment variable ${key}=${JSON.stringify(value)}: expected an integer`);
+    }
+  }
   const env = Value.Convert(EnvSchema, Value.Default(EnvSchema, raw));
   const first = Value.Errors(EnvSchema, env).First();
   if (first) {

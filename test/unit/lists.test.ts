@@ -1,0 +1,30 @@
+import { describe, expect, it } from 'vitest';
+import { pageRequest, sortOf } from '../../src/routes/lists.js';
+import { HttpError } from '../../src/errors.js';
+
+describe('pageRequest', () => {
+  it('defaults to offset mode, page 1 of 20', () => {
+    expect(pageRequest({})).toEqual({ kind: 'offset', page: 1, perPage: 20 });
+  });
+  it('after or limit selects cursor mode', () => {
+    expect(pageRequest({ limit: 5 })).toEqual({ kind: 'cursor', after: undefined, limit: 5 });
+    expect(pageRequest({ after: 7 })).toEqual({ kind: 'cursor', after: 7, limit: 20 });
+  });
+  it('mixing the modes is a 422 naming the cursor parameters', () => {
+    try {
+      pageRequest({ perPage: 5, after: 3 });
+      expect.unreachable();
+    } catch (error) {
+      expect(error).toBeInstanceOf(HttpError);
+      expect((error as HttpError).statusCode).toBe(422);
+      expect((error as HttpError).fieldErrors).toEqual({ after: ['cannot be combined with page or perPage'] });
+    }
+  });
+});
+
+describe('sortOf', () => {
+  it('reads a leading - as descending, defaults to id', () => {
+    expect(sortOf({})).toEqual({ field: 'id', descending: false });
+    expect(sortOf({ sort: '-createdAt' })).toEqual({ field: 'createdAt', descending: true });
+  });
+});

@@ -3,11 +3,14 @@
  * and route. It never listens and never exits; server.ts and the tests do that.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyServerOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
 import { createValidatorCompiler } from './validation.js';
 import errors from './plugins/errors.js';
+import httpSecurity from './plugins/http-security.js';
+import requestLog from './plugins/request-log.js';
 import bodyParser from './plugins/body-parser.js';
 import db from './plugins/db.js';
 import auth from './plugins/auth.js';
@@ -22,9 +25,10 @@ export type AppConfig = Config & { databaseUrl: string };
 // neither forge log lines nor bloat them.
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-export function loggerOptions(level: string): FastifyServerOptions['logger'] {
+export function loggerOptions(level: string, stream?: DestinationStream): FastifyServerOptions['logger'] {
   return {
     level,
+    ...(stream ? { stream } : {}),
     // Credentials never reach the logs, whatever a future serializer includes.
     redact: {
       paths: ['req.headers.authorization', 'req.headers.cookie', '*.password', '*.token', 'body.password'],
@@ -33,9 +37,12 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   };
 }
 
-export async function buildApp(config: AppConfig) {
+/** `logStream` lets the server pretty-print on a terminal and tests read the logs. */
+export async function buildApp(config: AppConfig, options: { logStream?: DestinationStream } = {}) {
   const app = Fastify({
-    logger: loggerOptions(config.logLevel),
+    logger: loggerOptions(config.logLevel, options.logStream),
+    // Our own single line per request (plugins/request-log.ts) replaces Fastify's pair.
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     bodyLimit: config.bodyLimit,
     // A hop count is valid at runtime (proxy-addr) though the typings omit it.
     trustProxy: config.trustProxy as boolean | string[],
@@ -55,9 +62,11 @@ export async function buildApp(config: AppConfig) {
   app.setValidatorCompiler(createValidatorCompiler());
 
   await app.register(errors);
+  await app.register(httpSecurity, { corsOrigins: config.corsOrigins });
   await app.register(bodyParser);
   await app.register(db, { connectionString: config.databaseUrl, max: config.pgPoolMax });
   await app.register(auth);
+  await app.register(requestLog);
   await app.register(openapi, { prefix: config.apiPrefix });
 
   await app.register(

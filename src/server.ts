@@ -36,7 +36,9 @@ async function main() {
     await migrate(databaseUrl, (msg) => console.log(msg));
   }
 
-  const app = await buildApp({ ...config, databaseUrl });
+  // On a terminal, logs are pretty-printed; anywhere else they stay one JSON object per line.
+  const logStream = process.stdout.isTTY ? (await import('pino-pretty')).default({ translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }) : undefined;
+  const app = await buildApp({ ...config, databaseUrl }, { logStream });
   closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
     if (err) app.log.error({ err }, 'shutting down after an error');
     else app.log.info({ signal }, 'shutting down');

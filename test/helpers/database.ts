@@ -1,0 +1,57 @@
+/**
+ * One fresh database per test file, cloned from the template the global
+ * setup migrated: a file-level copy is much cheaper than re-running the
+ * migrations, and files running in parallel never share data.
+ */
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client } from 'pg';
+import { inject } from 'vitest';
+
+export interface TestDatabase {
+  url: string;
+  drop(): Promise<void>;
+}
+
+// PostgreSQL refuses to copy a template while any other session is connected
+// to it (SQLSTATE 55006); the template allows no connections, but autovacuum
+// may still be visiting it for a moment.
+const OBJECT_IN_USE = '55006';
+const CREATE_ATTEMPTS = 20;
+
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const adminUrl = inject('databaseAdminUrl');
+  const template = inject('databaseTemplate');
+  const name = `${inject('databaseTestPrefix')}${randomBytes(4).toString('hex')}`;
+
+  await withAdmin(adminUrl, async (client) => {
+    const sql = `CREATE DATABASE ${client.escapeIdentifier(name)} TEMPLATE ${client.escapeIdentifier(template)}`;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await client.query(sql);
+        return;
+      } catch (error) {
+        if ((error as { code?: unknown }).code !== OBJECT_IN_USE || attempt >= CREATE_ATTEMPTS) throw error;
+        await sleep(50 * attempt);
+      }
+    }
+  });
+
+  const url = new URL(adminUrl);
+  url.pathname = `/${encodeURIComponent(name)}`;
+  return {
+    url: url.toString(),
+    // FORCE ends connections a test forgot to close (e.g. a pool still open).
+    drop: () => withAdmin(adminUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`)),
+  };
+}
+
+async function withAdmin(adminUrl: string, fn: (client: Client) => Promise<unknown>): Promise<void> {
+  const client = new Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await fn(client);
+  } finally {
+    await client.end();
+  }
+}

@@ -8,16 +8,20 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
 import { createValidatorCompiler } from './validation.js';
-import errors from './plugins/errors.js';
+import errors, { sendError, toHttpError } from './plugins/errors.js';
+import { badRequest } from './errors.js';
 import httpSecurity from './plugins/http-security.js';
 import requestLog from './plugins/request-log.js';
 import bodyParser from './plugins/body-parser.js';
 import db from './plugins/db.js';
+import rateLimit from './plugins/rate-limit.js';
 import auth from './plugins/auth.js';
 import openapi from './plugins/openapi.js';
 import healthRoutes from './routes/health.js';
 import usersRoutes from './routes/users.js';
 import tokensRoutes from './routes/tokens.js';
+import postsRoutes from './routes/posts.js';
+import commentsRoutes from './routes/comments.js';
 
 export type AppConfig = Config & { databaseUrl: string };
 
@@ -55,7 +59,21 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
     requestTimeout: 30_000,
     keepAliveTimeout: 72_000,
     return503OnClosing: true,
-    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 100 },
+    routerOptions: {
+      ignoreTrailingSlash: false,
+      maxParamLength: 100,
+      // No path parameter of ours is that long, so such a path names nothing: the
+      // contract's 404, written on the raw response because the router answers
+      // before Fastify builds a request.
+      onMaxParamLength: (_path, req, res) => {
+        const requestId = randomUUID();
+        res.writeHead(404, { 'content-type': 'application/json; charset=utf-8', 'x-request-id': requestId });
+        res.end(JSON.stringify({ error: 'not_found', message: 'no resource at this path', requestId }));
+      },
+    },
+    // A URL that cannot be decoded (e.g. /%zz) goes through the one error handler.
+    frameworkErrors: (error, request, reply) =>
+      sendError(reply, request, toHttpError(error, request) ?? badRequest('the request is malformed')),
     ajv: { customOptions: {} },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -65,6 +83,8 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   await app.register(httpSecurity, { corsOrigins: config.corsOrigins });
   await app.register(bodyParser);
   await app.register(db, { connectionString: config.databaseUrl, max: config.pgPoolMax });
+  // Before auth: its onRequest hook must run first so a 429 comes before a 401.
+  await app.register(rateLimit, { rateLimit: config.rateLimit, redisUrl: config.redisUrl, databaseUrl: config.databaseUrl });
   await app.register(auth);
   await app.register(requestLog);
   await app.register(openapi, { prefix: config.apiPrefix });
@@ -74,6 +94,8 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
       await api.register(healthRoutes);
       await api.register(usersRoutes);
       await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });
+      await api.register(postsRoutes);
+      await api.register(commentsRoutes);
     },
     { prefix: config.apiPrefix },
   );

@@ -53,6 +53,7 @@ const FASTIFY_MESSAGES: Record<string, string> = {
   FST_ERR_CTP_EMPTY_JSON_BODY: 'body must not be empty when Content-Type is application/json',
   FST_ERR_CTP_INVALID_MEDIA_TYPE: 'Content-Type must be application/json',
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: 'Content-Length does not match the body',
+  FST_ERR_BAD_URL: 'the URL is malformed',
 };
 
 export function toHttpError(error: AnyError, request: FastifyRequest): HttpError | null {
@@ -82,6 +83,16 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
   return null;
 }
 
+/** Renders the contract's error body; also used for errors raised before routing (app.ts frameworkErrors). */
+export function sendError(reply: FastifyReply, request: FastifyRequest, e: HttpError) {
+  // Set here too: errors raised before the onRequest hooks (a malformed URL) still carry it.
+  reply.header('x-request-id', request.id);
+  const body: ErrorBody = { error: e.code, message: e.message, requestId: request.id };
+  if (e.fieldErrors) body.fieldErrors = e.fieldErrors;
+  if (e.headers) reply.headers(e.headers);
+  return reply.code(e.statusCode).type('application/json; charset=utf-8').send(body);
+}
+
 export default fp(
   async (app) => {
     // Every response carries the request id (the client's if it sent a sane one, see app.ts genReqId).
@@ -89,25 +100,18 @@ export default fp(
       reply.header('x-request-id', request.id);
     });
 
-    const send = (reply: FastifyReply, request: FastifyRequest, e: HttpError) => {
-      const body: ErrorBody = { error: e.code, message: e.message, requestId: request.id };
-      if (e.fieldErrors) body.fieldErrors = e.fieldErrors;
-      if (e.headers) reply.headers(e.headers);
-      return reply.code(e.statusCode).type('application/json; charset=utf-8').send(body);
-    };
-
     app.setErrorHandler((error: AnyError, request, reply) => {
       const mapped = toHttpError(error, request);
       if (mapped && mapped.statusCode < 500) {
         request.log.info({ status: mapped.statusCode, code: mapped.code }, mapped.message);
-        return send(reply, request, mapped);
+        return sendError(reply, request, mapped);
       }
       if (mapped) {
         request.log.warn({ err: error }, 'database unavailable');
-        return send(reply, request, mapped);
+        return sendError(reply, request, mapped);
       }
       request.log.error({ err: error }, 'unhandled error');
-      return send(reply, request, new HttpError(500, 'an internal error occurred; quote the requestId when reporting it'));
+      return sendError(reply, request, new HttpError(500, 'an internal error occurred; quote the requestId when reporting it'));
     });
 
     // Known paths answer 405 with Allow for the methods they lack; the router below
@@ -132,9 +136,9 @@ export default fp(
       if (match?.store) {
         const allow = [...match.store.methods].sort().join(', ');
         reply.header('allow', allow);
-        return send(reply, request, new HttpError(405, `${request.method} is not supported on ${path}; use ${allow}`));
+        return sendError(reply, request, new HttpError(405, `${request.method} is not supported on ${path}; use ${allow}`));
       }
-      return send(reply, request, notFound(`no route ${request.method} ${path.slice(0, 200)}`));
+      return sendError(reply, request, notFound(`no route ${request.method} ${path.slice(0, 200)}`));
     });
   },
   { name: 'errors' },

@@ -9,12 +9,21 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { ErrorSchema } from '../schemas/common.js';
 import { TokenSchema, UserSchema } from '../schemas/users.js';
+import { CommentSchema, PostSchema } from '../schemas/posts.js';
 
 const EVERY_RESPONSE_HEADERS = {
   'X-Request-Id': { schema: { type: 'string' }, description: "the client's X-Request-Id if it was sane, else a generated one" },
   'RateLimit-Limit': { schema: { type: 'integer' }, description: 'requests allowed in the window' },
   'RateLimit-Remaining': { schema: { type: 'integer' }, description: 'requests left in the window' },
   'RateLimit-Reset': { schema: { type: 'integer' }, description: 'seconds until the window resets' },
+  'RateLimit-Policy': {
+    schema: { type: 'string' },
+    description: 'the quota policy this request spent (draft-ietf-httpapi-ratelimit-headers-11), e.g. "default";q=300;w=60',
+  },
+  RateLimit: {
+    schema: { type: 'string' },
+    description: 'requests left and seconds until the window resets under that policy, e.g. "default";r=299;t=42',
+  },
 };
 
 export default fp<{ prefix: string }>(
@@ -22,6 +31,8 @@ export default fp<{ prefix: string }>(
     app.addSchema(ErrorSchema);
     app.addSchema(UserSchema);
     app.addSchema(TokenSchema);
+    app.addSchema(PostSchema);
+    app.addSchema(CommentSchema);
 
     await app.register(swagger, {
       openapi: {
@@ -53,8 +64,14 @@ export default fp<{ prefix: string }>(
     });
 
     app.get(`${prefix}/openapi.json`, { schema: { hide: true }, config: { rateLimit: false } }, async () => app.swagger());
-    // staticCSP replaces the API's deny-all CSP with one that lets the docs page load its own assets.
-    await app.register(swaggerUi, { routePrefix: `${prefix}/docs`, uiConfig: { deepLinking: true }, staticCSP: true });
+    await app.register(async (docs) => {
+      // The docs page and its assets are static, like /openapi.json: not rate limited.
+      docs.addHook('onRoute', (route) => {
+        route.config = { ...route.config, rateLimit: false };
+      });
+      // staticCSP replaces the API's deny-all CSP with one that lets the docs page load its own assets.
+      await docs.register(swaggerUi, { routePrefix: `${prefix}/docs`, uiConfig: { deepLinking: true }, staticCSP: true });
+    });
   },
   { name: 'openapi' },
 );

@@ -104,6 +104,11 @@ describe('403, 404, 405', () => {
     expect(expectError(res, 404, 'not_found').message).toBe('no route GET /no/such/thing');
   });
 
+  it('a malformed URL is a 400, an over-long path segment a 404, both with the body', async () => {
+    expect(expectError(await t.app.inject({ url: '/users/%zz' }), 400, 'bad_request').message).toBe('the URL is malformed');
+    expectError(await t.app.inject({ url: `/users/${'9'.repeat(150)}` }), 404, 'not_found');
+  });
+
   it('405 with Allow for a known path and an unsupported method', async () => {
     const res = await t.app.inject({ method: 'DELETE', url: `/users/${ann.user.id}` });
     expectError(res, 405, 'method_not_allowed');

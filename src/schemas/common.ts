@@ -49,7 +49,7 @@ export const ErrorSchema = Type.Object(
 export const NoContent = Type.Null({ description: 'No content' });
 
 /** List query parameters; `sort` accepts only the allow-listed fields, `-` for descending. */
-export function ListQuery<F extends string>(sortFields: readonly F[], extra: TProperties = {}) {
+export function ListQuery<F extends string, E extends TProperties = {}>(sortFields: readonly F[], extra: E = {} as E) {
   const sortValues = sortFields.flatMap((f) => [f, `-${f}`]);
   return Type.Object(
     {

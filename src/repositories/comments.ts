@@ -1,0 +1,127 @@
+/**
+ * All SQL about comments, always addressed through their post: a comment id
+ * under another post names nothing.
+ *
+ * Lock order is post first, then comment, in every write that touches both
+ * (create, delete, and the cascade of a post delete), so concurrent writers
+ * queue instead of deadlocking; the comment_count trigger's row lock on the
+ * post then keeps commentCount exact.
+ */
+import type { Queryable } from '../db/pool.js';
+import { runList, type ListSource, type PageRequest, type Sort } from '../db/pagination.js';
+import { sql } from '../db/sql.js';
+
+export interface Comment {
+  id: number;
+  postId: number;
+  authorId: number;
+  body: string;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** A single comment as read for a request about it: `version` is internal (ETags), never serialized. */
+export type VersionedComment = Comment & { version: number };
+
+export const COMMENT_SORT_FIELDS = ['id', 'createdAt'] as const;
+export type CommentSortField = (typeof COMMENT_SORT_FIELDS)[number];
+
+export interface CommentFilter {
+  postId: number;
+  author?: number | undefined;
+}
+
+// List items are exactly the JSON members: the list envelope is a union, whose
+// serializer rejects items with extra members.
+const LIST_COLUMNS = `id, post_id AS "postId", author_id AS "authorId", body,
+  iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt"`;
+const COLUMNS = `${LIST_COLUMNS}, version`;
+
+const list: ListSource<CommentSortField, CommentFilter> = {
+  table: 'comments',
+  tombstones: 'deleted_comments',
+  columns: LIST_COLUMNS,
+  sortColumns: { id: 'id', createdAt: 'created_at' },
+  scope: ({ postId, author }) =>
+    author === undefined ? [sql`post_id = ${postId}`] : [sql`post_id = ${postId}`, sql`author_id = ${author}`],
+  // NULL when the post is missing. By author there is no kept counter, but the
+  // (post_id, author_id, id) index bounds the count to one author's comments on one post.
+  total: ({ postId, author }) =>
+    author === undefined
+      ? sql`SELECT comment_count FROM posts WHERE id = ${postId}`
+      : sql`SELECT (SELECT count(*) FROM comments c WHERE c.post_id = p.id AND c.author_id = ${author})
+          FROM posts p WHERE p.id = ${postId}`,
+  parentExists: ({ postId }) => sql`EXISTS (SELECT 1 FROM posts WHERE id = ${postId})`,
+};
+
+export function commentsRepository(db: Queryable) {
+  async function find(postId: number, id: number): Promise<VersionedComment | undefined> {
+    const { rows } = await db.query<VersionedComment>(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2`, [
+      id,
+      postId,
+    ]);
+    return rows[0];
+  }
+
+  return {
+    /**
+     * undefined when the post does not exist. The post is locked before the
+     * insert, so a concurrent post delete either waits for this comment (and
+     * takes it along) or has already happened (nothing is inserted).
+     */
+    async create(postId: number, authorId: number, body: string): Promise<VersionedComment | undefined> {
+      const { rows } = await db.query<VersionedComment>(
+        `WITH post AS (SELECT id FROM posts WHERE id = $1 FOR NO KEY UPDATE)
+         INSERT INTO comments (post_id, author_id, body) SELECT id, $2, $3 FROM post RETURNING ${COLUMNS}`,
+        [postId, authorId, body],
+      );
+      return rows[0];
+    },
+
+    find,
+
+    /** Reads and row-locks a comment for a change of its own columns (the post is not involved). */
+    async lockForUpdate(postId: number, id: number): Promise<VersionedComment | undefined> {
+      const { rows } = await db.query<VersionedComment>(
+        `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR NO KEY UPDATE`,
+        [id, postId],
+      );
+      return rows[0];
+    },
+
+    /** Locks the post, then the comment (see the lock order above); carries the post's author for the delete rule. */
+    async lockForDelete(postId: number, id: number): Promise<(VersionedComment & { postAuthorId: number }) | undefined> {
+      const post = await db.query<{ authorId: number }>(
+        'SELECT author_id AS "authorId" FROM posts WHERE id = $1 FOR NO KEY UPDATE',
+        [postId],
+      );
+      if (!post.rows[0]) return undefined;
+      const { rows } = await db.query<VersionedComment>(
+        `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR UPDATE`,
+        [id, postId],
+      );
+      return rows[0] && { ...rows[0], postAuthorId: post.rows[0].authorId };
+    },
+
+    /** A real change bumps version and updated_at; an empty one leaves the comment as it is. */
+    async update(postId: number, id: number, changes: { body?: string | undefined }): Promise<VersionedComment | undefined> {
+      if (changes.body === undefined) return find(postId, id);
+      const { rows } = await db.query<VersionedComment>(
+        `UPDATE comments SET body = $3, version = version + 1, updated_at = now()
+         WHERE id = $1 AND post_id = $2 RETURNING ${COLUMNS}`,
+        [id, postId, changes.body],
+      );
+      return rows[0];
+    },
+
+    async delete(postId: number, id: number): Promise<boolean> {
+      const { rowCount } = await db.query('DELETE FROM comments WHERE id = $1 AND post_id = $2', [id, postId]);
+      return rowCount === 1;
+    },
+
+    /** null when the post does not exist. */
+    list(filter: CommentFilter, sort: Sort<CommentSortField>, page: PageRequest) {
+      return runList<Comment, CommentSortField, CommentFilter>(db, list, filter, sort, page);
+    },
+  };
+}

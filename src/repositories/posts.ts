@@ -1,0 +1,126 @@
+/**
+ * All SQL about posts. Totals never count rows: the global one is the sharded
+ * `counters` row, a user's is `users.post_count`, and `commentCount` is
+ * `posts.comment_count`, all kept exact by triggers (see the initial migration).
+ * Writes that check ownership first lock the row (`lock`), so the check and the
+ * write see the same post and a conditional-request check can slot in between.
+ */
+import type { Queryable } from '../db/pool.js';
+import { runList, type ListSource, type PageRequest, type Sort } from '../db/pagination.js';
+import { join, raw, sql, toQuery, type SqlFragment } from '../db/sql.js';
+
+export interface Post {
+  id: number;
+  title: string;
+  body: string;
+  authorId: number;
+  commentCount: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** A single post as read for a request about it: `version` is internal (ETags), never serialized. */
+export type VersionedPost = Post & { version: number };
+
+export interface PostChanges {
+  title?: string;
+  body?: string;
+}
+
+export const POST_SORT_FIELDS = ['id', 'createdAt', 'updatedAt', 'title'] as const;
+export type PostSortField = (typeof POST_SORT_FIELDS)[number];
+
+// List items are exactly the JSON members: the list envelope is a union, whose
+// serializer rejects items with extra members.
+const LIST_COLUMNS = `id, title, body, author_id AS "authorId", comment_count AS "commentCount",
+  iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt"`;
+const COLUMNS = `${LIST_COLUMNS}, version`;
+
+/**
+ * Row locks: DELETE takes the strongest, so comments being written to the post
+ * (which lock it FOR NO KEY UPDATE first) finish before or fail cleanly after.
+ */
+const LOCKS = { update: 'FOR NO KEY UPDATE', delete: 'FOR UPDATE' } as const;
+
+const listBase = {
+  table: 'posts',
+  tombstones: 'deleted_posts',
+  columns: LIST_COLUMNS,
+  sortColumns: { id: 'id', createdAt: 'created_at', updatedAt: 'updated_at', title: 'title' },
+} satisfies Partial<ListSource<PostSortField, unknown>>;
+
+const byAuthor = (author: number) => [sql`author_id = ${author}`];
+
+/** GET /posts[?author=]: an unknown author is an empty list, not a missing parent. */
+const allPosts: ListSource<PostSortField, number | undefined> = {
+  ...listBase,
+  scope: (author) => (author === undefined ? [] : byAuthor(author)),
+  total: (author) =>
+    author === undefined
+      ? sql`SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'posts'`
+      : sql`SELECT COALESCE((SELECT post_count FROM users WHERE id = ${author}), 0)`,
+};
+
+/** GET /users/{userId}/posts: the user is the parent, so a missing one is a 404. */
+const postsOfUser: ListSource<PostSortField, number> = {
+  ...listBase,
+  scope: byAuthor,
+  total: (userId) => sql`SELECT post_count FROM users WHERE id = ${userId}`,
+  parentExists: (userId) => sql`EXISTS (SELECT 1 FROM users WHERE id = ${userId})`,
+};
+
+export function postsRepository(db: Queryable) {
+  async function findById(id: number): Promise<VersionedPost | undefined> {
+    const { rows } = await db.query<VersionedPost>(`SELECT ${COLUMNS} FROM posts WHERE id = $1`, [id]);
+    return rows[0];
+  }
+
+  return {
+    async create(authorId: number, input: { title: string; body: string }): Promise<VersionedPost> {
+      const { rows } = await db.query<VersionedPost>(
+        `INSERT INTO posts (author_id, title, body) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`,
+        [authorId, input.title, input.body],
+      );
+      return rows[0]!;
+    },
+
+    findById,
+
+    /** Reads and row-locks a post for the rest of the caller's transaction. */
+    async lock(id: number, purpose: keyof typeof LOCKS): Promise<VersionedPost | undefined> {
+      const { rows } = await db.query<VersionedPost>(`SELECT ${COLUMNS} FROM posts WHERE id = $1 ${LOCKS[purpose]}`, [id]);
+      return rows[0];
+    },
+
+    /**
+     * Only the given fields change; a real change bumps version and updated_at,
+     * an empty one (e.g. only read-only members sent) leaves the post as it is.
+     */
+    async update(id: number, changes: PostChanges): Promise<VersionedPost | undefined> {
+      const sets: SqlFragment[] = [];
+      if (changes.title !== undefined) sets.push(sql`title = ${changes.title}`);
+      if (changes.body !== undefined) sets.push(sql`body = ${changes.body}`);
+      if (sets.length === 0) return findById(id);
+      sets.push(sql`version = version + 1`, sql`updated_at = now()`);
+      const { rows } = await db.query<VersionedPost>(
+        toQuery(sql`UPDATE posts SET ${join(sets)} WHERE id = ${id} RETURNING ${raw(COLUMNS)}`),
+      );
+      return rows[0];
+    },
+
+    /** Its comments go with it (ON DELETE CASCADE); triggers keep every total and tombstone. */
+    async delete(id: number): Promise<boolean> {
+      const { rowCount } = await db.query('DELETE FROM posts WHERE id = $1', [id]);
+      return rowCount === 1;
+    },
+
+    list(author: number | undefined, sort: Sort<PostSortField>, page: PageRequest) {
+      return runList<Post, PostSortField, number | undefined>(db, allPosts, author, sort, page);
+    },
+
+    /** null when the user does not exist. */
+    listOfUser(userId: number, sort: Sort<PostSortField>, page: PageRequest) {
+      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page);
+    },
+  };
+}

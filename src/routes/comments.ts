@@ -1,0 +1,150 @@
+/** /posts/{postId}/comments (API.md §4, §5): comments exist only under their post. */
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
+import {
+  CommentBody,
+  CommentList,
+  CommentListQuery,
+  CommentParams,
+  CommentPatchBody,
+  CommentSchema,
+  PATCH_MEDIA_TYPES,
+  PostParams,
+} from '../schemas/posts.js';
+import { commentsRepository } from '../repositories/comments.js';
+import { notFound } from '../errors.js';
+import { withTransaction } from '../db/pool.js';
+import { listResponse, pageRequest, sortOf } from './lists.js';
+import { loadOwned } from './ownership.js';
+
+const Comment = Type.Ref(CommentSchema);
+const secured = [{ bearerAuth: [] }];
+
+const missingComment = (postId: number, id: number) => `comment ${id} of post ${postId} does not exist`;
+const ids = (params: { postId: string; commentId: string }) =>
+  [Number(params.postId), Number(params.commentId)] as const;
+
+const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const comments = commentsRepository(app.db);
+
+  app.get(
+    '/posts/:postId/comments',
+    {
+      schema: {
+        tags: ['comments'],
+        summary: 'List the comments of a post',
+        params: PostParams,
+        querystring: CommentListQuery,
+        response: { 200: CommentList, ...errorResponses(...COMMON_ERRORS, 404, 422) },
+      },
+    },
+    async (request, reply) => {
+      const postId = Number(request.params.postId);
+      const page = pageRequest(request.query);
+      const result = await comments.list({ postId, author: request.query.author }, sortOf(request.query), page);
+      if (!result) throw notFound(`post ${postId} does not exist`);
+      return listResponse(request, reply, result, page);
+    },
+  );
+
+  app.get(
+    '/posts/:postId/comments/:commentId',
+    {
+      schema: {
+        tags: ['comments'],
+        summary: 'One comment of a post',
+        params: CommentParams,
+        response: { 200: Comment, ...errorResponses(...COMMON_ERRORS, 404) },
+      },
+    },
+    async (request) => {
+      const [postId, id] = ids(request.params);
+      const comment = await comments.find(postId, id);
+      if (!comment) throw notFound(missingComment(postId, id));
+      return comment;
+    },
+  );
+
+  await app.register(async (authed) => {
+    authed.addHook('onRequest', app.requireUser);
+    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
+
+    r.post(
+      '/posts/:postId/comments',
+      {
+        schema: {
+          tags: ['comments'],
+          summary: 'Comment on a post',
+          security: secured,
+          params: PostParams,
+          body: CommentBody,
+          response: { 201: Comment, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 404) },
+        },
+      },
+      async (request, reply) => {
+        const postId = Number(request.params.postId);
+        const comment = await comments.create(postId, request.user!.id, request.body.body);
+        if (!comment) throw notFound(`post ${postId} does not exist`);
+        reply.code(201).header('location', `${request.url.split('?')[0]}/${comment.id}`);
+        return comment;
+      },
+    );
+
+    r.patch(
+      '/posts/:postId/comments/:commentId',
+      {
+        schema: {
+          tags: ['comments'],
+          summary: 'Change a comment (its author or an admin)',
+          description: 'Only the given fields change. Also accepts application/merge-patch+json.',
+          security: secured,
+          consumes: PATCH_MEDIA_TYPES,
+          params: CommentParams,
+          body: CommentPatchBody,
+          response: { 200: Comment, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404) },
+        },
+      },
+      async (request) => {
+        const [postId, id] = ids(request.params);
+        return withTransaction(app.db, async (tx) => {
+          const repo = commentsRepository(tx);
+          await loadOwned(repo.lockForUpdate(postId, id), request.user!, {
+            missing: missingComment(postId, id),
+            owners: (comment) => [comment.authorId],
+            denied: 'only its author or an admin may change this comment',
+          });
+          return (await repo.update(postId, id, { body: request.body.body }))!;
+        });
+      },
+    );
+
+    r.delete(
+      '/posts/:postId/comments/:commentId',
+      {
+        schema: {
+          tags: ['comments'],
+          summary: "Delete a comment (its author, the post's author or an admin)",
+          security: secured,
+          params: CommentParams,
+          response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 403, 404) },
+        },
+      },
+      async (request, reply) => {
+        const [postId, id] = ids(request.params);
+        await withTransaction(app.db, async (tx) => {
+          const repo = commentsRepository(tx);
+          await loadOwned(repo.lockForDelete(postId, id), request.user!, {
+            missing: missingComment(postId, id),
+            owners: (comment) => [comment.authorId, comment.postAuthorId],
+            denied: "only its author, the post's author or an admin may delete this comment",
+          });
+          await repo.delete(postId, id);
+        });
+        return reply.code(204).send(null);
+      },
+    );
+  });
+};
+
+export default commentsRoutes;

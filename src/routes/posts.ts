@@ -1,0 +1,186 @@
+/** /posts and /users/{userId}/posts (API.md §4, §5). */
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
+import {
+  PATCH_MEDIA_TYPES,
+  PostBody,
+  PostList,
+  PostListQuery,
+  PostParams,
+  PostPatchBody,
+  PostSchema,
+  UserPostListQuery,
+  UserPostsParams,
+} from '../schemas/posts.js';
+import { postsRepository, type PostChanges, type VersionedPost } from '../repositories/posts.js';
+import type { AuthUser } from '../repositories/tokens.js';
+import { notFound } from '../errors.js';
+import { withTransaction } from '../db/pool.js';
+import { listResponse, pageRequest, sortOf } from './lists.js';
+import { loadOwned, type OwnershipRule } from './ownership.js';
+
+const Post = Type.Ref(PostSchema);
+const secured = [{ bearerAuth: [] }];
+
+const ownPost = (id: number): OwnershipRule<VersionedPost> => ({
+  missing: `post ${id} does not exist`,
+  owners: (post) => [post.authorId],
+  denied: 'only its author or an admin may change this post',
+});
+
+const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const posts = postsRepository(app.db);
+
+  /** PATCH and PUT: check and write under one row lock. */
+  function changePost(id: number, user: AuthUser, changes: PostChanges): Promise<VersionedPost> {
+    return withTransaction(app.db, async (tx) => {
+      const repo = postsRepository(tx);
+      await loadOwned(repo.lock(id, 'update'), user, ownPost(id));
+      return (await repo.update(id, changes))!;
+    });
+  }
+
+  app.get(
+    '/posts',
+    {
+      schema: {
+        tags: ['posts'],
+        summary: 'List posts',
+        querystring: PostListQuery,
+        response: { 200: PostList, ...errorResponses(...COMMON_ERRORS, 422) },
+      },
+    },
+    async (request, reply) => {
+      const page = pageRequest(request.query);
+      const result = await posts.list(request.query.author, sortOf(request.query), page);
+      if (!result) throw new Error('posts list has no parent');
+      return listResponse(request, reply, result, page);
+    },
+  );
+
+  app.get(
+    '/posts/:postId',
+    {
+      schema: {
+        tags: ['posts'],
+        summary: 'One post',
+        params: PostParams,
+        response: { 200: Post, ...errorResponses(...COMMON_ERRORS, 404) },
+      },
+    },
+    async (request) => {
+      const id = Number(request.params.postId);
+      const post = await posts.findById(id);
+      if (!post) throw notFound(`post ${id} does not exist`);
+      return post;
+    },
+  );
+
+  app.get(
+    '/users/:userId/posts',
+    {
+      schema: {
+        tags: ['posts'],
+        summary: 'The posts of one author',
+        params: UserPostsParams,
+        querystring: UserPostListQuery,
+        response: { 200: PostList, ...errorResponses(...COMMON_ERRORS, 404, 422) },
+      },
+    },
+    async (request, reply) => {
+      const userId = Number(request.params.userId);
+      const page = pageRequest(request.query);
+      const result = await posts.listOfUser(userId, sortOf(request.query), page);
+      if (!result) throw notFound(`user ${userId} does not exist`);
+      return listResponse(request, reply, result, page);
+    },
+  );
+
+  await app.register(async (authed) => {
+    authed.addHook('onRequest', app.requireUser);
+    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
+
+    r.post(
+      '/posts',
+      {
+        schema: {
+          tags: ['posts'],
+          summary: 'Write a post',
+          security: secured,
+          body: PostBody,
+          response: { 201: Post, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS) },
+        },
+      },
+      async (request, reply) => {
+        const { title, body } = request.body;
+        const post = await posts.create(request.user!.id, { title, body });
+        reply.code(201).header('location', `${request.url.split('?')[0]}/${post.id}`);
+        return post;
+      },
+    );
+
+    r.patch(
+      '/posts/:postId',
+      {
+        schema: {
+          tags: ['posts'],
+          summary: 'Change a post (its author or an admin)',
+          description: 'Only the given fields change. Also accepts application/merge-patch+json.',
+          security: secured,
+          consumes: PATCH_MEDIA_TYPES,
+          params: PostParams,
+          body: PostPatchBody,
+          response: { 200: Post, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404) },
+        },
+      },
+      async (request) => {
+        const { title, body } = request.body;
+        return changePost(Number(request.params.postId), request.user!, { title, body });
+      },
+    );
+
+    r.put(
+      '/posts/:postId',
+      {
+        schema: {
+          tags: ['posts'],
+          summary: 'Replace a post (its author or an admin)',
+          description: 'title and body are both required; read-only members are ignored.',
+          security: secured,
+          params: PostParams,
+          body: PostBody,
+          response: { 200: Post, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404) },
+        },
+      },
+      async (request) => {
+        const { title, body } = request.body;
+        return changePost(Number(request.params.postId), request.user!, { title, body });
+      },
+    );
+
+    r.delete(
+      '/posts/:postId',
+      {
+        schema: {
+          tags: ['posts'],
+          summary: 'Delete a post and its comments (its author or an admin)',
+          security: secured,
+          params: PostParams,
+          response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 403, 404) },
+        },
+      },
+      async (request, reply) => {
+        const id = Number(request.params.postId);
+        await withTransaction(app.db, async (tx) => {
+          const repo = postsRepository(tx);
+          await loadOwned(repo.lock(id, 'delete'), request.user!, ownPost(id));
+          await repo.delete(id);
+        });
+        return reply.code(204).send(null);
+      },
+    );
+  });
+};
+
+export default postsRoutes;

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { expectError, expect422, expect404, expect401, iso } from '../helpers/expect.js';
 
 interface Comment {
   id: number;
@@ -15,14 +16,12 @@ interface Comment {
   createdAt: string;
   updatedAt: string;
 }
-type Response = Awaited<ReturnType<TestApp['app']['inject']>>;
 
 let t: TestApp;
 let ann: SignedUp; // writes the posts
 let bob: SignedUp; // comments
 let cat: SignedUp; // a bystander
 let admin: SignedUp;
-const iso = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 
 beforeAll(async () => {
   t = await startTestApp();
@@ -36,14 +35,6 @@ afterAll(() => t.close());
 
 const get = (url: string) => t.app.inject({ method: 'GET', url });
 
-function expectError(res: Response, status: number, error: string, message: string, fieldErrors?: object) {
-  expect(res.statusCode).toBe(status);
-  expect(res.json()).toEqual({ error, message, ...(fieldErrors && { fieldErrors }), requestId: res.headers['x-request-id'] });
-}
-const expect422 = (res: Response, fieldErrors: object) => expectError(res, 422, 'validation', 'request is invalid', fieldErrors);
-const expect404 = (res: Response, message: string) => expectError(res, 404, 'not_found', message);
-const expect401 = (res: Response) =>
-  expectError(res, 401, 'unauthorized', 'this request needs an access token: POST /tokens to get one');
 
 async function createPost(who: SignedUp, title = 'A post'): Promise<number> {
   const res = await t.app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body: 'text' } });

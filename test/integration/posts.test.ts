@@ -9,6 +9,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { expectError, expect422, expect404, iso } from '../helpers/expect.js';
 
 interface Post {
   id: number;
@@ -19,14 +20,12 @@ interface Post {
   createdAt: string;
   updatedAt: string;
 }
-type Response = Awaited<ReturnType<TestApp['app']['inject']>>;
 
 let t: TestApp;
 let ann: SignedUp;
 let bob: SignedUp;
 let cat: SignedUp; // never writes a post
 let admin: SignedUp;
-const iso = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 
 beforeAll(async () => {
   t = await startTestApp();
@@ -40,13 +39,6 @@ afterAll(() => t.close());
 
 const get = (url: string, headers: Record<string, string> = {}) => t.app.inject({ method: 'GET', url, headers });
 
-function expectError(res: Response, status: number, error: string, message: string, fieldErrors?: object) {
-  expect(res.statusCode).toBe(status);
-  expect(res.json()).toEqual({ error, message, ...(fieldErrors && { fieldErrors }), requestId: res.headers['x-request-id'] });
-}
-const expect422 = (res: Response, fieldErrors: object, message = 'request is invalid') =>
-  expectError(res, 422, 'validation', message, fieldErrors);
-const expect404 = (res: Response, message: string) => expectError(res, 404, 'not_found', message);
 
 async function createPost(who: SignedUp, title: string, body = `body of ${title}`): Promise<Post> {
   const res = await t.app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body } });

@@ -1,12 +1,12 @@
 /** The users and tokens flow: sign-up, log-in, me, profiles, changes, token listing and revocation. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { iso } from '../helpers/expect.js';
 
 let t: TestApp;
 let ann: SignedUp;
 let bob: SignedUp;
 let admin: SignedUp;
-const iso = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 
 beforeAll(async () => {
   t = await startTestApp();

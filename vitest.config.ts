@@ -3,11 +3,13 @@
  * (test/helpers/global-setup.ts), one cloned database per test file that
  * needs one, files in parallel in separate processes.
  */
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // Faults, shutdown and long fuzzing run apart: npm run test:slow (vitest.slow.config.ts).
+    exclude: [...configDefaults.exclude, 'test/slow/**'],
     globalSetup: ['test/helpers/global-setup.ts'],
     // A child process per file rather than a worker thread: process-wide
     // state (env, singletons, signal handlers) and crashes stay contained.

@@ -9,6 +9,7 @@ import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
 import { createValidatorCompiler } from './validation.js';
 import errors, { sendError, toHttpError } from './plugins/errors.js';
+import gracefulClose from './plugins/graceful-close.js';
 import { badRequest } from './errors.js';
 import httpSecurity from './plugins/http-security.js';
 import requestLog from './plugins/request-log.js';
@@ -17,6 +18,7 @@ import db from './plugins/db.js';
 import rateLimit from './plugins/rate-limit.js';
 import auth from './plugins/auth.js';
 import openapi from './plugins/openapi.js';
+import idempotency from './plugins/idempotency.js';
 import healthRoutes from './routes/health.js';
 import usersRoutes from './routes/users.js';
 import tokensRoutes from './routes/tokens.js';
@@ -58,7 +60,8 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
     connectionTimeout: 30_000,
     requestTimeout: 30_000,
     keepAliveTimeout: 72_000,
-    return503OnClosing: true,
+    // Requests arriving while closing get the contract's 503 (plugins/graceful-close.ts).
+    return503OnClosing: false,
     routerOptions: {
       ignoreTrailingSlash: false,
       maxParamLength: 100,
@@ -80,6 +83,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   app.setValidatorCompiler(createValidatorCompiler());
 
   await app.register(errors);
+  await app.register(gracefulClose);
   await app.register(httpSecurity, { corsOrigins: config.corsOrigins });
   await app.register(bodyParser);
   await app.register(db, { connectionString: config.databaseUrl, max: config.pgPoolMax });
@@ -88,6 +92,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   await app.register(auth);
   await app.register(requestLog);
   await app.register(openapi, { prefix: config.apiPrefix });
+  await app.register(idempotency);
 
   await app.register(
     async (api) => {

@@ -7,6 +7,7 @@
 import { loadConfig } from './config.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
+import { seedCommand } from './db/seed.js';
 import { usersRepository } from './repositories/users.js';
 
 function requireDatabaseUrl(): string {
@@ -30,6 +31,10 @@ async function adminGrant(email: string | undefined) {
 const commands: Record<string, (args: string[]) => Promise<void>> = {
   migrate: async () => migrate(requireDatabaseUrl(), (msg) => console.log(msg)),
   'admin:grant': async ([email]) => adminGrant(email),
+  seed: async (args) => {
+    const pool = createPool(requireDatabaseUrl(), 1);
+    await seedCommand(pool, args).finally(() => pool.end());
+  },
 };
 
 const [name, ...args] = process.argv.slice(2);

@@ -17,7 +17,8 @@ const addFormats = ((addFormatsModule as unknown as { default?: AddFormats }).de
 
 function makeAjv(options: Options): Ajv {
   const ajv = new Ajv({ removeAdditional: false, useDefaults: true, allErrors: true, verbose: true, strict: false, ...options });
-  addFormats(ajv, ['email', 'date-time', 'uri']);
+  // int32/int64 only document integer widths (OpenAPI); the schemas' bounds are what is checked.
+  addFormats(ajv, ['email', 'date-time', 'uri', 'int32', 'int64']);
   return ajv;
 }
 
@@ -61,7 +62,9 @@ function describe(error: ErrorObject): string {
 
 /** Maps Ajv errors to the contract's fieldErrors: field name → messages. */
 export function toFieldErrors(errors: readonly ErrorObject[]): FieldErrors {
-  const out: FieldErrors = {};
+  // A Map, not an object literal: a field named after an Object.prototype
+  // member (constructor, __proto__, toString) must not find that member.
+  const out = new Map<string, string[]>();
   for (const error of errors) {
     const p = error.params as Record<string, unknown>;
     const segments = error.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
@@ -69,8 +72,10 @@ export function toFieldErrors(errors: readonly ErrorObject[]): FieldErrors {
     if (error.keyword === 'additionalProperties') segments.push(String(p.additionalProperty));
     const field = segments.join('.') || '(root)';
     const message = describe(error);
-    const list = (out[field] ??= []);
+    const list = out.get(field) ?? [];
+    out.set(field, list);
     if (!list.includes(message)) list.push(message);
   }
-  return out;
+  // fromEntries defines own properties, so even "__proto__" stays a plain member.
+  return Object.fromEntries(out);
 }

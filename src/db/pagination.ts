@@ -71,11 +71,21 @@ export async function runList<T extends { id: number }, F extends string, Filter
     const offset = (page.page - 1) * page.perPage;
     // The lateral reference to h forces a nested loop with h outside, which keeps
     // the inner ORDER BY and skips the item scan entirely when the parent is missing.
-    const query = sql`SELECT h.total, r.* FROM (SELECT (${source.total(filter)})::int8 AS total) h
-      LEFT JOIN LATERAL (
-        SELECT ${columns} FROM ${from} WHERE h.total IS NOT NULL AND ${conditions}
-        ${orderBy} LIMIT ${page.perPage} OFFSET ${offset}
-      ) r ON TRUE`;
+    // OFFSET 0 keeps h a subquery evaluated once, instead of its expression being
+    // copied into (and run again by) the lateral part.
+    // Past the first page the skipped rows are walked on the sort index alone (ids
+    // only, an index-only scan) and just the page's rows are read and rendered:
+    // selecting all columns would fetch and format every skipped row.
+    const items =
+      offset === 0
+        ? sql`SELECT ${columns} FROM ${from} WHERE h.total IS NOT NULL AND ${conditions}
+            ${orderBy} LIMIT ${page.perPage}`
+        : sql`SELECT ${columns} FROM ${from} WHERE id IN (
+              SELECT id FROM ${from} WHERE h.total IS NOT NULL AND ${conditions}
+              ${orderBy} LIMIT ${page.perPage} OFFSET ${offset}
+            ) ${orderBy}`;
+    const query = sql`SELECT h.total, r.* FROM (SELECT (${source.total(filter)})::int8 AS total OFFSET 0) h
+      LEFT JOIN LATERAL (${items}) r ON TRUE`;
     const { rows } = await db.query(toQuery(query));
     const head = rows[0] as { total: number | null } | undefined;
     if (!head || head.total === null) return null;
@@ -99,7 +109,7 @@ export async function runList<T extends { id: number }, F extends string, Filter
         ? sql`id ${cmp} (SELECT id FROM anchor)`
         : sql`(${column}, id) ${cmp} (SELECT k, id FROM anchor)`;
   }
-  const query = sql`${anchor}SELECT h.found, h.parent, r.* FROM (SELECT ${found} AS found, (${parent}) AS parent) h
+  const query = sql`${anchor}SELECT h.found, h.parent, r.* FROM (SELECT ${found} AS found, (${parent}) AS parent OFFSET 0) h
     LEFT JOIN LATERAL (
       SELECT ${columns} FROM ${from} WHERE h.found AND h.parent AND ${conditions} AND ${after}
       ${orderBy} LIMIT ${page.limit + 1}

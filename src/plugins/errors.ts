@@ -6,7 +6,8 @@
  */
 import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyReply, FastifyRequest, FastifySchemaValidationError } from 'fastify';
+import type { ErrorObject } from 'ajv';
 import { ERROR_CODES, HttpError, badRequest, conflict, notFound, serviceUnavailable, validation } from '../errors.js';
 import { toFieldErrors } from '../validation.js';
 
@@ -56,14 +57,41 @@ const FASTIFY_MESSAGES: Record<string, string> = {
   FST_ERR_BAD_URL: 'the URL is malformed',
 };
 
+/** Header fields arrive lower-cased; errors name them as the contract does (e.g. `Idempotency-Key`). */
+const headerCased = (fieldErrors: Record<string, string[]>) =>
+  Object.fromEntries(
+    Object.entries(fieldErrors).map(([name, messages]) => [
+      name.replace(/(^|-)([a-z])/g, (_, dash: string, c: string) => dash + c.toUpperCase()),
+      messages,
+    ]),
+  );
+
+function fromValidation(errors: readonly FastifySchemaValidationError[], context: string | undefined): HttpError {
+  const rootType = errors.find((e) => e.instancePath === '' && e.keyword === 'type');
+  if (context === 'body' && rootType) return badRequest('body must be a JSON object');
+  const fieldErrors = toFieldErrors(errors as ErrorObject[]);
+  return validation(context === 'headers' ? headerCased(fieldErrors) : fieldErrors);
+}
+
+/**
+ * Fastify validates params first and stops there, but the contract ranks a bad
+ * body, query or header (400/422) above the 404 of a path id that names nothing.
+ */
+function laterPartFailure(request: FastifyRequest): HttpError | undefined {
+  const parts = { body: request.body, querystring: request.query, headers: request.headers };
+  for (const [part, data] of Object.entries(parts)) {
+    const validate = request.getValidationFunction(part as keyof typeof parts);
+    if (typeof validate === 'function' && !validate(data)) return fromValidation(validate.errors ?? [], part);
+  }
+  return undefined;
+}
+
 export function toHttpError(error: AnyError, request: FastifyRequest): HttpError | null {
   if (error.validation) {
     const context = error.validationContext;
     // A path id that is not a positive integer names no resource.
-    if (context === 'params') return notFound(`${request.url.split('?')[0]} does not exist`);
-    const rootType = error.validation.find((e) => e.instancePath === '' && e.keyword === 'type');
-    if (context === 'body' && rootType) return badRequest('body must be a JSON object');
-    return validation(toFieldErrors(error.validation));
+    if (context === 'params') return laterPartFailure(request) ?? notFound(`${request.url.split('?')[0]} does not exist`);
+    return fromValidation(error.validation, context);
   }
   if (isCatalogued(error)) return new HttpError(error.statusCode, error.message, error.fieldErrors, error.headers);
   if (error.code === '23505') {

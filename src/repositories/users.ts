@@ -39,6 +39,12 @@ export function usersRepository(db: Queryable) {
       return rows[0];
     },
 
+    /** Reads and row-locks a user for a change in the caller's transaction (If-Match is checked in between). */
+    async lock(id: number): Promise<User | undefined> {
+      const { rows } = await db.query<User>(`SELECT ${COLUMNS} FROM users WHERE id = $1 FOR NO KEY UPDATE`, [id]);
+      return rows[0];
+    },
+
     async findCredentials(email: string): Promise<{ id: number; passwordHash: string } | undefined> {
       const { rows } = await db.query<{ id: number; passwordHash: string }>(
         'SELECT id, password_hash AS "passwordHash" FROM users WHERE lower(email) = lower($1)',

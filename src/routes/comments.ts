@@ -1,5 +1,4 @@
 /** /posts/{postId}/comments (API.md §4, §5): comments exist only under their post. */
-import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
 import {
@@ -17,8 +16,18 @@ import { notFound } from '../errors.js';
 import { withTransaction } from '../db/pool.js';
 import { listResponse, pageRequest, sortOf } from './lists.js';
 import { loadOwned } from './ownership.js';
+import { commentTag, conditionalGet, requireMatch, tagged } from './conditional.js';
+import { createOnce } from './idempotency.js';
+import {
+  ConditionalGetHeaders,
+  ConditionalWriteHeaders,
+  Created,
+  IdempotentHeaders,
+  NotModified,
+  Tagged,
+} from '../schemas/conditional.js';
 
-const Comment = Type.Ref(CommentSchema);
+const Comment = Tagged(CommentSchema, 'the comment');
 const secured = [{ bearerAuth: [] }];
 
 const missingComment = (postId: number, id: number) => `comment ${id} of post ${postId} does not exist`;
@@ -55,14 +64,15 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         tags: ['comments'],
         summary: 'One comment of a post',
         params: CommentParams,
-        response: { 200: Comment, ...errorResponses(...COMMON_ERRORS, 404) },
+        headers: ConditionalGetHeaders,
+        response: { 200: Comment, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const [postId, id] = ids(request.params);
       const comment = await comments.find(postId, id);
       if (!comment) throw notFound(missingComment(postId, id));
-      return comment;
+      return conditionalGet(request, reply, commentTag(comment), comment);
     },
   );
 
@@ -78,16 +88,21 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           summary: 'Comment on a post',
           security: secured,
           params: PostParams,
+          headers: IdempotentHeaders,
           body: CommentBody,
-          response: { 201: Comment, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 404) },
+          response: {
+            201: Created(CommentSchema, 'the new comment'),
+            ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 404, 409),
+          },
         },
       },
       async (request, reply) => {
         const postId = Number(request.params.postId);
-        const comment = await comments.create(postId, request.user!.id, request.body.body);
-        if (!comment) throw notFound(`post ${postId} does not exist`);
-        reply.code(201).header('location', `${request.url.split('?')[0]}/${comment.id}`);
-        return comment;
+        return createOnce(request, reply, async (tx) => {
+          const comment = await commentsRepository(tx).create(postId, request.user!.id, request.body.body);
+          if (!comment) throw notFound(`post ${postId} does not exist`);
+          return { id: comment.id, etag: commentTag(comment), body: comment };
+        });
       },
     );
 
@@ -101,21 +116,24 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           security: secured,
           consumes: PATCH_MEDIA_TYPES,
           params: CommentParams,
+          headers: ConditionalWriteHeaders,
           body: CommentPatchBody,
-          response: { 200: Comment, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404) },
+          response: { 200: Comment, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 412) },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const [postId, id] = ids(request.params);
-        return withTransaction(app.db, async (tx) => {
+        const comment = await withTransaction(app.db, async (tx) => {
           const repo = commentsRepository(tx);
-          await loadOwned(repo.lockForUpdate(postId, id), request.user!, {
+          const current = await loadOwned(repo.lockForUpdate(postId, id), request.user!, {
             missing: missingComment(postId, id),
             owners: (comment) => [comment.authorId],
             denied: 'only its author or an admin may change this comment',
           });
+          requireMatch(request, commentTag(current));
           return (await repo.update(postId, id, { body: request.body.body }))!;
         });
+        return tagged(reply, commentTag(comment), comment);
       },
     );
 
@@ -127,18 +145,20 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           summary: "Delete a comment (its author, the post's author or an admin)",
           security: secured,
           params: CommentParams,
-          response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 403, 404) },
+          headers: ConditionalWriteHeaders,
+          response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 403, 404, 412) },
         },
       },
       async (request, reply) => {
         const [postId, id] = ids(request.params);
         await withTransaction(app.db, async (tx) => {
           const repo = commentsRepository(tx);
-          await loadOwned(repo.lockForDelete(postId, id), request.user!, {
+          const current = await loadOwned(repo.lockForDelete(postId, id), request.user!, {
             missing: missingComment(postId, id),
             owners: (comment) => [comment.authorId, comment.postAuthorId],
             denied: "only its author, the post's author or an admin may delete this comment",
           });
+          requireMatch(request, commentTag(current));
           await repo.delete(postId, id);
         });
         return reply.code(204).send(null);

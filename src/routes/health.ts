@@ -11,7 +11,8 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.get(
     '/health/live',
-    { config: exempt, schema: { tags: ['health'], summary: 'The process is up', response: { 200: Status } } },
+    // A bad token is a 401 even here (API.md §6); no database, so never a 503.
+    { config: exempt, schema: { tags: ['health'], summary: 'The process is up', response: { 200: Status, ...errorResponses(401, 500) } } },
     async () => ({ status: 'ok' as const }),
   );
 
@@ -22,7 +23,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: ['health'],
         summary: 'The database answers (503 while it does not)',
-        response: { 200: Status, ...errorResponses(503) },
+        response: { 200: Status, ...errorResponses(401, 500, 503) },
       },
     },
     async () => {

@@ -1,5 +1,4 @@
 /** /posts and /users/{userId}/posts (API.md §4, §5). */
-import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
 import {
@@ -14,13 +13,23 @@ import {
   UserPostsParams,
 } from '../schemas/posts.js';
 import { postsRepository, type PostChanges, type VersionedPost } from '../repositories/posts.js';
-import type { AuthUser } from '../repositories/tokens.js';
+import type { FastifyRequest } from 'fastify';
 import { notFound } from '../errors.js';
 import { withTransaction } from '../db/pool.js';
 import { listResponse, pageRequest, sortOf } from './lists.js';
 import { loadOwned, type OwnershipRule } from './ownership.js';
+import { conditionalGet, postTag, requireMatch, tagged } from './conditional.js';
+import { createOnce } from './idempotency.js';
+import {
+  ConditionalGetHeaders,
+  ConditionalWriteHeaders,
+  Created,
+  IdempotentHeaders,
+  NotModified,
+  Tagged,
+} from '../schemas/conditional.js';
 
-const Post = Type.Ref(PostSchema);
+const Post = Tagged(PostSchema, 'the post');
 const secured = [{ bearerAuth: [] }];
 
 const ownPost = (id: number): OwnershipRule<VersionedPost> => ({
@@ -32,11 +41,12 @@ const ownPost = (id: number): OwnershipRule<VersionedPost> => ({
 const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const posts = postsRepository(app.db);
 
-  /** PATCH and PUT: check and write under one row lock. */
-  function changePost(id: number, user: AuthUser, changes: PostChanges): Promise<VersionedPost> {
+  /** PATCH and PUT: check (ownership, If-Match) and write under one row lock. */
+  function changePost(request: FastifyRequest, id: number, changes: PostChanges): Promise<VersionedPost> {
     return withTransaction(app.db, async (tx) => {
       const repo = postsRepository(tx);
-      await loadOwned(repo.lock(id, 'update'), user, ownPost(id));
+      const current = await loadOwned(repo.lock(id, 'update'), request.user!, ownPost(id));
+      requireMatch(request, postTag(current));
       return (await repo.update(id, changes))!;
     });
   }
@@ -66,14 +76,15 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         tags: ['posts'],
         summary: 'One post',
         params: PostParams,
-        response: { 200: Post, ...errorResponses(...COMMON_ERRORS, 404) },
+        headers: ConditionalGetHeaders,
+        response: { 200: Post, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const id = Number(request.params.postId);
       const post = await posts.findById(id);
       if (!post) throw notFound(`post ${id} does not exist`);
-      return post;
+      return conditionalGet(request, reply, postTag(post), post);
     },
   );
 
@@ -108,15 +119,17 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           tags: ['posts'],
           summary: 'Write a post',
           security: secured,
+          headers: IdempotentHeaders,
           body: PostBody,
-          response: { 201: Post, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS) },
+          response: { 201: Created(PostSchema, 'the new post'), ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 409) },
         },
       },
       async (request, reply) => {
         const { title, body } = request.body;
-        const post = await posts.create(request.user!.id, { title, body });
-        reply.code(201).header('location', `${request.url.split('?')[0]}/${post.id}`);
-        return post;
+        return createOnce(request, reply, async (tx) => {
+          const post = await postsRepository(tx).create(request.user!.id, { title, body });
+          return { id: post.id, etag: postTag(post), body: post };
+        });
       },
     );
 
@@ -130,13 +143,15 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           security: secured,
           consumes: PATCH_MEDIA_TYPES,
           params: PostParams,
+          headers: ConditionalWriteHeaders,
           body: PostPatchBody,
-          response: { 200: Post, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404) },
+          response: { 200: Post, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 412) },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const { title, body } = request.body;
-        return changePost(Number(request.params.postId), request.user!, { title, body });
+        const post = await changePost(request, Number(request.params.postId), { title, body });
+        return tagged(reply, postTag(post), post);
       },
     );
 
@@ -149,13 +164,15 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           description: 'title and body are both required; read-only members are ignored.',
           security: secured,
           params: PostParams,
+          headers: ConditionalWriteHeaders,
           body: PostBody,
-          response: { 200: Post, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404) },
+          response: { 200: Post, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 412) },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const { title, body } = request.body;
-        return changePost(Number(request.params.postId), request.user!, { title, body });
+        const post = await changePost(request, Number(request.params.postId), { title, body });
+        return tagged(reply, postTag(post), post);
       },
     );
 
@@ -167,14 +184,16 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           summary: 'Delete a post and its comments (its author or an admin)',
           security: secured,
           params: PostParams,
-          response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 403, 404) },
+          headers: ConditionalWriteHeaders,
+          response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 403, 404, 412) },
         },
       },
       async (request, reply) => {
         const id = Number(request.params.postId);
         await withTransaction(app.db, async (tx) => {
           const repo = postsRepository(tx);
-          await loadOwned(repo.lock(id, 'delete'), request.user!, ownPost(id));
+          const current = await loadOwned(repo.lock(id, 'delete'), request.user!, ownPost(id));
+          requireMatch(request, postTag(current));
           await repo.delete(id);
         });
         return reply.code(204).send(null);

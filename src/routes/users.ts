@@ -1,5 +1,4 @@
 /** /users: sign-up, profiles, own profile, profile changes (API.md §4). */
-import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, errorResponses } from '../schemas/common.js';
 import { CreateUserBody, UpdateUserBody, UserList, UserListQuery, UserParams, UserSchema } from '../schemas/users.js';
@@ -9,8 +8,18 @@ import { forbidden, notFound } from '../errors.js';
 import { hashPassword } from '../security.js';
 import { withTransaction } from '../db/pool.js';
 import { listResponse, pageRequest, sortOf } from './lists.js';
+import { conditionalGet, requireMatch, tagged, userTag } from './conditional.js';
+import { createOnce } from './idempotency.js';
+import {
+  ConditionalGetHeaders,
+  ConditionalWriteHeaders,
+  Created,
+  IdempotentHeaders,
+  NotModified,
+  Tagged,
+} from '../schemas/conditional.js';
 
-const User = Type.Ref(UserSchema);
+const User = Tagged(UserSchema, 'the user (with e-mail only for the user themself and admins)');
 const secured = [{ bearerAuth: [] }];
 
 /** E-mail addresses are shown only to their owner and to admins. */
@@ -32,15 +41,26 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: ['users'],
         summary: 'Sign up',
+        headers: IdempotentHeaders,
         body: CreateUserBody,
-        response: { 201: User, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 409) },
+        response: {
+          201: Created(UserSchema, 'the new user, with e-mail'),
+          ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 409),
+        },
       },
     },
     async (request, reply) => {
       const { name, email, password } = request.body;
-      const user = await users.create({ name, email, passwordHash: await hashPassword(password) });
-      reply.code(201).header('location', `${request.url.split('?')[0]}/${user.id}`);
-      return user;
+      const passwordHash = await hashPassword(password);
+      return createOnce(
+        request,
+        reply,
+        async (tx) => {
+          const user = await usersRepository(tx).create({ name, email, passwordHash });
+          return { id: user.id, etag: userTag(user), body: user };
+        },
+        { secretFields: ['password'] },
+      );
     },
   );
 
@@ -70,14 +90,16 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         tags: ['users'],
         summary: 'One user',
         params: UserParams,
-        response: { 200: User, ...errorResponses(...COMMON_ERRORS, 404) },
+        headers: ConditionalGetHeaders,
+        response: { 200: User, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const id = Number(request.params.userId);
       const user = await users.findById(id);
       if (!user) throw notFound(`user ${id} does not exist`);
-      return visibleTo(request.user)(user);
+      const visible = visibleTo(request.user)(user);
+      return conditionalGet(request, reply, userTag(visible), visible);
     },
   );
 
@@ -92,13 +114,14 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           tags: ['users'],
           summary: 'The authenticated user, with e-mail',
           security: secured,
-          response: { 200: User, ...errorResponses(...COMMON_ERRORS) },
+          headers: ConditionalGetHeaders,
+          response: { 200: User, 304: NotModified, ...errorResponses(...COMMON_ERRORS) },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const user = await users.findById(request.user!.id);
         if (!user) throw notFound('user does not exist');
-        return user;
+        return conditionalGet(request, reply, userTag(user), user);
       },
     );
 
@@ -111,23 +134,28 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           description: 'Only the given fields change. A new password revokes every other token of that user.',
           security: secured,
           params: UserParams,
+          headers: ConditionalWriteHeaders,
           body: UpdateUserBody,
-          response: { 200: User, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 409) },
+          response: { 200: User, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 409, 412) },
         },
       },
-      async (request) => {
+      async (request, reply) => {
         const id = Number(request.params.userId);
         const viewer = request.user!;
         const { name, email, password } = request.body;
         const passwordHash = password === undefined ? undefined : await hashPassword(password);
-        return withTransaction(app.db, async (tx) => {
+        const updated = await withTransaction(app.db, async (tx) => {
           const repo = usersRepository(tx);
-          if (!(await repo.findById(id))) throw notFound(`user ${id} does not exist`);
+          const current = await repo.lock(id);
+          if (!current) throw notFound(`user ${id} does not exist`);
           if (viewer.id !== id && viewer.role !== 'admin') throw forbidden('you may only change your own profile');
-          const updated = await repo.update(id, { name, email, passwordHash });
+          // The viewer is the user or an admin: both get (and were given the ETag of) the view with e-mail.
+          requireMatch(request, userTag(current));
+          const changed = await repo.update(id, { name, email, passwordHash });
           if (passwordHash !== undefined) await tokensRepository(tx).revokeAllExcept(id, viewer.tokenId);
-          return updated!;
+          return changed!;
         });
+        return tagged(reply, userTag(updated), updated);
       },
     );
   });

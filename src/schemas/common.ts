@@ -4,18 +4,39 @@
  * OpenAPI document alike.
  */
 import { Type, type Static, type TSchema, type TObject, type TProperties } from '@sinclair/typebox';
+import { ERROR_CODES } from '../errors.js';
 
 export const MAX_ID = Number.MAX_SAFE_INTEGER;
+const MAX_PAGE = 100_000;
 
-export const Id = Type.Integer({ minimum: 1, maximum: MAX_ID, description: 'positive integer id' });
-export const Timestamp = Type.String({ format: 'date-time', examples: ['2026-11-22T10:00:00.000Z'] });
+export const Id = Type.Integer({ format: 'int64', minimum: 1, maximum: MAX_ID, description: 'positive integer id' });
+/** Always rendered with milliseconds in UTC: exactly 24 characters. */
+export const Timestamp = Type.String({ format: 'date-time', maxLength: 24, examples: ['2026-11-22T10:00:00.000Z'] });
+/** Counts and totals: never negative, and far below 2^53 (ids are, too). */
+export const Count = Type.Integer({ format: 'int64', minimum: 0, maximum: MAX_ID });
+/** Small integers with their bounds, e.g. page sizes. */
+export const SmallInt = (minimum: number, maximum: number, options: object = {}) =>
+  Type.Integer({ format: 'int32', minimum, maximum, ...options });
 
 /** Path ids: a canonical positive integer, else the path names no resource (404). */
-export const PathId = Type.String({ pattern: '^[1-9][0-9]{0,14}$', description: 'positive integer id' });
+export const PathId = Type.String({ pattern: '^[1-9][0-9]{0,14}$', maxLength: 15, description: 'positive integer id' });
 
-/** Not blank: at least one non-space character, and at most `max` characters. */
+/**
+ * What PostgreSQL text can hold faithfully: no NUL (it refuses it) and no
+ * unpaired UTF-16 surrogate (it would be stored as U+FFFD, not as sent). The
+ * pattern means the same with and without a regex engine's Unicode mode.
+ */
+export const Storable = {
+  pattern: '^(?:[^\\u0000\\uD800-\\uDFFF]|[\\uD800-\\uDBFF][\\uDC00-\\uDFFF])*$',
+  'x-errorMessage': 'must not contain U+0000 or unpaired surrogates',
+};
+
+/**
+ * Not blank: some character besides Unicode White_Space (JS's \s lacks U+0085);
+ * at most `max` characters, counted in code points as PostgreSQL counts them.
+ */
 export const Text = (max: number, description?: string) =>
-  Type.String({ pattern: '\\S', maxLength: max, 'x-errorMessage': 'must not be blank', description });
+  Type.String({ pattern: '[^\\s\\u0085]', maxLength: max, 'x-errorMessage': 'must not be blank', allOf: [Storable], description });
 
 export const StringEnum = <T extends string[]>(values: [...T], options: object = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: values, ...options });
@@ -38,10 +59,14 @@ export const Body = <P extends TProperties>(properties: P, options: object = {})
 
 export const ErrorSchema = Type.Object(
   {
-    error: Type.String({ examples: ['not_found'] }),
-    message: Type.String(),
-    fieldErrors: Type.Optional(Type.Record(Type.String(), Type.Array(Type.String()))),
-    requestId: Type.String(),
+    error: StringEnum(Object.values(ERROR_CODES), { examples: ['not_found'] }),
+    message: Type.String({ maxLength: 2000 }),
+    fieldErrors: Type.Optional(
+      Type.Record(Type.String(), Type.Array(Type.String({ maxLength: 500 }), { minItems: 1, maxItems: 20 }), {
+        description: 'only on 422 and 409: each offending field (body property, query parameter or header) with its problems',
+      }),
+    ),
+    requestId: Type.String({ maxLength: 128, description: 'equal to the X-Request-Id header' }),
   },
   { $id: 'Error', additionalProperties: false, description: 'The one error body (API.md §2)' },
 );
@@ -57,10 +82,10 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
       sort: Type.Optional(
         StringEnum(sortValues, { description: 'one field, leading - for descending; ties break on id', default: 'id' }),
       ),
-      page: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000, description: 'offset mode, default 1' })),
-      perPage: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'offset mode, default 20' })),
+      page: Type.Optional(SmallInt(1, MAX_PAGE, { description: 'offset mode, default 1' })),
+      perPage: Type.Optional(SmallInt(1, 100, { description: 'offset mode, default 20' })),
       after: Type.Optional({ ...Id, description: 'cursor mode: id of the last item already received' }),
-      limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, description: 'cursor mode, default 20' })),
+      limit: Type.Optional(SmallInt(1, 100, { description: 'cursor mode, default 20' })),
     },
     { additionalProperties: false },
   );
@@ -73,18 +98,18 @@ export const AuthorFilter = {
 export function ListEnvelope<T extends TSchema>(item: T) {
   const offset = Type.Object(
     {
-      data: Type.Array(item),
-      page: Type.Integer(),
-      perPage: Type.Integer(),
-      total: Type.Integer(),
-      totalPages: Type.Integer(),
+      data: Type.Array(item, { maxItems: 100 }),
+      page: SmallInt(1, MAX_PAGE),
+      perPage: SmallInt(1, 100),
+      total: Count,
+      totalPages: Count,
     },
     { additionalProperties: false, title: 'OffsetPage' },
   );
   const cursor = Type.Object(
     {
-      data: Type.Array(item),
-      limit: Type.Integer(),
+      data: Type.Array(item, { maxItems: 100 }),
+      limit: SmallInt(1, 100),
       hasMore: Type.Boolean(),
       nextCursor: Type.Union([Id, Type.Null()]),
     },

@@ -1,19 +1,18 @@
 /** Post and comment contracts (API.md §3, §4, §5). */
 import { Type } from '@sinclair/typebox';
-import { AuthorFilter, Body, Id, ListEnvelope, ListQuery, PathId, Text, Timestamp } from './common.js';
+import { AuthorFilter, Body, Count, Id, ListEnvelope, ListQuery, PathId, Text, Timestamp } from './common.js';
 import { POST_SORT_FIELDS } from '../repositories/posts.js';
 import { COMMENT_SORT_FIELDS } from '../repositories/comments.js';
 
 const Title = Text(200, '1–200 characters, not blank');
 const PostBodyText = Text(50_000, '1–50 000 characters, not blank');
 const CommentBodyText = Text(10_000, '1–10 000 characters, not blank');
-const Count = Type.Integer({ minimum: 0 });
 
 export const PostSchema = Type.Object(
   {
     id: Id,
-    title: Type.String(),
-    body: Type.String(),
+    title: Type.String({ maxLength: 200 }),
+    body: Type.String({ maxLength: 50_000 }),
     authorId: Id,
     commentCount: Count,
     createdAt: Timestamp,
@@ -27,7 +26,7 @@ export const CommentSchema = Type.Object(
     id: Id,
     postId: Id,
     authorId: Id,
-    body: Type.String(),
+    body: Type.String({ maxLength: 10_000 }),
     createdAt: Timestamp,
     updatedAt: Timestamp,
   },

@@ -1,6 +1,6 @@
 /** User and token contracts (API.md §3, §4). */
 import { Type } from '@sinclair/typebox';
-import { Body, Id, ListEnvelope, ListQuery, PathId, StringEnum, Text, Timestamp } from './common.js';
+import { Body, Id, ListEnvelope, ListQuery, PathId, Storable, StringEnum, Text, Timestamp } from './common.js';
 import { USER_SORT_FIELDS } from '../repositories/users.js';
 import { TOKEN_SORT_FIELDS } from '../repositories/tokens.js';
 
@@ -11,9 +11,9 @@ const Name = Text(100, '1–100 characters, not blank');
 export const UserSchema = Type.Object(
   {
     id: Id,
-    name: Type.String(),
+    name: Type.String({ maxLength: 100 }),
     role: StringEnum(['user', 'admin']),
-    email: Type.Optional(Type.String({ description: 'only shown to the user themself and to admins' })),
+    email: Type.Optional(Type.String({ maxLength: 254, description: 'only shown to the user themself and to admins' })),
     createdAt: Timestamp,
   },
   { $id: 'User', additionalProperties: false },
@@ -32,7 +32,7 @@ export const TokenSchema = Type.Object(
 export const IssuedTokenSchema = Type.Object(
   {
     id: Id,
-    token: Type.String({ description: 'the secret; shown once, stored only as a hash' }),
+    token: Type.String({ pattern: '^pat_[A-Za-z0-9_-]{43}$', maxLength: 47, description: 'the secret; shown once, stored only as a hash' }),
     tokenType: Type.Literal('Bearer'),
     expiresAt: Timestamp,
     user: Type.Ref(UserSchema),
@@ -40,7 +40,9 @@ export const IssuedTokenSchema = Type.Object(
   { additionalProperties: false },
 );
 export const CreateTokenBody = Type.Object(
-  { email: Type.String({ maxLength: 254 }), password: Type.String({ maxLength: 200 }) },
+  // No e-mail format here (a failed log-in says nothing either way), but the
+  // address is looked up in PostgreSQL, which refuses NUL.
+  { email: Type.String({ maxLength: 254, ...Storable }), password: Type.String({ maxLength: 200 }) },
   { additionalProperties: false },
 );
 export const TokenParams = Type.Object({ tokenId: PathId });

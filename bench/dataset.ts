@@ -1,0 +1,151 @@
+/**
+ * The benchmark's databases: a server (BENCH_DATABASE_URL, else the local one
+ * on 127.0.0.1:5432 if it answers, else an embedded one under .data/), and on
+ * it one database per data set, migrated and seeded once, then reused by later
+ * runs while it still holds exactly the seeded rows. Rows a run adds (POST
+ * /posts) are deleted at the start and end of each run, so reruns are quick.
+ */
+import { resolve } from 'node:path';
+import pg from 'pg';
+import { startEmbeddedPostgres } from '../src/db/embedded.js';
+import { migrate } from '../src/db/migrate.js';
+import { createPool } from '../src/db/pool.js';
+import { seed, type SeedResult } from '../src/db/seed.js';
+
+export interface BenchServer {
+  /** URL of a maintenance database on the server (CREATE/DROP DATABASE). */
+  adminUrl: string;
+  source: string;
+  stop(): Promise<void>;
+}
+
+export interface DataSize {
+  users: number;
+  posts: number;
+  comments: number;
+}
+
+export interface Dataset {
+  name: string;
+  url: string;
+  size: DataSize;
+  /** Undefined when the data set was reused. */
+  seeded?: SeedResult & { vacuumSeconds: number };
+}
+
+const LOCAL = 'postgres://postgres@127.0.0.1:5432/postgres';
+
+async function answers(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+export async function benchServer(configured: string | undefined, log: (msg: string) => void): Promise<BenchServer> {
+  if (configured) return { adminUrl: configured, source: 'BENCH_DATABASE_URL', stop: async () => {} };
+  if (await answers(LOCAL)) return { adminUrl: LOCAL, source: 'local PostgreSQL on 127.0.0.1:5432', stop: async () => {} };
+  log('no PostgreSQL on 127.0.0.1:5432: starting an embedded one under .data/bench-pg');
+  const embedded = await startEmbeddedPostgres({ dataDir: resolve('.data/bench-pg'), port: 54339, database: 'postgres' });
+  return { adminUrl: embedded.url, source: 'embedded PostgreSQL (.data/bench-pg)', stop: embedded.stop };
+}
+
+function databaseUrl(adminUrl: string, name: string): string {
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Removes what benchmark runs add (posts from POST /posts, tokens from log-ins) and refreshes visibility/statistics. */
+export async function cleanUp(dataset: Dataset): Promise<void> {
+  await withClient(dataset.url, async (c) => {
+    const { rowCount } = await c.query('DELETE FROM posts WHERE id > $1', [dataset.size.posts]);
+    await c.query('DELETE FROM deleted_posts WHERE id > $1', [dataset.size.posts]);
+    await c.query('DELETE FROM tokens');
+    // Autovacuum may be off (it is on this machine's server): keep the
+    // visibility map and statistics as a steady-state database has them.
+    if (rowCount) await c.query('VACUUM (ANALYZE) posts, deleted_posts, tokens, counters, users');
+  });
+}
+
+async function holdsExactly(url: string, size: DataSize): Promise<boolean> {
+  return withClient(url, async (c) => {
+    const tables = await c.query(`SELECT to_regclass('posts') IS NOT NULL AS ok`);
+    if (!tables.rows[0]?.ok) return false;
+    const { rows } = await c.query<{ users: string; posts: string; comments: string }>(
+      `SELECT (SELECT count(*) FROM users) AS users, (SELECT count(*) FROM posts WHERE id <= $1) AS posts,
+        (SELECT count(*) FROM comments) AS comments`,
+      [size.posts],
+    );
+    const r = rows[0]!;
+    return Number(r.users) === size.users && Number(r.posts) === size.posts && Number(r.comments) === size.comments;
+  });
+}
+
+/** The data set in database `name`, reused when it holds exactly `size`, else created afresh. */
+export async function ensureDataset(
+  server: BenchServer,
+  name: string,
+  size: DataSize,
+  log: (msg: string) => void,
+): Promise<Dataset> {
+  const url = databaseUrl(server.adminUrl, name);
+  const exists = await withClient(server.adminUrl, async (c) => {
+    const { rowCount } = await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    return rowCount === 1;
+  });
+  if (exists && (await holdsExactly(url, size))) {
+    const dataset: Dataset = { name, url, size };
+    await cleanUp(dataset);
+    log(`${name}: reusing ${size.posts} posts, ${size.comments} comments, ${size.users} users`);
+    return dataset;
+  }
+
+  await withClient(server.adminUrl, async (c) => {
+    await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`);
+    await c.query(`CREATE DATABASE ${c.escapeIdentifier(name)}`);
+  });
+  await migrate(url);
+  const pool = createPool(url, 1);
+  try {
+    let last = '';
+    const result = await seed(pool, {
+      posts: size.posts,
+      comments: size.comments,
+      users: size.users,
+      onProgress: ({ phase }) => {
+        if (phase !== last) log(`${name}: seeding (${phase})`);
+        last = phase;
+      },
+    });
+    const started = performance.now();
+    const client = await pool.connect();
+    try {
+      await client.query('SET statement_timeout = 0');
+      await client.query('VACUUM (ANALYZE) users, posts, comments, counters');
+    } finally {
+      client.release();
+    }
+    const vacuumSeconds = (performance.now() - started) / 1000;
+    log(`${name}: seeded in ${result.seconds.toFixed(1)} s, VACUUM ANALYZE ${vacuumSeconds.toFixed(1)} s`);
+    return { name, url, size, seeded: { ...result, vacuumSeconds } };
+  } finally {
+    await pool.end();
+  }
+}

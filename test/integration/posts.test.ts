@@ -9,17 +9,9 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import type { Post } from '../../src/repositories/posts.js';
 import { expectError, expect422, expect404, iso } from '../helpers/expect.js';
 
-interface Post {
-  id: number;
-  title: string;
-  body: string;
-  authorId: number;
-  commentCount: number;
-  createdAt: string;
-  updatedAt: string;
-}
 
 let t: TestApp;
 let ann: SignedUp;

@@ -117,6 +117,14 @@ export function ListEnvelope<T extends TSchema>(item: T) {
   );
   return Type.Union([offset, cursor], {
     description: 'offset mode (page/perPage) or cursor mode (after/limit), as the query selects',
+    // Read by @fastify/swagger into the response's documented headers (API.md §5).
+    headers: {
+      Link: {
+        type: 'string',
+        maxLength: 4096,
+        description: 'RFC 8288: next; in offset mode also prev, first and last (path-absolute URLs)',
+      },
+    },
   });
 }
 

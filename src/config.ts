@@ -34,6 +34,12 @@ export const EnvSchema = Type.Object({
   }),
   CORS_ORIGINS: Type.String({ default: '', description: 'comma-separated origins, or *; empty = CORS off' }),
   PG_POOL_MAX: PositiveInt(10, 1000, 'PostgreSQL connections per instance'),
+  RESPONSE_CACHE_MB: Type.Integer({
+    minimum: 0,
+    maximum: 4096,
+    default: 16,
+    description: 'memory for cached answers of public post and comment reads, MiB; 0 = off',
+  }),
   EMBEDDED_PG_PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 54329 }),
 });
 export type Env = Static<typeof EnvSchema>;
@@ -86,6 +92,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     corsOrigins: e.CORS_ORIGINS === '' ? [] : e.CORS_ORIGINS.split(',').map((s) => s.trim()).filter(Boolean),
     pgPoolMax: e.PG_POOL_MAX,
+    responseCacheBytes: e.RESPONSE_CACHE_MB * 1_048_576,
     embeddedPgPort: e.EMBEDDED_PG_PORT,
   };
 }

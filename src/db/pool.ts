@@ -6,6 +6,9 @@
  */
 import pg from 'pg';
 
+/** The channel the change_notifications migration's triggers notify when posts or comments change. */
+export const CHANGES_CHANNEL = 'posts_api_changed';
+
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 
 const types = {

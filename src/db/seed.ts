@@ -32,6 +32,7 @@
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import { hashPassword } from '../security.js';
+import { CHANGES_CHANNEL } from './pool.js';
 
 export interface SeedOptions {
   posts: number;
@@ -370,6 +371,8 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     if (mode === 'disable-trigger') {
       for (const table of ['users', 'posts', 'comments']) await client.query(`ALTER TABLE ${table} ENABLE TRIGGER USER`);
     }
+    // The bypassed triggers would have told running instances to drop their cached answers.
+    await client.query(`SELECT pg_notify('${CHANGES_CHANNEL}', '')`);
     await client.query('COMMIT');
 
     // Fresh statistics, so the planner sees the new sizes before the first request does.

@@ -40,6 +40,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/posts/:postId/comments',
     {
+      config: { cached: true },
       schema: {
         tags: ['comments'],
         summary: 'List the comments of a post',
@@ -60,6 +61,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/posts/:postId/comments/:commentId',
     {
+      config: { cached: true },
       schema: {
         tags: ['comments'],
         summary: 'One comment of a post',
@@ -78,6 +80,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   await app.register(async (authed) => {
     authed.addHook('onRequest', app.requireUser);
+    app.responseCache.trackWrites(authed);
     const r = authed.withTypeProvider<TypeBoxTypeProvider>();
 
     r.post(

@@ -54,6 +54,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/posts',
     {
+      config: { cached: true },
       schema: {
         tags: ['posts'],
         summary: 'List posts',
@@ -72,6 +73,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/posts/:postId',
     {
+      config: { cached: true },
       schema: {
         tags: ['posts'],
         summary: 'One post',
@@ -91,6 +93,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/users/:userId/posts',
     {
+      config: { cached: true },
       schema: {
         tags: ['posts'],
         summary: 'The posts of one author',
@@ -110,6 +113,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   await app.register(async (authed) => {
     authed.addHook('onRequest', app.requireUser);
+    app.responseCache.trackWrites(authed);
     const r = authed.withTypeProvider<TypeBoxTypeProvider>();
 
     r.post(

@@ -16,6 +16,7 @@ describe('loadConfig', () => {
       trustProxy: false,
       corsOrigins: [],
       pgPoolMax: 10,
+      responseCacheBytes: 16 * 1_048_576,
       embeddedPgPort: 54329,
     });
   });

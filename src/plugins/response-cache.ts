@@ -1,0 +1,216 @@
+/**
+ * A response cache for the public reads of posts and comments, kept exact by
+ * invalidation rather than by expiry: no client ever reads data older than the
+ * last write it could know about.
+ *
+ * What is cached: the 200 answer (body, Content-Type, ETag, Link) of a GET to a
+ * route with `config: { cached: true }`, keyed by the request URL. Those reads
+ * are public and the same for every viewer. The hooks before it still run on a
+ * hit (rate limit, authentication, request id, security headers, access log),
+ * so a hit differs from a miss only in the work it skips: validation, SQL,
+ * serialization. Requests with If-None-Match, and HEAD, always go through.
+ *
+ * Invalidation: every write to posts or comments empties the whole cache. Cheap,
+ * and sufficient because reads vastly outnumber writes.
+ * - Writes through this instance (scopes passed to `trackWrites`) empty it when
+ *   they start, and nothing is cached or served while any is in flight, so an
+ *   instance never answers from before a write it has acknowledged.
+ * - Every other write (another instance, a migration, psql) reaches it through
+ *   PostgreSQL: statement triggers on posts and comments NOTIFY a channel that a
+ *   dedicated connection LISTENs on. Another instance's write becomes visible
+ *   here as soon as its commit's notification arrives, typically well under a
+ *   millisecond after the commit, before the writer's client even has its answer.
+ * - A read that started before an invalidation is not stored (generation check),
+ *   so a slow query cannot put back what a write removed.
+ * - While the listening connection is down nothing is cached or served; it
+ *   reconnects by itself and starts from an empty cache.
+ */
+import { randomUUID } from 'node:crypto';
+import fp from 'fastify-plugin';
+import pg from 'pg';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import { CHANGES_CHANNEL } from '../db/pool.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** This GET route's 200 answers are public and may be served from the response cache. */
+    cached?: boolean;
+  }
+  interface FastifyRequest {
+    /** The cache generation a cacheable miss started in; null when its answer must not be stored. */
+    cacheGeneration: number | null;
+  }
+  interface FastifyInstance {
+    responseCache: {
+      /** Marks every route of `scope` as a writer of cached data (posts, comments). */
+      trackWrites(scope: FastifyInstance): void;
+      /**
+       * Resolves once every change committed before the call has reached this
+       * instance's cache: a fence notification sent after them has come back.
+       */
+      sync(): Promise<void>;
+    };
+  }
+}
+
+/** One answer larger than this share of the budget is not worth evicting the others for. */
+const MAX_ENTRY_SHARE = 8;
+const RECONNECT_DELAY_MS = 1_000;
+const KEPT_HEADERS = ['content-type', 'etag', 'link'] as const;
+
+interface Entry {
+  body: string;
+  headers: Record<string, string>;
+  size: number;
+}
+
+export interface ResponseCacheOptions {
+  connectionString: string;
+  /** Budget for the cached bodies (UTF-16 code units ≈ bytes for JSON); 0 turns the cache off. */
+  maxBytes: number;
+}
+
+export default fp<ResponseCacheOptions>(
+  async (app, { connectionString, maxBytes }) => {
+    const entries = new Map<string, Entry>();
+    let size = 0;
+    let generation = 0;
+    let writesInFlight = 0;
+    let listening = false;
+    let closing = false;
+    let listener: pg.Client | undefined;
+    let retry: NodeJS.Timeout | undefined;
+    /** sync() calls waiting for their fence notification, by payload. */
+    const fences = new Map<string, () => void>();
+    const releaseFences = () => {
+      for (const release of fences.values()) release();
+      fences.clear();
+    };
+
+    const invalidate = () => {
+      generation += 1;
+      entries.clear();
+      size = 0;
+    };
+    const usable = () => listening && writesInFlight === 0;
+
+    function store(key: string, body: string, reply: FastifyReply): void {
+      if (body.length > maxBytes / MAX_ENTRY_SHARE) return;
+      const headers: Record<string, string> = {};
+      for (const name of KEPT_HEADERS) {
+        const value = reply.getHeader(name);
+        if (typeof value === 'string') headers[name] = value;
+      }
+      entries.set(key, { body, headers, size: body.length });
+      size += body.length;
+      // Map order is insertion order: the oldest entries go first.
+      for (const [oldest, entry] of entries) {
+        if (size <= maxBytes) break;
+        entries.delete(oldest);
+        size -= entry.size;
+      }
+    }
+
+    async function listen(): Promise<void> {
+      const client = new pg.Client({ connectionString, application_name: 'posts-api-cache', connectionTimeoutMillis: 3_000, keepAlive: true });
+      let lost = false;
+      const onLost = () => {
+        if (lost) return;
+        lost = true;
+        listening = false;
+        invalidate();
+        // Nothing is served from the cache until it listens again: nothing to wait for.
+        releaseFences();
+        client.end().catch(() => undefined);
+        if (!closing) retry = setTimeout(() => void listen(), RECONNECT_DELAY_MS);
+      };
+      client.on('error', onLost);
+      client.on('end', onLost);
+      client.on('notification', ({ payload }) => {
+        invalidate();
+        if (payload) fences.get(payload)?.();
+      });
+      try {
+        await client.connect();
+        await client.query(`LISTEN ${CHANGES_CHANNEL}`);
+      } catch {
+        onLost();
+        return;
+      }
+      if (closing) {
+        await client.end().catch(() => undefined);
+        return;
+      }
+      listener = client;
+      // Whatever happened while nobody listened is unknown: start empty.
+      invalidate();
+      listening = true;
+    }
+
+    app.decorateRequest('cacheGeneration', null);
+    app.decorate('responseCache', {
+      trackWrites(scope: FastifyInstance) {
+        if (maxBytes === 0) return;
+        scope.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+          writesInFlight += 1;
+          invalidate();
+          // 'close' comes once for every response, sent or aborted.
+          reply.raw.once('close', () => {
+            writesInFlight -= 1;
+          });
+          done();
+        });
+      },
+      async sync() {
+        if (!listening) return;
+        const fence = randomUUID();
+        const arrived = new Promise<void>((resolve) => fences.set(fence, resolve));
+        try {
+          await app.db.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, fence]);
+          await arrived;
+        } finally {
+          fences.delete(fence);
+        }
+      },
+    });
+
+    if (maxBytes === 0) return;
+
+    app.addHook('onRequest', (request, reply, done) => {
+      if (request.method !== 'GET' || !request.routeOptions.config.cached || request.headers['if-none-match'] !== undefined || !usable()) {
+        done();
+        return;
+      }
+      const entry = entries.get(request.url);
+      if (entry) {
+        reply.headers(entry.headers).send(entry.body);
+        return;
+      }
+      request.cacheGeneration = generation;
+      done();
+    });
+
+    app.addHook('onSend', (request, reply, payload, done) => {
+      if (
+        request.cacheGeneration === generation &&
+        reply.statusCode === 200 &&
+        typeof payload === 'string' &&
+        usable()
+      ) {
+        store(request.url, payload, reply);
+      }
+      done(null, payload);
+    });
+
+    app.addHook('onClose', async () => {
+      closing = true;
+      clearTimeout(retry);
+      listening = false;
+      releaseFences();
+      await listener?.end().catch(() => undefined);
+    });
+
+    await listen();
+  },
+  { name: 'response-cache', dependencies: ['db', 'auth', 'rate-limit'] },
+);

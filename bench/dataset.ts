@@ -112,6 +112,8 @@ export async function ensureDataset(
   });
   if (exists && (await holdsExactly(url, size))) {
     const dataset: Dataset = { name, url, size };
+    // Migrations added since it was seeded (they keep the data).
+    await migrate(url);
     await cleanUp(dataset);
     log(`${name}: reusing ${size.posts} posts, ${size.comments} comments, ${size.users} users`);
     return dataset;

@@ -12,9 +12,9 @@
  *
  * Invalidation: every write to posts or comments empties the whole cache. Cheap,
  * and sufficient because reads vastly outnumber writes.
- * - Writes through this instance (scopes passed to `trackWrites`) empty it when
- *   they start, and nothing is cached or served while any is in flight, so an
- *   instance never answers from before a write it has acknowledged.
+ * - Writes through this instance (scopes passed to `trackWrites`) empty it
+ *   after their transaction and before their answer is sent, so no answer from
+ *   before a write is served once that write has been acknowledged.
  * - Every other write (another instance, a migration, psql) reaches it through
  *   PostgreSQL: statement triggers on posts and comments NOTIFY a channel that a
  *   dedicated connection LISTENs on. Another instance's write becomes visible
@@ -28,7 +28,7 @@
 import { randomUUID } from 'node:crypto';
 import fp from 'fastify-plugin';
 import pg from 'pg';
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import { CHANGES_CHANNEL } from '../db/pool.js';
 
 declare module 'fastify' {
@@ -75,7 +75,6 @@ export default fp<ResponseCacheOptions>(
     const entries = new Map<string, Entry>();
     let size = 0;
     let generation = 0;
-    let writesInFlight = 0;
     let listening = false;
     let closing = false;
     let listener: pg.Client | undefined;
@@ -92,7 +91,6 @@ export default fp<ResponseCacheOptions>(
       entries.clear();
       size = 0;
     };
-    const usable = () => listening && writesInFlight === 0;
 
     function store(key: string, body: string, reply: FastifyReply): void {
       if (body.length > maxBytes / MAX_ENTRY_SHARE) return;
@@ -151,14 +149,12 @@ export default fp<ResponseCacheOptions>(
     app.decorate('responseCache', {
       trackWrites(scope: FastifyInstance) {
         if (maxBytes === 0) return;
-        scope.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-          writesInFlight += 1;
+        // After the handler (its transaction has committed) and before the
+        // answer leaves: once a client has its answer, the cache has forgotten
+        // what was before. Failed writes empty it too, which is merely wasteful.
+        scope.addHook('onSend', (_request, _reply, payload, done) => {
           invalidate();
-          // 'close' comes once for every response, sent or aborted.
-          reply.raw.once('close', () => {
-            writesInFlight -= 1;
-          });
-          done();
+          done(null, payload);
         });
       },
       async sync() {
@@ -177,7 +173,7 @@ export default fp<ResponseCacheOptions>(
     if (maxBytes === 0) return;
 
     app.addHook('onRequest', (request, reply, done) => {
-      if (request.method !== 'GET' || !request.routeOptions.config.cached || request.headers['if-none-match'] !== undefined || !usable()) {
+      if (request.method !== 'GET' || !request.routeOptions.config.cached || request.headers['if-none-match'] !== undefined || !listening) {
         done();
         return;
       }
@@ -195,7 +191,7 @@ export default fp<ResponseCacheOptions>(
         request.cacheGeneration === generation &&
         reply.statusCode === 200 &&
         typeof payload === 'string' &&
-        usable()
+        listening
       ) {
         store(request.url, payload, reply);
       }

@@ -134,10 +134,22 @@ async function startChild(name: string, args: string[], env: Record<string, stri
   };
 }
 
-function startService(name: string, dataset: Dataset, port: number): Promise<Child> {
+/**
+ * `node <flags> dist/src/server.js` as `npm run start:prod` (and the Docker
+ * image) runs it, so the benchmark measures the production start command.
+ */
+function productionCommand(): string[] {
+  const script = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start:prod'];
+  const words = script?.split(/\s+/).filter(Boolean) ?? [];
+  if (words[0] !== 'node' || words.at(-1) !== 'dist/src/server.js') throw new Error(`start:prod is not "node [flags] dist/src/server.js": ${script}`);
+  return words.slice(1);
+}
+
+/** `cache: false` runs it with RESPONSE_CACHE_MB=0, so every request reaches PostgreSQL. */
+function startService(name: string, dataset: Dataset, port: number, { cache }: { cache: boolean }): Promise<Child> {
   const args = flags.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(OUT, 'profiles')}`, `--cpu-prof-name=${name}.cpuprofile`] : [];
   const extra = flags['node-flags'] ? flags['node-flags'].split(' ').filter(Boolean) : [];
-  return startChild(name, [...args, ...extra, 'dist/src/server.js'], {
+  return startChild(name, [...args, ...extra, ...productionCommand()], {
     PATH: process.env.PATH ?? '',
     NODE_ENV: 'production',
     DATABASE_URL: dataset.url,
@@ -149,6 +161,7 @@ function startService(name: string, dataset: Dataset, port: number): Promise<Chi
     RATE_LIMIT_MAX: '1000000',
     RATE_LIMIT_AUTH_MAX: '1000000',
     PG_POOL_MAX: String(PG_POOL_MAX),
+    ...(cache ? {} : { RESPONSE_CACHE_MB: '0' }),
   }, port);
 }
 
@@ -210,6 +223,7 @@ function memoryKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 
 interface Context {
   big: Child;
+  bigUncached: Child;
   small: Child;
   baseline: Child;
   tokens: string[];
@@ -226,18 +240,27 @@ const POST_BODY = JSON.stringify({
   body: 'A post written by the benchmark. It has a couple of sentences, like a short real one would, and is deleted after the run.',
 });
 
+// `cached`: the same URL over and over on the production service, so after the
+// first request the response cache answers it (no pgbench: no SQL runs). Each
+// has an "-uncached" twin on the instance started with RESPONSE_CACHE_MB=0,
+// which shows what a cache miss costs and carries the database ceiling.
 const ALL_SCENARIOS: Scenario<Context>[] = [
   { id: 'ceiling', title: 'HTTP ceiling: bare Fastify, same 20-post JSON from memory', on: 'baseline', method: 'GET', path: () => '/posts' },
-  { id: 'list-first', title: 'GET /posts?sort=-createdAt (first page, offset mode, with total)', on: 'big', method: 'GET', path: () => '/posts?sort=-createdAt', target: 0.4 },
-  { id: 'list-first-10k', title: 'same, on the 10 000-post database', on: 'small', method: 'GET', path: () => '/posts?sort=-createdAt' },
-  { id: 'author-page-20', title: "GET /users/{id}/posts?page=20 (one author's page 20)", on: 'big', method: 'GET', path: (c) => `/users/${c.author.id}/posts?page=${c.author.page}`, target: 0.4 },
-  { id: 'offset-deep', title: 'GET /posts?page=25001 (OFFSET 500 000)', on: 'big', method: 'GET', path: (c) => `/posts?page=${c.deepPage}` },
-  { id: 'cursor-deep', title: 'GET /posts?after={500 000th id}&limit=20 (cursor at the same depth)', on: 'big', method: 'GET', path: (c) => `/posts?after=${c.deepCursor}&limit=20`, target: 0.4 },
-  { id: 'cursor-first', title: 'GET /posts?limit=20 (first cursor page)', on: 'big', method: 'GET', path: () => '/posts?limit=20', target: 0.4 },
-  { id: 'cursor-second', title: 'GET /posts?after={20th id}&limit=20 (second cursor page: resolves its cursor like the deep one)', on: 'big', method: 'GET', path: (c) => `/posts?after=${c.secondCursor}&limit=20` },
-  { id: 'post-by-id', title: 'GET /posts/{id} (random ids)', on: 'big', method: 'GET', path: () => '/posts/:id', randomPostId: true, target: 0.4 },
+  { id: 'list-first', title: 'GET /posts?sort=-createdAt (first page, offset mode, with total)', on: 'big', cached: true, method: 'GET', path: () => '/posts?sort=-createdAt', target: 0.4 },
+  { id: 'list-first-uncached', title: 'same, cache off', on: 'bigUncached', method: 'GET', path: () => '/posts?sort=-createdAt' },
+  { id: 'list-first-10k-uncached', title: 'same, cache off, on the 10 000-post database', on: 'small', method: 'GET', path: () => '/posts?sort=-createdAt' },
+  { id: 'author-page-20', title: "GET /users/{id}/posts?page=20 (one author's page 20)", on: 'big', cached: true, method: 'GET', path: (c) => `/users/${c.author.id}/posts?page=${c.author.page}`, target: 0.4 },
+  { id: 'author-page-20-uncached', title: 'same, cache off', on: 'bigUncached', method: 'GET', path: (c) => `/users/${c.author.id}/posts?page=${c.author.page}` },
+  { id: 'offset-deep-uncached', title: 'GET /posts?page=25001 (OFFSET 500 000), cache off', on: 'bigUncached', method: 'GET', path: (c) => `/posts?page=${c.deepPage}` },
+  { id: 'cursor-deep', title: 'GET /posts?after={500 000th id}&limit=20 (cursor at the same depth)', on: 'big', cached: true, method: 'GET', path: (c) => `/posts?after=${c.deepCursor}&limit=20`, target: 0.4 },
+  { id: 'cursor-deep-uncached', title: 'same, cache off', on: 'bigUncached', method: 'GET', path: (c) => `/posts?after=${c.deepCursor}&limit=20` },
+  { id: 'cursor-first', title: 'GET /posts?limit=20 (first cursor page)', on: 'big', cached: true, method: 'GET', path: () => '/posts?limit=20', target: 0.4 },
+  { id: 'cursor-first-uncached', title: 'same, cache off', on: 'bigUncached', method: 'GET', path: () => '/posts?limit=20' },
+  { id: 'cursor-second-uncached', title: 'GET /posts?after={20th id}&limit=20, cache off (second cursor page: resolves its cursor like the deep one)', on: 'bigUncached', method: 'GET', path: (c) => `/posts?after=${c.secondCursor}&limit=20` },
+  { id: 'post-by-id', title: 'GET /posts/{id} (random ids among a million: nearly all cache misses)', on: 'big', method: 'GET', path: () => '/posts/:id', randomPostId: true, target: 0.4 },
   { id: 'create-post', title: 'POST /posts (8 users, bearer tokens)', on: 'big', method: 'POST', path: () => '/posts', authenticated: true, target: 0.25 },
-  { id: 'popular-comments', title: "GET /posts/{id}/comments (the most commented post's first page)", on: 'big', method: 'GET', path: (c) => `/posts/${c.popularPost}/comments`, target: 0.3 },
+  { id: 'popular-comments', title: "GET /posts/{id}/comments (the most commented post's first page)", on: 'big', cached: true, method: 'GET', path: (c) => `/posts/${c.popularPost}/comments`, target: 0.3 },
+  { id: 'popular-comments-uncached', title: 'same, cache off', on: 'bigUncached', method: 'GET', path: (c) => `/posts/${c.popularPost}/comments` },
 ];
 
 const SCENARIOS = flags.only
@@ -315,7 +338,7 @@ async function one<T>(url: string, text: string, values: unknown[] = []): Promis
   }
 }
 
-async function scenarioContext(big: Dataset): Promise<Omit<Context, 'big' | 'small' | 'baseline' | 'tokens'>> {
+async function scenarioContext(big: Dataset): Promise<Omit<Context, 'big' | 'bigUncached' | 'small' | 'baseline' | 'tokens'>> {
   const popular = await one<{ id: number }>(big.url, 'SELECT id::int FROM posts ORDER BY comment_count DESC, id LIMIT 1');
   // The least prolific author who still has a 20th page (or the most prolific, on a small data set).
   const author = await one<{ id: number; posts: number }>(
@@ -363,11 +386,12 @@ async function pgbenchScripts(ctx: Context, datasets: Record<'big' | 'small', Da
   const dir = SMOKE ? join(OUT, 'sql') : join(ROOT, 'bench', 'sql');
   const scripts = new Map<string, { files: string[]; url: string }>();
   for (const on of ['big', 'small'] as const) {
-    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', RATE_LIMIT_AUTH_MAX: '1000000' });
+    // Cache off: every request sends its SQL.
+    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', RATE_LIMIT_AUTH_MAX: '1000000', RESPONSE_CACHE_MB: '0' });
     const app = await buildApp({ ...config, databaseUrl: datasets[on].url, pgPoolMax: 1 });
     try {
       await app.ready();
-      for (const s of SCENARIOS.filter((x) => x.on === on)) {
+      for (const s of SCENARIOS.filter((x) => (x.on === 'bigUncached' ? 'big' : x.on) === on && !x.cached)) {
         const sampleId = Math.floor((ctx.postIds[0] + ctx.postIds[1]) / 2);
         const url = s.path(ctx).replace(':id', String(sampleId));
         const files: string[] = [];
@@ -421,9 +445,11 @@ async function main(): Promise<number> {
     const big = await ensureDataset(server, PLAN.big.name, size(PLAN.big), log);
     const small = await ensureDataset(server, PLAN.small.name, size(PLAN.small), log);
 
-    const [bigService, smallService] = [await startService('service', big, await freePort()), await startService('service-10k', small, await freePort())];
-    children.push(bigService, smallService);
-    log(`services up: pid ${bigService.pid} (${big.name}), pid ${smallService.pid} (${small.name})`);
+    const bigService = await startService('service', big, await freePort(), { cache: true });
+    const bigUncached = await startService('service-uncached', big, await freePort(), { cache: false });
+    const smallService = await startService('service-10k-uncached', small, await freePort(), { cache: false });
+    children.push(bigService, bigUncached, smallService);
+    log(`services up: pid ${bigService.pid} (${big.name}), pid ${bigUncached.pid} (${big.name}, cache off), pid ${smallService.pid} (${small.name}, cache off)`);
 
     const first = await fetch(`${bigService.url}/posts?sort=-createdAt`);
     if (first.status !== 200) throw new Error(`GET /posts answered ${first.status}`);
@@ -438,6 +464,7 @@ async function main(): Promise<number> {
 
     const ctx: Context = {
       big: bigService,
+      bigUncached,
       small: smallService,
       baseline,
       tokens: await logIn(bigService, big),
@@ -451,8 +478,7 @@ async function main(): Promise<number> {
     else log(`pgbench scripts written to ${SMOKE ? 'bench/out/sql' : 'bench/sql'}/`);
 
     const setupRssKb = memoryKb(bigService.pid, 'VmHWM');
-    resetPeakRss(bigService.pid);
-    resetPeakRss(smallService.pid);
+    for (const service of [bigService, bigUncached, smallService]) resetPeakRss(service.pid);
     if (PLAN.warmupSeconds > 0) {
       log(`warm-up: ${PLAN.warmupSeconds} s per scenario`);
       for (const s of SCENARIOS) await drive(s, ctx, PLAN.warmupSeconds);
@@ -495,7 +521,7 @@ async function main(): Promise<number> {
       peakRssMb: peakRssKb / 1024,
       warmRssMb: warmRss / 1024,
       setupRssMb: setupRssKb / 1024,
-      smallPeakRssMb: memoryKb(smallService.pid, 'VmHWM') / 1024,
+      uncachedPeakRssMb: memoryKb(bigUncached.pid, 'VmHWM') / 1024,
       ctx: { author: ctx.author, popularPost: ctx.popularPost, deepCursor: ctx.deepCursor, secondCursor: ctx.secondCursor, deepPage: ctx.deepPage },
       machine: `${execFileSync('nproc').toString().trim()} cores, Node ${process.version}, ${server.source}`,
     };

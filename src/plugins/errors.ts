@@ -124,8 +124,9 @@ export function sendError(reply: FastifyReply, request: FastifyRequest, e: HttpE
 export default fp(
   async (app) => {
     // Every response carries the request id (the client's if it sent a sane one, see app.ts genReqId).
-    app.addHook('onRequest', async (request, reply) => {
+    app.addHook('onRequest', (request, reply, done) => {
       reply.header('x-request-id', request.id);
+      done();
     });
 
     app.setErrorHandler((error: AnyError, request, reply) => {

@@ -19,12 +19,13 @@ export default fp(
     app.addHook('preClose', async () => {
       closing = true;
     });
-    app.addHook('onRequest', async () => {
-      if (closing) throw serviceUnavailable('the server is shutting down; retry on a new connection');
+    // Callback-style hooks: they run on every request, and async ones cost a promise each.
+    app.addHook('onRequest', (_request, _reply, done) => {
+      done(closing ? serviceUnavailable('the server is shutting down; retry on a new connection') : undefined);
     });
-    app.addHook('onSend', async (_request, reply, payload) => {
+    app.addHook('onSend', (_request, reply, payload, done) => {
       if (closing) reply.header('connection', 'close');
-      return payload;
+      done(null, payload);
     });
   },
   { name: 'graceful-close', dependencies: ['errors'] },

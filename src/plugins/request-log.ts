@@ -9,7 +9,7 @@ import fp from 'fastify-plugin';
 
 export default fp(
   async (app) => {
-    app.addHook('onResponse', async (request, reply) => {
+    app.addHook('onResponse', (request, reply, done) => {
       const status = reply.statusCode;
       const line = {
         method: request.method,
@@ -21,6 +21,7 @@ export default fp(
       };
       if (status >= 500) request.log.error(line, 'request failed');
       else request.log.info(line, 'request done');
+      done();
     });
   },
   { name: 'request-log', dependencies: ['auth'] },

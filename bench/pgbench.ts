@@ -14,6 +14,7 @@ import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type pg from 'pg';
+import { SESSION_OPTIONS } from '../src/db/pool.js';
 
 export interface CapturedQuery {
   text: string;
@@ -142,7 +143,7 @@ export async function runPgbench(
     for (const file of scriptFiles) args.push('-f', file);
     args.push('-l', `--log-prefix=${join(dir, 'tx')}`, url);
     const output = await new Promise<string>((resolvePromise, reject) => {
-      const env = { ...process.env, PGOPTIONS: '-c plan_cache_mode=force_custom_plan' };
+      const env = { ...process.env, PGOPTIONS: SESSION_OPTIONS };
       const child = spawn(binary, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
       let text = '';
       child.stdout.on('data', (chunk: Buffer) => (text += chunk.toString()));

@@ -1,13 +1,18 @@
 -- Up Migration
 
--- Every statement that changes posts or comments notifies the channel the
--- instances' response caches listen on (src/plugins/response-cache.ts), so a
--- write through any instance, a migration or psql empties them all. Statement
--- triggers: one notification per statement, and PostgreSQL folds identical
--- ones within a transaction and delivers them only when it commits.
+-- Every statement that changes posts or comments outside the service (psql, a
+-- migration, another tool) notifies the channel the instances' response caches
+-- listen on (src/plugins/response-cache.ts). The service's own sessions set
+-- posts_api.notifies = after_commit and announce their writes themselves once
+-- committed: a NOTIFY in the writing transaction would make every commit wait
+-- for PostgreSQL's one notification lock, held through the WAL flush.
+-- Statement triggers: one notification per statement, folded within a
+-- transaction and delivered when it commits.
 CREATE FUNCTION notify_posts_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM pg_notify('posts_api_changed', '');
+  IF current_setting('posts_api.notifies', true) IS DISTINCT FROM 'after_commit' THEN
+    PERFORM pg_notify('posts_api_changed', '');
+  END IF;
   RETURN NULL;
 END $$;
 

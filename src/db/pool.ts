@@ -6,8 +6,16 @@
  */
 import pg from 'pg';
 
-/** The channel the change_notifications migration's triggers notify when posts or comments change. */
+/** The channel on which changes to posts or comments are announced (src/plugins/response-cache.ts). */
 export const CHANGES_CHANNEL = 'posts_api_changed';
+
+/**
+ * Settings of every pool connection. `posts_api.notifies` tells the
+ * change_notifications migration's triggers that this session announces its
+ * changes itself, after they commit: a NOTIFY inside the writing transaction
+ * would serialize every commit behind PostgreSQL's single notification lock.
+ */
+export const SESSION_OPTIONS = '-c plan_cache_mode=force_custom_plan -c posts_api.notifies=after_commit';
 
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 
@@ -63,7 +71,7 @@ export function createPool(connectionString: string, max: number): pg.Pool {
     statement_timeout: 10_000,
     idle_in_transaction_session_timeout: 15_000,
     application_name: 'posts-api',
-    options: '-c plan_cache_mode=force_custom_plan',
+    options: SESSION_OPTIONS,
   });
   prepareStatements(pool);
   // An idle client losing its connection (database restart) must not crash the

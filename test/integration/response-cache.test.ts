@@ -238,6 +238,12 @@ describe('limits', () => {
         `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'posts-api-cache' AND datname = current_database()`,
       );
       expect(listeners.rows[0].n).toBe(1); // t.app's only
+
+      // Its writes are still announced to the instances that do cache.
+      expect(await titleOf(post.id)).toBe('Seen at once');
+      const patched = await other.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: ann.auth, payload: { title: 'From a cache-less instance' } });
+      expect(patched.statusCode).toBe(200);
+      await waitUntil('the caching instance shows the change', async () => (await titleOf(post.id)) === 'From a cache-less instance', 40, 25);
     } finally {
       await other.close();
     }

@@ -35,6 +35,8 @@ export interface Sample {
   statusCodes: Record<string, number>;
   cpuMsPerRequest: number;
   dbCpuMsPerRequest: number;
+  /** req/s of the HTTP ceiling measured right before this sample (scenarios with a target). */
+  ceilingRps?: number;
 }
 
 export interface Outcome {
@@ -102,7 +104,9 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     failedRequests += errors;
     requests += samples.reduce((n, x) => n + x.requests, 0);
     const pgb = o.db.get(s.id);
-    const vsHttp = s.id === 'ceiling' ? 1 : ratio(rps(s.id), ceiling);
+    const paired = samples.every((x) => x.ceilingRps !== undefined);
+    const vsHttp =
+      s.id === 'ceiling' ? 1 : paired && samples.length ? median(samples.map((x) => x.rps / x.ceilingRps!)) : ratio(rps(s.id), ceiling);
     const vsDb = ratio(rps(s.id), pgb?.map((x) => x.tps));
     rows.push(
       `| ${s.id} | ${fmt(median(samples.map((x) => x.rps)))} | ${fmt(median(samples.map((x) => x.p50)), 1)} | ${fmt(median(samples.map((x) => x.p99)), 1)} | ` +
@@ -164,7 +168,8 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     'Scenarios without "-uncached" run on the service as deployed (response cache on); those marked cached repeat one URL, ' +
       'so the cache answers them and no pgbench runs for them (their twin with the cache off has it). ' +
       'Medians over the rounds. CPU ms/req: user+system CPU of the service process (or of the baseline, for `ceiling`) per request; ' +
-      'DB CPU ms/req: of all PostgreSQL processes on the machine. × HTTP: req/s as a share of the ceiling in the same round; ' +
+      'DB CPU ms/req: of all PostgreSQL processes on the machine. × HTTP: req/s as a share of the ceiling measured right before it ' +
+      '(scenarios with a target) or else in the same round; ' +
       '× DB: req/s as a share of pgbench running the same SQL.',
     '',
     '| scenario | req/s | p50 ms | p99 ms | CPU ms/req | DB CPU ms/req | × HTTP ceiling | pgbench tps | pgbench p50 / p99 ms | × DB ceiling | errors + non-2xx |',

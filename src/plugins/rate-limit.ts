@@ -123,15 +123,19 @@ export default fp<RateLimitPluginOptions>(
       await Promise.race([connecting, sleep(STARTUP_WAIT_MS, undefined, { ref: false })]);
     }
 
-    const clientKey = async (request: FastifyRequest): Promise<string> => {
+    const ipKey = (request: FastifyRequest) => `ip:${normalizeIP(request.ip)}`;
+    const userKey = async (request: FastifyRequest): Promise<string> => {
       try {
         const user = await request.authenticate();
         if (user) return `user:${user.id}`;
       } catch {
         // A bad token: counted against the IP; the auth hook answers 401 next.
       }
-      return `ip:${normalizeIP(request.ip)}`;
+      return ipKey(request);
     };
+    // Anonymous requests (most reads) need no token lookup, nor a promise.
+    const clientKey = (request: FastifyRequest): string | Promise<string> =>
+      request.headers.authorization === undefined ? ipKey(request) : userKey(request);
 
     await app.register(rateLimit, {
       // No per-route hooks: ours below is global, so it also covers 404/405
@@ -139,7 +143,11 @@ export default fp<RateLimitPluginOptions>(
       global: false,
       max: (request) => policyOf(request).max,
       timeWindow: windowSeconds * 1_000,
-      keyGenerator: async (request) => `${policyOf(request).name}:${await clientKey(request)}`,
+      keyGenerator: (request) => {
+        const key = clientKey(request);
+        const policy = policyOf(request).name;
+        return typeof key === 'string' ? `${policy}:${key}` : key.then((k) => `${policy}:${k}`);
+      },
       // Store errors reach the hook below, which fails open and logs them.
       skipOnError: false,
       ...(redis ? { redis, nameSpace: redisNamespace(databaseUrl) } : {}),

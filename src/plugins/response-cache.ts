@@ -65,14 +65,14 @@ const RECONNECT_DELAY_MS = 1_000;
 const KEPT_HEADERS = ['content-type', 'etag', 'link'] as const;
 
 interface Entry {
-  body: string;
+  /** Bytes, so a hit is neither encoded nor measured again. */
+  body: Buffer;
   headers: Record<string, string>;
-  size: number;
 }
 
 export interface ResponseCacheOptions {
   connectionString: string;
-  /** Budget for the cached bodies (UTF-16 code units ≈ bytes for JSON); 0 turns the cache off. */
+  /** Budget for the cached bodies, bytes; 0 turns the cache off. */
   maxBytes: number;
 }
 
@@ -98,20 +98,21 @@ export default fp<ResponseCacheOptions>(
       size = 0;
     };
 
-    function store(key: string, body: string, reply: FastifyReply): void {
+    function store(key: string, payload: string, reply: FastifyReply): void {
+      const body = Buffer.from(payload);
       if (body.length > maxBytes / MAX_ENTRY_SHARE) return;
       const headers: Record<string, string> = {};
       for (const name of KEPT_HEADERS) {
         const value = reply.getHeader(name);
         if (typeof value === 'string') headers[name] = value;
       }
-      entries.set(key, { body, headers, size: body.length });
+      entries.set(key, { body, headers });
       size += body.length;
       // Map order is insertion order: the oldest entries go first.
       for (const [oldest, entry] of entries) {
         if (size <= maxBytes) break;
         entries.delete(oldest);
-        size -= entry.size;
+        size -= entry.body.length;
       }
     }
 

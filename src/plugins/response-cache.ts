@@ -68,6 +68,8 @@ interface Entry {
   /** Bytes, so a hit is neither encoded nor measured again. */
   body: Buffer;
   headers: Record<string, string>;
+  /** What it counts against the budget: body, key and headers (a URL, and so a Link, can be long: author=000…1). */
+  size: number;
 }
 
 export interface ResponseCacheOptions {
@@ -100,19 +102,23 @@ export default fp<ResponseCacheOptions>(
 
     function store(key: string, payload: string, reply: FastifyReply): void {
       const body = Buffer.from(payload);
-      if (body.length > maxBytes / MAX_ENTRY_SHARE) return;
       const headers: Record<string, string> = {};
+      let entrySize = body.length + key.length;
       for (const name of KEPT_HEADERS) {
         const value = reply.getHeader(name);
-        if (typeof value === 'string') headers[name] = value;
+        if (typeof value !== 'string') continue;
+        headers[name] = value;
+        entrySize += value.length;
       }
-      entries.set(key, { body, headers });
-      size += body.length;
+      if (entrySize > maxBytes / MAX_ENTRY_SHARE) return;
+      const entry = { body, headers, size: entrySize };
+      entries.set(key, entry);
+      size += entry.size;
       // Map order is insertion order: the oldest entries go first.
-      for (const [oldest, entry] of entries) {
+      for (const [oldest, { size: freed }] of entries) {
         if (size <= maxBytes) break;
         entries.delete(oldest);
-        size -= entry.body.length;
+        size -= freed;
       }
     }
 

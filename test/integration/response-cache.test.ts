@@ -249,6 +249,28 @@ describe('limits', () => {
     }
   });
 
+  it('the oldest answers make room for new ones; long URLs count against the budget', async () => {
+    const other = await startSecondInstance({ RESPONSE_CACHE_MB: '1' });
+    try {
+      const post = await createPost('Oldest');
+      await settle(other);
+      expect(await titleOf(post.id, other)).toBe('Oldest');
+      // Twelve answers with 100 000-character URLs (page=000…1 is page 1): over 1 MiB of keys.
+      const longUrl = (k: number) => `/posts?sort=-id&perPage=${k + 1}&page=${'0'.repeat(100_000)}1`;
+      for (let k = 0; k < 12; k++) expect((await get(longUrl(k), other)).statusCode).toBe(200);
+      const newest = longUrl(11);
+      const before = (await get(newest, other)).body;
+      expect(JSON.parse(before).data[0]).toMatchObject({ id: post.id, title: 'Oldest' });
+
+      await retitle(post.id, 'Changed unnoticed');
+      // The oldest entry was evicted, so its read reaches the database; the newest is still cached.
+      expect(await titleOf(post.id, other)).toBe('Changed unnoticed');
+      expect((await get(newest, other)).body).toBe(before);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('an answer over an eighth of the budget is not cached', async () => {
     const other = await startSecondInstance({ RESPONSE_CACHE_MB: '1' });
     try {

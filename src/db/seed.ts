@@ -372,7 +372,7 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
       for (const table of ['users', 'posts', 'comments']) await client.query(`ALTER TABLE ${table} ENABLE TRIGGER USER`);
     }
     // The bypassed triggers would have told running instances to drop their cached answers.
-    await client.query(`SELECT pg_notify('${CHANGES_CHANNEL}', '')`);
+    await client.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, '']);
     await client.query('COMMIT');
 
     // Fresh statistics, so the planner sees the new sizes before the first request does.

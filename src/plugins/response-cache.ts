@@ -74,7 +74,7 @@ interface Entry {
 
 export interface ResponseCacheOptions {
   connectionString: string;
-  /** Budget for the cached bodies, bytes; 0 turns the cache off. */
+  /** Budget for the cached answers (bodies, URLs, headers), bytes; 0 turns the cache off. */
   maxBytes: number;
 }
 

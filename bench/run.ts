@@ -246,26 +246,37 @@ const POST_BODY = JSON.stringify({
 // first request the response cache answers it (no pgbench: no SQL runs). Each
 // has an "-uncached" twin on the instance started with RESPONSE_CACHE_MB=0,
 // which shows what a cache miss costs and carries the database ceiling.
+const CEILING: Scenario<Context> = { id: 'ceiling', title: 'HTTP ceiling: bare Fastify, same 20-post JSON from memory', on: 'baseline', method: 'GET', path: () => '/posts' };
+const LIST_FIRST: Scenario<Context> = { id: 'list-first', title: 'GET /posts?sort=-createdAt (first page, offset mode, with total)', on: 'big', cached: true, method: 'GET', path: () => '/posts?sort=-createdAt', target: 0.4 };
+const AUTHOR_PAGE: Scenario<Context> = { id: 'author-page-20', title: "GET /users/{id}/posts?page=20 (one author's page 20)", on: 'big', cached: true, method: 'GET', path: (c) => `/users/${c.author.id}/posts?page=${c.author.page}`, target: 0.4 };
+const CURSOR_DEEP: Scenario<Context> = { id: 'cursor-deep', title: 'GET /posts?after={500 000th id}&limit=20 (cursor at the same depth)', on: 'big', cached: true, method: 'GET', path: (c) => `/posts?after=${c.deepCursor}&limit=20`, target: 0.4 };
+const CURSOR_FIRST: Scenario<Context> = { id: 'cursor-first', title: 'GET /posts?limit=20 (first cursor page)', on: 'big', cached: true, method: 'GET', path: () => '/posts?limit=20', target: 0.4 };
+const POPULAR_COMMENTS: Scenario<Context> = { id: 'popular-comments', title: "GET /posts/{id}/comments (the most commented post's first page)", on: 'big', cached: true, method: 'GET', path: (c) => `/posts/${c.popularPost}/comments`, target: 0.3 };
+
+/** The same request on an instance with the cache off. */
+function uncached(s: Scenario<Context>, on: 'bigUncached' | 'small' = 'bigUncached', id = `${s.id}-uncached`): Scenario<Context> {
+  return { id, title: on === 'small' ? 'same, cache off, on the 10 000-post database' : 'same, cache off', on, method: s.method, path: s.path };
+}
+
 const ALL_SCENARIOS: Scenario<Context>[] = [
-  { id: 'ceiling', title: 'HTTP ceiling: bare Fastify, same 20-post JSON from memory', on: 'baseline', method: 'GET', path: () => '/posts' },
-  { id: 'list-first', title: 'GET /posts?sort=-createdAt (first page, offset mode, with total)', on: 'big', cached: true, method: 'GET', path: () => '/posts?sort=-createdAt', target: 0.4 },
-  { id: 'list-first-uncached', title: 'same, cache off', on: 'bigUncached', method: 'GET', path: () => '/posts?sort=-createdAt' },
-  { id: 'list-first-10k-uncached', title: 'same, cache off, on the 10 000-post database', on: 'small', method: 'GET', path: () => '/posts?sort=-createdAt' },
-  { id: 'author-page-20', title: "GET /users/{id}/posts?page=20 (one author's page 20)", on: 'big', cached: true, method: 'GET', path: (c) => `/users/${c.author.id}/posts?page=${c.author.page}`, target: 0.4 },
-  { id: 'author-page-20-uncached', title: 'same, cache off', on: 'bigUncached', method: 'GET', path: (c) => `/users/${c.author.id}/posts?page=${c.author.page}` },
+  CEILING,
+  LIST_FIRST,
+  uncached(LIST_FIRST),
+  uncached(LIST_FIRST, 'small', 'list-first-10k-uncached'),
+  AUTHOR_PAGE,
+  uncached(AUTHOR_PAGE),
   { id: 'offset-deep-uncached', title: 'GET /posts?page=25001 (OFFSET 500 000), cache off', on: 'bigUncached', method: 'GET', path: (c) => `/posts?page=${c.deepPage}` },
-  { id: 'cursor-deep', title: 'GET /posts?after={500 000th id}&limit=20 (cursor at the same depth)', on: 'big', cached: true, method: 'GET', path: (c) => `/posts?after=${c.deepCursor}&limit=20`, target: 0.4 },
-  { id: 'cursor-deep-uncached', title: 'same, cache off', on: 'bigUncached', method: 'GET', path: (c) => `/posts?after=${c.deepCursor}&limit=20` },
-  { id: 'cursor-first', title: 'GET /posts?limit=20 (first cursor page)', on: 'big', cached: true, method: 'GET', path: () => '/posts?limit=20', target: 0.4 },
-  { id: 'cursor-first-uncached', title: 'same, cache off', on: 'bigUncached', method: 'GET', path: () => '/posts?limit=20' },
+  CURSOR_DEEP,
+  uncached(CURSOR_DEEP),
+  CURSOR_FIRST,
+  uncached(CURSOR_FIRST),
   { id: 'cursor-second-uncached', title: 'GET /posts?after={20th id}&limit=20, cache off (second cursor page: resolves its cursor like the deep one)', on: 'bigUncached', method: 'GET', path: (c) => `/posts?after=${c.secondCursor}&limit=20` },
   { id: 'post-by-id', title: 'GET /posts/{id} (random ids among a million: nearly all cache misses)', on: 'big', method: 'GET', path: () => '/posts/:id', randomPostId: true, target: 0.4 },
   { id: 'create-post', title: 'POST /posts (8 users, bearer tokens)', on: 'big', method: 'POST', path: () => '/posts', authenticated: true, target: 0.25 },
-  { id: 'popular-comments', title: "GET /posts/{id}/comments (the most commented post's first page)", on: 'big', cached: true, method: 'GET', path: (c) => `/posts/${c.popularPost}/comments`, target: 0.3 },
-  { id: 'popular-comments-uncached', title: 'same, cache off', on: 'bigUncached', method: 'GET', path: (c) => `/posts/${c.popularPost}/comments` },
+  POPULAR_COMMENTS,
+  uncached(POPULAR_COMMENTS),
 ];
 
-const CEILING = ALL_SCENARIOS[0]!;
 
 const SCENARIOS = flags.only
   ? ALL_SCENARIOS.filter((s) => s.id === 'ceiling' || flags.only!.split(',').includes(s.id))

@@ -50,11 +50,16 @@ const get = (url: string, app: FastifyInstance = t.app, headers: Record<string, 
   app.inject({ method: 'GET', url, headers });
 const titleOf = async (id: number, app: FastifyInstance = t.app) => (await get(`/posts/${id}`, app)).json().title as string;
 
-async function startSecondInstance(env: Record<string, string> = {}): Promise<FastifyInstance> {
+/** Runs fn with a second instance of the app on the same database, closed afterwards. */
+async function withSecondInstance(env: Record<string, string>, fn: (other: FastifyInstance) => Promise<void>): Promise<void> {
   const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', ...env });
-  const app = (await buildApp({ ...config, databaseUrl: t.db.url })) as unknown as FastifyInstance;
-  await app.ready();
-  return app;
+  const other = (await buildApp({ ...config, databaseUrl: t.db.url })) as unknown as FastifyInstance;
+  try {
+    await other.ready();
+    await fn(other);
+  } finally {
+    await other.close();
+  }
 }
 
 describe('hits', () => {
@@ -183,8 +188,7 @@ describe('invalidation', () => {
   });
 
   it("another instance's write reaches this instance's cache", async () => {
-    const other = await startSecondInstance();
-    try {
+    await withSecondInstance({}, async (other) => {
       const post = await createPost('Shared');
       const url = `/posts/${post.id}`;
       expect(await titleOf(post.id, other)).toBe('Shared');
@@ -197,9 +201,7 @@ describe('invalidation', () => {
       await get(list);
       const created = await createPost('From the other instance', other);
       await waitUntil('this instance lists the new post', async () => (await get(list)).json().data[0].id === created.id, 40, 25);
-    } finally {
-      await other.close();
-    }
+    });
   });
 
   it('while the listening connection is lost nothing is served from the cache; it reconnects and caches again', async () => {
@@ -227,8 +229,7 @@ describe('invalidation', () => {
 
 describe('limits', () => {
   it('RESPONSE_CACHE_MB=0 turns it off: every read goes to the database', async () => {
-    const other = await startSecondInstance({ RESPONSE_CACHE_MB: '0' });
-    try {
+    await withSecondInstance({ RESPONSE_CACHE_MB: '0' }, async (other) => {
       const post = await createPost('Uncached');
       await settle(other);
       expect(await titleOf(post.id, other)).toBe('Uncached');
@@ -244,14 +245,11 @@ describe('limits', () => {
       const patched = await other.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: ann.auth, payload: { title: 'From a cache-less instance' } });
       expect(patched.statusCode).toBe(200);
       await waitUntil('the caching instance shows the change', async () => (await titleOf(post.id)) === 'From a cache-less instance', 40, 25);
-    } finally {
-      await other.close();
-    }
+    });
   });
 
   it('the oldest answers make room for new ones; long URLs count against the budget', async () => {
-    const other = await startSecondInstance({ RESPONSE_CACHE_MB: '1' });
-    try {
+    await withSecondInstance({ RESPONSE_CACHE_MB: '1' }, async (other) => {
       const post = await createPost('Oldest');
       await settle(other);
       expect(await titleOf(post.id, other)).toBe('Oldest');
@@ -266,14 +264,11 @@ describe('limits', () => {
       // The oldest entry was evicted, so its read reaches the database; the newest is still cached.
       expect(await titleOf(post.id, other)).toBe('Changed unnoticed');
       expect((await get(newest, other)).body).toBe(before);
-    } finally {
-      await other.close();
-    }
+    });
   });
 
   it('an answer over an eighth of the budget is not cached', async () => {
-    const other = await startSecondInstance({ RESPONSE_CACHE_MB: '1' });
-    try {
+    await withSecondInstance({ RESPONSE_CACHE_MB: '1' }, async (other) => {
       const big = 'x'.repeat(50_000);
       const post = await createPost('Big');
       await sql('UPDATE posts SET body = $2 WHERE id = $1', [post.id, big]);
@@ -290,8 +285,6 @@ describe('limits', () => {
       await get(`/posts/${post.id}`, other);
       await retitle(post.id, 'Small change');
       expect(await titleOf(post.id, other)).toBe('Renamed');
-    } finally {
-      await other.close();
-    }
+    });
   });
 });

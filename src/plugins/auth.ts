@@ -1,5 +1,5 @@
 /**
- * Bearer-token authentication (API.md §6). Every request that sends an
+ * Bearer-token authentication (docs/api.md §6). Every request that sends an
  * Authorization header has it checked, public routes included: a bad token is
  * a 401 anywhere. Routes that need a user live in a plugin scope that adds
  * `app.requireUser` as an onRequest hook, so no hook matches URL strings.

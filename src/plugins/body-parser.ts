@@ -1,5 +1,5 @@
 /**
- * The only accepted request bodies are JSON objects (API.md §2): anything that
+ * The only accepted request bodies are JSON objects (docs/api.md §2): anything that
  * is not parseable JSON, or is JSON but not an object, is a 400; any other media
  * type is a 415. PATCH also takes application/merge-patch+json (RFC 7396).
  * Fastify's own parser does the parsing, keeping its __proto__ poisoning guard.

@@ -1,5 +1,5 @@
 /**
- * One error body for everything (API.md §2). Every failure — thrown catalogue
+ * One error body for everything (docs/api.md §2). Every failure — thrown catalogue
  * errors, schema validation, body parser and plugin errors, PostgreSQL errors,
  * unknown routes and unsupported methods — is rendered here and only here.
  * Anything unrecognised is a 500 whose body says nothing about internals.

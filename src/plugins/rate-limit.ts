@@ -1,5 +1,5 @@
 /**
- * Rate limiting (API.md §7), counted by @fastify/rate-limit: in Redis when
+ * Rate limiting (docs/api.md §7), counted by @fastify/rate-limit: in Redis when
  * REDIS_URL is set, so every instance shares one budget per client, else in
  * this process's memory.
  *
@@ -20,7 +20,7 @@
  * Headers, on every other response including 401, 404 and 429, describing the
  * policy the request spent:
  *   RateLimit-Limit: 300            RateLimit-Remaining: 299     RateLimit-Reset: 42
- *     (draft-ietf-httpapi-ratelimit-headers-06 and earlier; what API.md §7 names)
+ *     (draft-ietf-httpapi-ratelimit-headers-06 and earlier; what docs/api.md §7 names)
  *   RateLimit-Policy: "default";q=300;w=60     RateLimit: "default";r=299;t=42
  *     (the structured fields of draft-ietf-httpapi-ratelimit-headers-11, §3 and §4)
  * Reset and t are the seconds until the client's fixed window ends. A 429 adds

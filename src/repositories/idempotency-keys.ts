@@ -1,5 +1,5 @@
 /**
- * All SQL about idempotency keys (API.md §8). A key is "in flight" while a
+ * All SQL about idempotency keys (docs/api.md §8). A key is "in flight" while a
  * transaction holds its advisory lock; pg_try_advisory_xact_lock answers at
  * once instead of queueing the retry behind the first request, and the lock
  * goes away with that transaction, so a crashed request never leaves a key stuck.

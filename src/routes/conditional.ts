@@ -1,5 +1,5 @@
 /**
- * Conditional requests (API.md §8, RFC 9110 §8.8.3 and §13.1): the one place
+ * Conditional requests (docs/api.md §8, RFC 9110 §8.8.3 and §13.1): the one place
  * that knows what a resource's ETag is and how If-None-Match and If-Match
  * compare with it.
  *

@@ -11,7 +11,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   app.get(
     '/health/live',
-    // A bad token is a 401 even here (API.md §6); no database, so never a 503.
+    // A bad token is a 401 even here (docs/api.md §6); no database, so never a 503.
     { config: exempt, schema: { tags: ['health'], summary: 'The process is up', response: { 200: Status, ...errorResponses(401, 500) } } },
     async () => ({ status: 'ok' as const }),
   );

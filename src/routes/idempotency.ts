@@ -1,5 +1,5 @@
 /**
- * Creating through POST, with Idempotency-Key (API.md §8): the one mechanism
+ * Creating through POST, with Idempotency-Key (docs/api.md §8): the one mechanism
  * behind POST /posts, POST /posts/{postId}/comments and POST /users.
  *
  * The create runs in a transaction that first takes the key's advisory lock

@@ -2,7 +2,7 @@
  * The one ownership rule for changing and deleting posts and comments: load
  * the resource (in the caller's transaction, row-locked), 404 when it does not
  * exist, then 403 unless the user is one of its owners or an admin. The order
- * follows API.md §2 (404 before 403), so a missing resource is reported the
+ * follows docs/api.md §2 (404 before 403), so a missing resource is reported the
  * same way to everyone.
  */
 import type { AuthUser } from '../repositories/tokens.js';

@@ -1,4 +1,4 @@
-/** /posts and /users/{userId}/posts (API.md §4, §5). */
+/** /posts and /users/{userId}/posts (docs/api.md §4, §5). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
 import {

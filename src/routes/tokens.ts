@@ -1,4 +1,4 @@
-/** /tokens: log in (issue a token), list own tokens, revoke one (API.md §4, §6). */
+/** /tokens: log in (issue a token), list own tokens, revoke one (docs/api.md §4, §6). */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';

@@ -1,4 +1,4 @@
-/** /users: sign-up, profiles, own profile, profile changes (API.md §4). */
+/** /users: sign-up, profiles, own profile, profile changes (docs/api.md §4). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, errorResponses } from '../schemas/common.js';
 import { CreateUserBody, UpdateUserBody, UserList, UserListQuery, UserParams, UserSchema } from '../schemas/users.js';

@@ -68,7 +68,7 @@ export const ErrorSchema = Type.Object(
     ),
     requestId: Type.String({ maxLength: 128, description: 'equal to the X-Request-Id header' }),
   },
-  { $id: 'Error', additionalProperties: false, description: 'The one error body (API.md §2)' },
+  { $id: 'Error', additionalProperties: false, description: 'The one error body (docs/api.md §2)' },
 );
 
 export const NoContent = Type.Null({ description: 'No content' });
@@ -117,7 +117,7 @@ export function ListEnvelope<T extends TSchema>(item: T) {
   );
   return Type.Union([offset, cursor], {
     description: 'offset mode (page/perPage) or cursor mode (after/limit), as the query selects',
-    // Read by @fastify/swagger into the response's documented headers (API.md §5).
+    // Read by @fastify/swagger into the response's documented headers (docs/api.md §5).
     headers: {
       Link: {
         type: 'string',

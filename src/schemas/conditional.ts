@@ -1,5 +1,5 @@
 /**
- * Contracts of conditional and idempotent requests (API.md §8): the optional
+ * Contracts of conditional and idempotent requests (docs/api.md §8): the optional
  * request headers, the response headers and the 304 response, so the OpenAPI
  * document shows them and Idempotency-Key is validated like any other input.
  * Header objects allow every other header (`additionalProperties: true`) and

@@ -1,4 +1,4 @@
-/** Post and comment contracts (API.md §3, §4, §5). */
+/** Post and comment contracts (docs/api.md §3, §4, §5). */
 import { Type } from '@sinclair/typebox';
 import { AuthorFilter, Body, Count, Id, ListEnvelope, ListQuery, PathId, Text, Timestamp } from './common.js';
 import { POST_SORT_FIELDS } from '../repositories/posts.js';

@@ -1,4 +1,4 @@
-/** User and token contracts (API.md §3, §4). */
+/** User and token contracts (docs/api.md §3, §4). */
 import { Type } from '@sinclair/typebox';
 import { Body, Id, ListEnvelope, ListQuery, PathId, Storable, StringEnum, Text, Timestamp } from './common.js';
 import { USER_SORT_FIELDS } from '../repositories/users.js';

@@ -2,7 +2,7 @@
  * The contract's promises about any response, checked without knowing what the
  * response should have been: used by the fuzz, authorization, concurrency and
  * fault suites, where inputs are generated and only the rules are fixed
- * (API.md §2: one error body, exact members, requestId equal to X-Request-Id,
+ * (docs/api.md §2: one error body, exact members, requestId equal to X-Request-Id,
  * the status's own error code and headers; and never a 500).
  */
 import { expect } from 'vitest';

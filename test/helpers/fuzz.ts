@@ -13,7 +13,7 @@
  * input alone (a body's field rules, a path id's shape), the exact status and
  * the offending fields are predicted, and what is accepted must read back
  * unchanged; everywhere, no 500 and the one error body (contract.ts). After the
- * run, SQL checks that every stored title, body and name satisfies API.md §3.
+ * run, SQL checks that every stored title, body and name satisfies docs/api.md §3.
  *
  * Set FUZZ_SEED to replay a failure fast-check reported.
  */
@@ -451,7 +451,7 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
           const charset = /charset="?([^";]+)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
           const json = mediaType === 'application/json' || (mediaType === 'application/merge-patch+json' && route.method === 'PATCH');
           const oversized = Buffer.byteLength(payload) > 1_048_576;
-          // 400, 413 and 415 rank alike (API.md §2): an oversized body of a foreign type may get either.
+          // 400, 413 and 415 rank alike (docs/api.md §2): an oversized body of a foreign type may get either.
           if (!json || (charset !== undefined && charset !== 'utf-8')) return void expect(oversized ? [413, 415] : [400, 415], context).toContain(res.statusCode);
           if (oversized) return void expect(res.statusCode, context).toBe(413);
           let parsed: unknown;

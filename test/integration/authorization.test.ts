@@ -3,7 +3,7 @@
  * needs a token, against every kind of caller — anonymous, another user, the
  * owner, an admin, the owner's expired token, the owner's revoked token, and for
  * comment PATCH/DELETE the post's author — gives exactly the contract's status
- * (API.md §4, §6). One table; each case gets fresh resources, so a DELETE in one
+ * (docs/api.md §4, §6). One table; each case gets fresh resources, so a DELETE in one
  * row cannot change the outcome of another.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * Conditional requests (issue 8, API.md §8): ETags on every single-resource
+ * Conditional requests (docs/api.md §8): ETags on every single-resource
  * response and when they change, If-None-Match → 304 on GET and HEAD,
  * If-Match → 412 on PATCH, PUT and DELETE, checked under the write's row lock
  * so that of several clients racing with one ETag exactly one wins.

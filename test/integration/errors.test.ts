@@ -1,5 +1,5 @@
 /**
- * One error body everywhere (API.md §2): every status the foundation can give,
+ * One error body everywhere (docs/api.md §2): every status the foundation can give,
  * the order when several apply, request ids, 500 without internals, and 503
  * while PostgreSQL is unreachable with recovery once it is back.
  */

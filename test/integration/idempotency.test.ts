@@ -1,6 +1,6 @@
 /**
  * Idempotency-Key on POST /posts, POST /posts/{postId}/comments and POST /users
- * (issue 8, API.md §8): a retry replays the first response and creates
+ * (docs/api.md §8): a retry replays the first response and creates
  * nothing; another body is a 422; a key in flight is a 409; a failed create
  * stores nothing; keys expire after 24 h and are scoped per user.
  */

@@ -1,4 +1,4 @@
-/** The OpenAPI document states the headers API.md promises: Link on every list, Location on creates. */
+/** The OpenAPI document states the headers docs/api.md promises: Link on every list, Location on creates. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/factories.js';
 

@@ -1,5 +1,5 @@
 /**
- * Rate limiting (API.md §7): headers on every response, 429 with Retry-After
+ * Rate limiting (docs/api.md §7): headers on every response, 429 with Retry-After
  * and the one error body, keying by user or IP, the stricter log-in/sign-up
  * budget, exemptions, one budget across instances sharing Redis, and failing
  * open while Redis is unreachable.

@@ -248,10 +248,10 @@ describe('log-in and sign-up', () => {
 });
 
 describe('exemptions', () => {
-  it('health, the OpenAPI document and the docs page are neither counted nor given headers', async () => {
+  it('health and the docs page are neither counted nor given headers', async () => {
     const app = await build({ RATE_LIMIT_MAX: '1' });
     const ip = '10.1.0.8';
-    for (const url of ['/health/live', '/health/ready', '/health/live', '/openapi.json', '/docs', '/docs/static/index.css']) {
+    for (const url of ['/health/live', '/health/ready', '/health/live', '/docs', '/docs/static/index.css']) {
       const res = await get(app, url, ip);
       expect(res.statusCode).toBe(200);
       expectNoLimitHeaders(res);
@@ -259,6 +259,22 @@ describe('exemptions', () => {
     const counted = await get(app, '/users?perPage=1', ip);
     expect(counted.statusCode).toBe(200);
     expectLimitHeaders(counted, 'default', 1, 0);
+  });
+});
+
+describe('the OpenAPI document', () => {
+  it('spends the budget like any request, at /openapi.json and at the docs page\'s /docs/json', async () => {
+    const app = await build({ RATE_LIMIT_MAX: '2' });
+    const ip = '10.1.0.99';
+    const first = await get(app, '/openapi.json', ip);
+    expect(first.statusCode).toBe(200);
+    expectLimitHeaders(first, 'default', 2, 1);
+    const second = await get(app, '/docs/json', ip);
+    expect(second.statusCode).toBe(200);
+    expectLimitHeaders(second, 'default', 2, 0);
+    const refused = await get(app, '/openapi.json', ip);
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json().error).toBe('rate_limited');
   });
 });
 

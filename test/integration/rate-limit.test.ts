@@ -19,6 +19,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
+import { checkAgainstDocument } from '../helpers/openapi-conformance.js';
 import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
 
 const SHARED_REDIS = process.env.TEST_REDIS_URL || 'redis://127.0.0.1:6379';
@@ -45,7 +46,7 @@ async function build(env: Record<string, string>, logStream?: Writable): Promise
   const config = loadConfig({ LOG_LEVEL: 'silent', REDIS_URL: SHARED_REDIS, RATE_LIMIT_WINDOW: String(WINDOW), ...env });
   const app = (await buildApp({ ...config, databaseUrl: setup.db.url }, { logStream })) as unknown as FastifyInstance;
   opened.push(app);
-  await app.ready();
+  await checkAgainstDocument(app);
   return app;
 }
 

@@ -144,6 +144,8 @@ export function ListEnvelope<T extends TSchema>(item: T) {
     headers: {
       Link: {
         type: 'string',
+        // Comma-separated <URI-reference>; rel="..." links (RFC 8288 §3).
+        pattern: '^<[^<>]+>; rel="[a-z]+"(, <[^<>]+>; rel="[a-z]+")*$',
         maxLength: 4096,
         description: 'RFC 8288: next; in offset mode also prev, first and last (path-absolute URLs)',
       },

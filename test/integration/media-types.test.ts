@@ -173,6 +173,11 @@ describe('a method the path lacks is a 405 whatever body it carries', () => {
     expect(res.headers.allow).toBe('GET, HEAD, POST');
   });
 
+  it.each(['PROPFIND', 'TRACE', 'SEARCH'])('%s with a body and no Content-Type', async (method) => {
+    const res = await t.app.inject({ method: method as 'GET', url: `/posts/${postId}`, payload: 'x', headers: { 'content-type': undefined } });
+    expectError(res, 405, 'method_not_allowed', `${method} is not supported on /posts/${postId}; use DELETE, GET, HEAD, PATCH, PUT`);
+  });
+
   it('PUT on a collection with a body that is not JSON, or not even allowed', async () => {
     for (const [payload, type] of [['{not json', 'application/json'], ['a=b', 'application/x-www-form-urlencoded']]) {
       const res = await t.app.inject({ method: 'PUT', url: '/posts', payload, headers: { 'content-type': type } });

@@ -51,7 +51,7 @@ function ignoringReadOnly(schema: { properties?: Record<string, { readOnly?: boo
 }
 
 const CANONICAL_INTEGER = /^(?:0|[1-9][0-9]*)$/;
-export const NOT_CANONICAL = 'must be written in plain decimal digits (no sign, leading zero, exponent or spaces)';
+const NOT_CANONICAL = 'must be written in plain decimal digits (no sign, leading zero, exponent or spaces)';
 
 type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
 

@@ -55,13 +55,14 @@ export const Text = (max: number, description?: string) =>
 export const StringEnum = <T extends string[]>(values: [...T], options: object = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: values, ...options });
 
-/**
- * Read-only members a client may send back unchanged (e.g. PUT what it got from
- * GET): accepted and ignored, while any other unknown member is a 422.
- */
 const readOnly = <T extends TSchema>(schema: T) =>
   Type.Optional({ ...schema, readOnly: true, description: 'read-only, ignored' } as T);
-/** Typed as GET renders them, so the document tells every tool what the member is; any value is ignored (validation.ts). */
+/**
+ * Read-only members a client may send back unchanged (e.g. PUT what it got from
+ * GET): accepted and ignored whatever their value (validation.ts), while any
+ * other unknown member is a 422. Typed as GET renders them, so the document
+ * tells every tool what each member is.
+ */
 export const ReadOnlyMembers = {
   id: readOnly(Id),
   authorId: readOnly(Id),

@@ -11,6 +11,7 @@ import { createValidatorCompiler } from './validation.js';
 import errors, { sendError, toHttpError } from './plugins/errors.js';
 import gracefulClose from './plugins/graceful-close.js';
 import { badRequest } from './errors.js';
+import { NoQuery } from './schemas/common.js';
 import httpSecurity from './plugins/http-security.js';
 import requestLog from './plugins/request-log.js';
 import bodyParser from './plugins/body-parser.js';
@@ -99,6 +100,10 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
 
   await app.register(
     async (api) => {
+      // Unknown query parameters are a 422 on every route, not only where a query is declared.
+      api.addHook('onRoute', (route) => {
+        route.schema = { ...route.schema, querystring: route.schema?.querystring ?? NoQuery };
+      });
       await api.register(healthRoutes);
       await api.register(usersRoutes);
       await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });

@@ -1,18 +1,29 @@
 /**
- * The only accepted request bodies are JSON objects (docs/api.md §2): anything that
- * is not parseable JSON, or is JSON but not an object, is a 400; any other media
- * type is a 415. PATCH also takes application/merge-patch+json (RFC 7396).
+ * The only accepted request bodies are JSON objects (docs/api.md §2): anything
+ * that is not parseable JSON, or is JSON but not an object, is a 400; any other
+ * media type is a 415. PATCH also takes application/merge-patch+json (RFC 7396).
  * Fastify's own parser does the parsing, keeping its __proto__ poisoning guard.
  *
- * JSON is UTF-8 (RFC 8259 §8.1): a declared charset other than UTF-8 is a 415,
- * and bytes that are not UTF-8 are a 400, where decoding leniently would store
- * U+FFFD in place of what the client meant.
+ * JSON is UTF-8 (RFC 8259 §8.1): a declared charset that does not name UTF-8
+ * (media-types.ts lists the spellings) is a 415, and bytes that are not UTF-8
+ * are a 400, where decoding leniently would store U+FFFD in place of what the
+ * client meant.
+ *
+ * DELETE and OPTIONS take no body: an empty one is no body, whatever
+ * Content-Type says (clients often send their default Content-Type on every
+ * request). A non-empty one is parsed like any other and then ignored.
  */
 import fp from 'fastify-plugin';
+import type { FastifyRequest } from 'fastify';
 import { HttpError, badRequest } from '../errors.js';
+import { charsetOf, isUtf8 } from '../media-types.js';
 
 // fatal: a malformed sequence throws instead of becoming U+FFFD; a leading BOM is dropped (RFC 8259 allows ignoring it).
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+const BODYLESS_METHODS = new Set(['DELETE', 'OPTIONS']);
+const noBody = (request: FastifyRequest, length: number | string | undefined) =>
+  BODYLESS_METHODS.has(request.method) && Number(length) === 0;
 
 export default fp(
   async (app) => {
@@ -22,14 +33,16 @@ export default fp(
       ['application/json', 'application/merge-patch+json'],
       { parseAs: 'buffer' },
       (request, body, done) => {
-        const [type, ...parameters] = (request.headers['content-type'] ?? '').split(';');
-        const mediaType = type?.trim().toLowerCase();
-        if (mediaType === 'application/merge-patch+json' && request.method !== 'PATCH') {
+        if (noBody(request, (body as Buffer).length)) {
+          done(null, undefined);
+          return;
+        }
+        const contentType = request.headers['content-type'] ?? '';
+        if (/^\s*application\/merge-patch\+json/i.test(contentType) && request.method !== 'PATCH') {
           done(new HttpError(415, 'application/merge-patch+json is only accepted on PATCH'), undefined);
           return;
         }
-        const charset = parameters.map((p) => /^\s*charset\s*=\s*"?([^"]*)"?\s*$/i.exec(p)?.[1]).find((c) => c !== undefined);
-        if (charset !== undefined && charset.toLowerCase() !== 'utf-8') {
+        if (!isUtf8(charsetOf(contentType))) {
           done(new HttpError(415, 'JSON must be UTF-8: send charset=utf-8 or no charset'), undefined);
           return;
         }
@@ -48,6 +61,11 @@ export default fp(
         });
       },
     );
+    // Every other media type, and a body sent without one: refused without reading it.
+    app.addContentTypeParser('*', (request, _payload, done) => {
+      if (noBody(request, request.headers['content-length'])) done(null, undefined);
+      else done(new HttpError(415, 'Content-Type must be application/json'), undefined);
+    });
   },
   { name: 'body-parser' },
 );

@@ -145,9 +145,11 @@ export default fp(
 
     // Known paths answer 405 with Allow for the methods they lack; the router below
     // mirrors every registered route so path parameters match as Fastify would.
+    // The CORS plugin's catch-all OPTIONS route (for preflights) is no path of the API.
     const paths = FindMyWay({ ignoreTrailingSlash: false });
     const methodsByPath = new Map<string, Set<string>>();
     app.addHook('onRoute', (route) => {
+      if (route.url === '*') return;
       const methods = Array.isArray(route.method) ? route.method : [route.method];
       let set = methodsByPath.get(route.url);
       if (!set) {
@@ -159,7 +161,7 @@ export default fp(
       for (const m of methods) set.add(m);
     });
 
-    app.setNotFoundHandler((request, reply) => {
+    const unrouted = (request: FastifyRequest, reply: FastifyReply) => {
       const path = request.url.split('?')[0] ?? '/';
       const match = paths.find('GET', path) as { store?: { methods: Set<string> } } | null;
       if (match?.store) {
@@ -168,7 +170,17 @@ export default fp(
         return sendError(reply, request, new HttpError(405, `${request.method} is not supported on ${path}; use ${allow}`));
       }
       return sendError(reply, request, notFound(`no route ${request.method} ${path.slice(0, 200)}`));
+    };
+
+    // An unrouted request is answered before its body is parsed (preParsing runs
+    // after every onRequest hook: rate limit, authentication): whatever it
+    // carries, or lacks (QUERY without Content-Type), is the body of a method
+    // or path that does not exist, so the answer is 405 or 404, never a 400.
+    app.addHook('preParsing', (request, reply, payload, done) => {
+      if (request.is404) unrouted(request, reply); // answered: the chain stops here
+      else done(null, payload);
     });
+    app.setNotFoundHandler(unrouted);
   },
   { name: 'errors' },
 );

@@ -1,8 +1,13 @@
 /**
  * Security headers (helmet) and CORS. The API serves JSON only, so its CSP
  * forbids everything; the /docs page sets its own CSP for its static assets.
- * CORS is off unless CORS_ORIGINS lists origins (or *); browsers then see the
- * headers a client of this API needs (Link, Location, ETag, rate limits...).
+ * CORS is off unless CORS_ORIGINS lists origins (or *); browsers then see
+ * every response header the contract names (EXPOSED_HEADERS).
+ *
+ * OPTIONS is only ever a CORS preflight (it carries Access-Control-Request-Method).
+ * A plain OPTIONS is routed like any method a path lacks, CORS on or off: 405
+ * with Allow on a known path, 404 elsewhere, with the one error body. With CORS
+ * on it is answered where preflights are, before rate limiting and authentication.
  *
  * helmet's headers depend only on its options, so they are computed once at
  * start-up and copied onto each reply: running its middleware per request
@@ -34,6 +39,12 @@ function helmetHeaders(options: HelmetOptions): Record<string, string> {
   return headers;
 }
 
+/** Every response header of the contract a script may need to read (CORS-safelisted ones aside). */
+export const EXPOSED_HEADERS = [
+  'Allow', 'ETag', 'Idempotent-Replayed', 'Link', 'Location', 'Retry-After', 'WWW-Authenticate', 'X-Request-Id',
+  'RateLimit', 'RateLimit-Limit', 'RateLimit-Policy', 'RateLimit-Remaining', 'RateLimit-Reset',
+];
+
 export default fp<{ corsOrigins: string[] }>(
   async (app, { corsOrigins }) => {
     const headers = helmetHeaders({
@@ -45,14 +56,16 @@ export default fp<{ corsOrigins: string[] }>(
       done();
     });
     if (corsOrigins.length === 0) return;
+    // Before the CORS hook, which would answer a plain OPTIONS with a text/plain 400.
+    app.addHook('onRequest', (request, reply, done) => {
+      if (request.method === 'OPTIONS' && request.headers['access-control-request-method'] === undefined) reply.callNotFound();
+      else done();
+    });
     await app.register(cors, {
       origin: corsOrigins.includes('*') ? '*' : corsOrigins,
       methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
       allowedHeaders: ['Authorization', 'Content-Type', 'If-Match', 'If-None-Match', 'Idempotency-Key', 'X-Request-Id'],
-      exposedHeaders: [
-        'Location', 'Link', 'ETag', 'X-Request-Id', 'Retry-After',
-        'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'RateLimit-Policy', 'RateLimit',
-      ],
+      exposedHeaders: EXPOSED_HEADERS,
       maxAge: 600,
     });
   },

@@ -1,6 +1,6 @@
 /** /posts/{postId}/comments (docs/api.md §4, §5): comments exist only under their post. */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
+import { BODY_ERRORS, COMMON_ERRORS, ListValidationError, NoContent, errorResponses } from '../schemas/common.js';
 import {
   CommentBody,
   CommentList,
@@ -8,7 +8,6 @@ import {
   CommentParams,
   CommentPatchBody,
   CommentSchema,
-  PATCH_MEDIA_TYPES,
   PostParams,
 } from '../schemas/posts.js';
 import { commentsRepository } from '../repositories/comments.js';
@@ -31,8 +30,7 @@ const Comment = Tagged(CommentSchema, 'the comment');
 const secured = [{ bearerAuth: [] }];
 
 const missingComment = (postId: number, id: number) => `comment ${id} of post ${postId} does not exist`;
-const ids = (params: { postId: string; commentId: string }) =>
-  [Number(params.postId), Number(params.commentId)] as const;
+const ids = (params: { postId: number; commentId: number }) => [params.postId, params.commentId] as const;
 
 const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const comments = commentsRepository(app.db);
@@ -43,14 +41,15 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       config: { cached: true },
       schema: {
         tags: ['comments'],
+        operationId: 'listComments',
         summary: 'List the comments of a post',
         params: PostParams,
         querystring: CommentListQuery,
-        response: { 200: CommentList, ...errorResponses(...COMMON_ERRORS, 404, 422) },
+        response: { 200: CommentList, ...errorResponses(...COMMON_ERRORS, 404), 422: ListValidationError },
       },
     },
     async (request, reply) => {
-      const postId = Number(request.params.postId);
+      const postId = request.params.postId;
       const page = pageRequest(request.query);
       const result = await comments.list({ postId, author: request.query.author }, sortOf(request.query), page);
       if (!result) throw notFound(`post ${postId} does not exist`);
@@ -64,6 +63,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       config: { cached: true },
       schema: {
         tags: ['comments'],
+        operationId: 'getComment',
         summary: 'One comment of a post',
         params: CommentParams,
         headers: ConditionalGetHeaders,
@@ -88,6 +88,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       {
         schema: {
           tags: ['comments'],
+          operationId: 'createComment',
           summary: 'Comment on a post',
           security: secured,
           params: PostParams,
@@ -100,7 +101,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request, reply) => {
-        const postId = Number(request.params.postId);
+        const postId = request.params.postId;
         return createOnce(request, reply, async (tx) => {
           const comment = await commentsRepository(tx).create(postId, request.user!.id, request.body.body);
           if (!comment) throw notFound(`post ${postId} does not exist`);
@@ -114,10 +115,10 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       {
         schema: {
           tags: ['comments'],
+          operationId: 'updateComment',
           summary: 'Change a comment (its author or an admin)',
           description: 'Only the given fields change. Also accepts application/merge-patch+json.',
           security: secured,
-          consumes: PATCH_MEDIA_TYPES,
           params: CommentParams,
           headers: ConditionalWriteHeaders,
           body: CommentPatchBody,
@@ -145,6 +146,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       {
         schema: {
           tags: ['comments'],
+          operationId: 'deleteComment',
           summary: "Delete a comment (its author, the post's author or an admin)",
           security: secured,
           params: CommentParams,

@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { errorResponses } from '../schemas/common.js';
 import { serviceUnavailable } from '../errors.js';
 
-const Status = Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false });
+const Status = Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false, description: 'ok' });
 
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const exempt = { rateLimit: false } as const;
@@ -12,7 +12,10 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/health/live',
     // A bad token is a 401 even here (docs/api.md §6); no database, so never a 503.
-    { config: exempt, schema: { tags: ['health'], summary: 'The process is up', response: { 200: Status, ...errorResponses(401, 500) } } },
+    {
+      config: exempt,
+      schema: { tags: ['health'], operationId: 'getLiveness', summary: 'The process is up', response: { 200: Status, ...errorResponses(401, 422, 500) } },
+    },
     async () => ({ status: 'ok' as const }),
   );
 
@@ -22,8 +25,9 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       config: exempt,
       schema: {
         tags: ['health'],
+        operationId: 'getReadiness',
         summary: 'The database answers (503 while it does not)',
-        response: { 200: Status, ...errorResponses(401, 500, 503) },
+        response: { 200: Status, ...errorResponses(401, 422, 500, 503) },
       },
     },
     async () => {

@@ -6,6 +6,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ListResult, PageRequest, Sort } from '../db/pagination.js';
 import { validation } from '../errors.js';
+import { JSON_MEDIA_TYPE } from '../media-types.js';
 
 interface PageQuery {
   sort?: string;
@@ -56,7 +57,10 @@ export type ListEnvelope<T> =
 function serializeAs(reply: FastifyReply, title: 'OffsetPage' | 'CursorPage'): void {
   const response = reply.request.routeOptions.schema?.response as Record<string, { anyOf?: { title?: string }[] }> | undefined;
   const branch = response?.['200']?.anyOf?.find((schema) => schema.title === title);
-  if (branch) reply.serializer(reply.compileSerializationSchema(branch, '200'));
+  if (!branch) return;
+  reply.serializer(reply.compileSerializationSchema(branch, '200'));
+  // Fastify names the media type only when it serializes itself, not for a custom serializer.
+  reply.type(JSON_MEDIA_TYPE);
 }
 
 export function listResponse<T>(

@@ -1,8 +1,7 @@
 /** /posts and /users/{userId}/posts (docs/api.md §4, §5). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
+import { BODY_ERRORS, COMMON_ERRORS, ListValidationError, NoContent, errorResponses } from '../schemas/common.js';
 import {
-  PATCH_MEDIA_TYPES,
   PostBody,
   PostList,
   PostListQuery,
@@ -57,9 +56,10 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       config: { cached: true },
       schema: {
         tags: ['posts'],
+        operationId: 'listPosts',
         summary: 'List posts',
         querystring: PostListQuery,
-        response: { 200: PostList, ...errorResponses(...COMMON_ERRORS, 422) },
+        response: { 200: PostList, ...errorResponses(...COMMON_ERRORS), 422: ListValidationError },
       },
     },
     async (request, reply) => {
@@ -76,6 +76,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       config: { cached: true },
       schema: {
         tags: ['posts'],
+        operationId: 'getPost',
         summary: 'One post',
         params: PostParams,
         headers: ConditionalGetHeaders,
@@ -83,7 +84,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      const id = Number(request.params.postId);
+      const id = request.params.postId;
       const post = await posts.findById(id);
       if (!post) throw notFound(`post ${id} does not exist`);
       return conditionalGet(request, reply, postTag(post), post);
@@ -96,14 +97,15 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       config: { cached: true },
       schema: {
         tags: ['posts'],
+        operationId: 'listUserPosts',
         summary: 'The posts of one author',
         params: UserPostsParams,
         querystring: UserPostListQuery,
-        response: { 200: PostList, ...errorResponses(...COMMON_ERRORS, 404, 422) },
+        response: { 200: PostList, ...errorResponses(...COMMON_ERRORS, 404), 422: ListValidationError },
       },
     },
     async (request, reply) => {
-      const userId = Number(request.params.userId);
+      const userId = request.params.userId;
       const page = pageRequest(request.query);
       const result = await posts.listOfUser(userId, sortOf(request.query), page);
       if (!result) throw notFound(`user ${userId} does not exist`);
@@ -121,6 +123,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       {
         schema: {
           tags: ['posts'],
+          operationId: 'createPost',
           summary: 'Write a post',
           security: secured,
           headers: IdempotentHeaders,
@@ -142,10 +145,10 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       {
         schema: {
           tags: ['posts'],
+          operationId: 'updatePost',
           summary: 'Change a post (its author or an admin)',
           description: 'Only the given fields change. Also accepts application/merge-patch+json.',
           security: secured,
-          consumes: PATCH_MEDIA_TYPES,
           params: PostParams,
           headers: ConditionalWriteHeaders,
           body: PostPatchBody,
@@ -154,7 +157,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const { title, body } = request.body;
-        const post = await changePost(request, Number(request.params.postId), { title, body });
+        const post = await changePost(request, request.params.postId, { title, body });
         return tagged(reply, postTag(post), post);
       },
     );
@@ -164,6 +167,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       {
         schema: {
           tags: ['posts'],
+          operationId: 'replacePost',
           summary: 'Replace a post (its author or an admin)',
           description: 'title and body are both required; read-only members are ignored.',
           security: secured,
@@ -175,7 +179,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const { title, body } = request.body;
-        const post = await changePost(request, Number(request.params.postId), { title, body });
+        const post = await changePost(request, request.params.postId, { title, body });
         return tagged(reply, postTag(post), post);
       },
     );
@@ -185,6 +189,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       {
         schema: {
           tags: ['posts'],
+          operationId: 'deletePost',
           summary: 'Delete a post and its comments (its author or an admin)',
           security: secured,
           params: PostParams,
@@ -193,7 +198,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request, reply) => {
-        const id = Number(request.params.postId);
+        const id = request.params.postId;
         await withTransaction(app.db, async (tx) => {
           const repo = postsRepository(tx);
           const current = await loadOwned(repo.lock(id, 'delete'), request.user!, ownPost(id));

@@ -1,7 +1,7 @@
 /** /tokens: log in (issue a token), list own tokens, revoke one (docs/api.md §4, §6). */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
+import { BODY_ERRORS, COMMON_ERRORS, ListValidationError, NoContent, errorResponses } from '../schemas/common.js';
 import { CreateTokenBody, IssuedTokenSchema, TokenList, TokenListQuery, TokenParams } from '../schemas/users.js';
 import { tokensRepository } from '../repositories/tokens.js';
 import { usersRepository } from '../repositories/users.js';
@@ -21,6 +21,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
       config: { authRateLimit: true },
       schema: {
         tags: ['tokens'],
+        operationId: 'createToken',
         summary: 'Log in: exchange e-mail and password for a bearer token',
         body: CreateTokenBody,
         response: { 201: IssuedTokenSchema, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS) },
@@ -50,10 +51,11 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
       {
         schema: {
           tags: ['tokens'],
+          operationId: 'listTokens',
           summary: 'List own live tokens (never their secrets)',
           security: secured,
           querystring: TokenListQuery,
-          response: { 200: TokenList, ...errorResponses(...COMMON_ERRORS, 422) },
+          response: { 200: TokenList, ...errorResponses(...COMMON_ERRORS), 422: ListValidationError },
         },
       },
       async (request, reply) => {
@@ -69,6 +71,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
       {
         schema: {
           tags: ['tokens'],
+          operationId: 'revokeToken',
           summary: 'Revoke one of your tokens',
           security: secured,
           params: TokenParams,
@@ -76,7 +79,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
         },
       },
       async (request, reply) => {
-        const id = Number(request.params.tokenId);
+        const id = request.params.tokenId;
         // Another user's token is reported as missing: its existence is not ours to reveal.
         if (!(await tokens.revoke(request.user!.id, id))) throw notFound(`token ${id} does not exist`);
         return reply.code(204).send(null);

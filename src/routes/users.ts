@@ -1,6 +1,6 @@
 /** /users: sign-up, profiles, own profile, profile changes (docs/api.md §4). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { BODY_ERRORS, COMMON_ERRORS, errorResponses } from '../schemas/common.js';
+import { BODY_ERRORS, COMMON_ERRORS, ListValidationError, errorResponses } from '../schemas/common.js';
 import { CreateUserBody, UpdateUserBody, UserList, UserListQuery, UserParams, UserSchema } from '../schemas/users.js';
 import { usersRepository, type User } from '../repositories/users.js';
 import { tokensRepository, type AuthUser } from '../repositories/tokens.js';
@@ -40,6 +40,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       config: { authRateLimit: true },
       schema: {
         tags: ['users'],
+        operationId: 'createUser',
         summary: 'Sign up',
         headers: IdempotentHeaders,
         body: CreateUserBody,
@@ -69,9 +70,10 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     {
       schema: {
         tags: ['users'],
+        operationId: 'listUsers',
         summary: 'List users',
         querystring: UserListQuery,
-        response: { 200: UserList, ...errorResponses(...COMMON_ERRORS, 422) },
+        response: { 200: UserList, ...errorResponses(...COMMON_ERRORS), 422: ListValidationError },
       },
     },
     async (request, reply) => {
@@ -88,6 +90,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     {
       schema: {
         tags: ['users'],
+        operationId: 'getUser',
         summary: 'One user',
         params: UserParams,
         headers: ConditionalGetHeaders,
@@ -95,7 +98,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      const id = Number(request.params.userId);
+      const id = request.params.userId;
       const user = await users.findById(id);
       if (!user) throw notFound(`user ${id} does not exist`);
       const visible = visibleTo(request.user)(user);
@@ -112,6 +115,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       {
         schema: {
           tags: ['users'],
+          operationId: 'getMe',
           summary: 'The authenticated user, with e-mail',
           security: secured,
           headers: ConditionalGetHeaders,
@@ -130,6 +134,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       {
         schema: {
           tags: ['users'],
+          operationId: 'updateUser',
           summary: 'Change a user (that user or an admin)',
           description: 'Only the given fields change. A new password revokes every other token of that user.',
           security: secured,
@@ -140,7 +145,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request, reply) => {
-        const id = Number(request.params.userId);
+        const id = request.params.userId;
         const viewer = request.user!;
         const { name, email, password } = request.body;
         const passwordHash = password === undefined ? undefined : await hashPassword(password);

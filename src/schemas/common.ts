@@ -5,6 +5,7 @@
  */
 import { Type, type Static, type TSchema, type TObject, type TProperties } from '@sinclair/typebox';
 import { ERROR_CODES } from '../errors.js';
+import { WELL_FORMED } from '../validation.js';
 
 export const MAX_ID = Number.MAX_SAFE_INTEGER;
 const MAX_PAGE = 100_000;
@@ -18,40 +19,57 @@ export const Count = Type.Integer({ format: 'int64', minimum: 0, maximum: MAX_ID
 export const SmallInt = (minimum: number, maximum: number, options: object = {}) =>
   Type.Integer({ format: 'int32', minimum, maximum, ...options });
 
-/** Path ids: a canonical positive integer, else the path names no resource (404). */
-export const PathId = Type.String({ pattern: '^[1-9][0-9]{0,14}$', maxLength: 15, description: 'positive integer id' });
+/**
+ * Path ids: a positive integer in canonical digits (validation.ts), else the
+ * path names no resource (404).
+ */
+export const PathId = Id;
 
 /**
  * What PostgreSQL text can hold faithfully: no NUL (it refuses it) and no
- * unpaired UTF-16 surrogate (it would be stored as U+FFFD, not as sent). The
- * pattern means the same with and without a regex engine's Unicode mode.
+ * unpaired UTF-16 surrogate (it would be stored as U+FFFD, not as sent).
+ * Surrogates are checked by a keyword (validation.ts), not a pattern: a
+ * surrogate range means nothing to the regex engines of languages whose
+ * strings are not UTF-16, and a string in those cannot hold one anyway.
  */
 export const Storable = {
-  pattern: '^(?:[^\\u0000\\uD800-\\uDFFF]|[\\uD800-\\uDBFF][\\uDC00-\\uDFFF])*$',
-  'x-errorMessage': 'must not contain U+0000 or unpaired surrogates',
+  pattern: '^[^\\x00]*$',
+  'x-errorMessage': 'must not contain U+0000',
+  [WELL_FORMED]: true,
 };
 
 /**
- * Not blank: some character besides Unicode White_Space (JS's \s lacks U+0085);
- * at most `max` characters, counted in code points as PostgreSQL counts them.
+ * Unicode White_Space, and U+FEFF: the characters JavaScript's \s matches plus
+ * U+0085, which it lacks. Written as the characters themselves, which every
+ * regex engine reads alike (\s and \u escapes differ between engines).
+ */
+const BLANK = '\t\n\v\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000\uFEFF';
+
+/**
+ * Not blank: some character besides BLANK; at most `max` characters, counted
+ * in code points as PostgreSQL counts them.
  */
 export const Text = (max: number, description?: string) =>
-  Type.String({ pattern: '[^\\s\\u0085]', maxLength: max, 'x-errorMessage': 'must not be blank', allOf: [Storable], description });
+  Type.String({ pattern: `[^${BLANK}]`, maxLength: max, 'x-errorMessage': 'must not be blank', allOf: [Storable], description });
 
 export const StringEnum = <T extends string[]>(values: [...T], options: object = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: values, ...options });
 
+const readOnly = <T extends TSchema>(schema: T) =>
+  Type.Optional({ ...schema, readOnly: true, description: 'read-only, ignored' } as T);
 /**
  * Read-only members a client may send back unchanged (e.g. PUT what it got from
- * GET): accepted and ignored, while any other unknown member is a 422.
+ * GET): accepted and ignored whatever their value (validation.ts), while any
+ * other unknown member is a 422. Typed as GET renders them, so the document
+ * tells every tool what each member is.
  */
 export const ReadOnlyMembers = {
-  id: Type.Optional(Type.Unknown({ readOnly: true, description: 'read-only, ignored' })),
-  authorId: Type.Optional(Type.Unknown({ readOnly: true, description: 'read-only, ignored' })),
-  postId: Type.Optional(Type.Unknown({ readOnly: true, description: 'read-only, ignored' })),
-  commentCount: Type.Optional(Type.Unknown({ readOnly: true, description: 'read-only, ignored' })),
-  createdAt: Type.Optional(Type.Unknown({ readOnly: true, description: 'read-only, ignored' })),
-  updatedAt: Type.Optional(Type.Unknown({ readOnly: true, description: 'read-only, ignored' })),
+  id: readOnly(Id),
+  authorId: readOnly(Id),
+  postId: readOnly(Id),
+  commentCount: readOnly(Count),
+  createdAt: readOnly(Timestamp),
+  updatedAt: readOnly(Timestamp),
 };
 
 export const Body = <P extends TProperties>(properties: P, options: object = {}) =>
@@ -73,6 +91,9 @@ export const ErrorSchema = Type.Object(
 
 export const NoContent = Type.Null({ description: 'No content' });
 
+/** The query of a route that takes no parameters: any one is a 422, as on lists. */
+export const NoQuery = Type.Object({}, { additionalProperties: false });
+
 /** List query parameters; `sort` accepts only the allow-listed fields, `-` for descending. */
 export function ListQuery<F extends string, E extends TProperties = {}>(sortFields: readonly F[], extra: E = {} as E) {
   const sortValues = sortFields.flatMap((f) => [f, `-${f}`]);
@@ -84,8 +105,11 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
       ),
       page: Type.Optional(SmallInt(1, MAX_PAGE, { description: 'offset mode, default 1' })),
       perPage: Type.Optional(SmallInt(1, 100, { description: 'offset mode, default 20' })),
-      after: Type.Optional({ ...Id, description: 'cursor mode: id of the last item already received' }),
-      limit: Type.Optional(SmallInt(1, 100, { description: 'cursor mode, default 20' })),
+      after: Type.Optional({
+        ...Id,
+        description: 'cursor mode: id of the last item already received; not with page/perPage (422)',
+      }),
+      limit: Type.Optional(SmallInt(1, 100, { description: 'cursor mode, default 20; not with page/perPage (422)' })),
     },
     { additionalProperties: false },
   );
@@ -121,6 +145,8 @@ export function ListEnvelope<T extends TSchema>(item: T) {
     headers: {
       Link: {
         type: 'string',
+        // Comma-separated <URI-reference>; rel="..." links (RFC 8288 §3).
+        pattern: '^<[^<>]+>; rel="[a-z]+"(, <[^<>]+>; rel="[a-z]+")*$',
         maxLength: 4096,
         description: 'RFC 8288: next; in offset mode also prev, first and last (path-absolute URLs)',
       },
@@ -140,7 +166,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   412: 'precondition_failed: If-Match does not match the ETag',
   413: 'payload_too_large',
   415: 'unsupported_media_type',
-  422: 'validation: see fieldErrors',
+  422: 'validation: see fieldErrors (body members, query parameters, headers); unknown query parameters included',
   429: 'rate_limited (with Retry-After)',
   500: 'internal',
   503: 'service_unavailable: the database is unreachable (with Retry-After)',
@@ -153,7 +179,13 @@ export function errorResponses(...statuses: number[]) {
   ) as Record<number, ReturnType<typeof Type.Ref>>;
 }
 
-/** Errors any route can give: bad token, rate limit, bug, database down. */
-export const COMMON_ERRORS = [401, 429, 500, 503];
+/** Errors any route can give: bad token, unknown query parameter or over-long header, rate limit, bug, database down. */
+export const COMMON_ERRORS = [401, 422, 429, 500, 503];
+
+/** A list's 422 also covers the rules between its parameters (docs/api.md). */
+export const ListValidationError = Type.Ref(ErrorSchema, {
+  description:
+    'validation: see fieldErrors; also when page or perPage is combined with after or limit, and when after names no item of this list',
+});
 /** Errors of routes that take a JSON body. */
 export const BODY_ERRORS = [400, 413, 415, 422];

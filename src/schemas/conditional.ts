@@ -38,7 +38,13 @@ export const ConditionalGetHeaders = optionalHeaders({ 'if-none-match': IfNoneMa
 export const ConditionalWriteHeaders = optionalHeaders({ 'if-match': IfMatch });
 export const IdempotentHeaders = optionalHeaders({ 'idempotency-key': IdempotencyKey });
 
-const ETag = { type: 'string', maxLength: 64, description: 'strong validator of this representation, for If-None-Match and If-Match' };
+const ETag = {
+  type: 'string',
+  // An entity-tag (RFC 9110 §8.8.3): etagc is visible ASCII except the double quote.
+  pattern: '^"[!#-~]*"$',
+  maxLength: 64,
+  description: 'strong validator of this representation, for If-None-Match and If-Match',
+};
 
 /** A single resource with its ETag (GET, PATCH, PUT). */
 export const Tagged = <T extends TSchema>(schema: T, description: string) =>
@@ -49,7 +55,7 @@ export const Created = <T extends TSchema>(schema: T, description: string) =>
   Type.Ref(schema, {
     description,
     headers: {
-      Location: { type: 'string', maxLength: 2048, description: 'the URL of the new resource' },
+      Location: { type: 'string', pattern: '^[!-~]+$', maxLength: 2048, description: 'the URL of the new resource' },
       ETag,
       'Idempotent-Replayed': {
         type: 'string',

@@ -7,6 +7,7 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { usersRepository } from '../../src/repositories/users.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
+import { checkAgainstDocument } from './openapi-conformance.js';
 
 export interface TestApp {
   app: FastifyInstance;
@@ -14,12 +15,15 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** The production app on a fresh database; rate limits high unless a test sets them. */
+/**
+ * The production app on a fresh database; rate limits high unless a test sets
+ * them. Every response it gives a test is checked against its OpenAPI document.
+ */
 export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
   const db = await createTestDatabase();
   const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', RATE_LIMIT_AUTH_MAX: '1000000', ...env });
   const app = (await buildApp({ ...config, databaseUrl: db.url })) as unknown as FastifyInstance;
-  await app.ready();
+  await checkAgainstDocument(app);
   return {
     app,
     db,

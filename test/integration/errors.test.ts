@@ -7,6 +7,8 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
+import type { FastifyInstance } from 'fastify';
+import { checkAgainstDocument } from '../helpers/openapi-conformance.js';
 import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
 
 let t: TestApp;
@@ -240,6 +242,7 @@ describe('503 while the database is unreachable, recovery without restart', () =
     url.hostname = '127.0.0.1';
     url.port = String(port);
     const app = await buildApp({ ...loadConfig({ LOG_LEVEL: 'silent' }), databaseUrl: url.toString() });
+    await checkAgainstDocument(app as unknown as FastifyInstance);
     try {
       expect((await app.inject({ url: '/health/ready' })).statusCode).toBe(200);
       expect((await app.inject({ url: '/users' })).statusCode).toBe(200);

@@ -3,6 +3,8 @@ import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
+import type { FastifyInstance } from 'fastify';
+import { checkAgainstDocument } from '../helpers/openapi-conformance.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 
 let db: TestDatabase;
@@ -20,6 +22,7 @@ async function appWithLogs(env: Record<string, string> = {}) {
     },
   });
   const app = await buildApp({ ...loadConfig({ LOG_LEVEL: 'info', ...env }), databaseUrl: db.url }, { logStream });
+  await checkAgainstDocument(app as unknown as FastifyInstance);
   return { app, lines };
 }
 

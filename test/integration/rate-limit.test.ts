@@ -19,6 +19,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
+import { checkAgainstDocument } from '../helpers/openapi-conformance.js';
 import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
 
 const SHARED_REDIS = process.env.TEST_REDIS_URL || 'redis://127.0.0.1:6379';
@@ -45,7 +46,7 @@ async function build(env: Record<string, string>, logStream?: Writable): Promise
   const config = loadConfig({ LOG_LEVEL: 'silent', REDIS_URL: SHARED_REDIS, RATE_LIMIT_WINDOW: String(WINDOW), ...env });
   const app = (await buildApp({ ...config, databaseUrl: setup.db.url }, { logStream })) as unknown as FastifyInstance;
   opened.push(app);
-  await app.ready();
+  await checkAgainstDocument(app);
   return app;
 }
 
@@ -248,10 +249,10 @@ describe('log-in and sign-up', () => {
 });
 
 describe('exemptions', () => {
-  it('health, the OpenAPI document and the docs page are neither counted nor given headers', async () => {
+  it('health and the docs page are neither counted nor given headers', async () => {
     const app = await build({ RATE_LIMIT_MAX: '1' });
     const ip = '10.1.0.8';
-    for (const url of ['/health/live', '/health/ready', '/health/live', '/openapi.json', '/docs', '/docs/static/index.css']) {
+    for (const url of ['/health/live', '/health/ready', '/health/live', '/docs', '/docs/static/index.css']) {
       const res = await get(app, url, ip);
       expect(res.statusCode).toBe(200);
       expectNoLimitHeaders(res);
@@ -259,6 +260,22 @@ describe('exemptions', () => {
     const counted = await get(app, '/users?perPage=1', ip);
     expect(counted.statusCode).toBe(200);
     expectLimitHeaders(counted, 'default', 1, 0);
+  });
+});
+
+describe('the OpenAPI document', () => {
+  it('spends the budget like any request, at /openapi.json and at the docs page\'s /docs/json', async () => {
+    const app = await build({ RATE_LIMIT_MAX: '2' });
+    const ip = '10.1.0.99';
+    const first = await get(app, '/openapi.json', ip);
+    expect(first.statusCode).toBe(200);
+    expectLimitHeaders(first, 'default', 2, 1);
+    const second = await get(app, '/docs/json', ip);
+    expect(second.statusCode).toBe(200);
+    expectLimitHeaders(second, 'default', 2, 0);
+    const refused = await get(app, '/openapi.json', ip);
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json().error).toBe('rate_limited');
   });
 });
 

@@ -70,7 +70,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
       // No path parameter of ours is that long, so such a path names nothing: the
       // contract's 404, written on the raw response because the router answers
       // before Fastify builds a request.
-      onMaxParamLength: (_path, req, res) => {
+      onMaxParamLength: (_path, _req, res) => {
         const requestId = randomUUID();
         res.writeHead(404, { 'content-type': 'application/json; charset=utf-8', 'x-request-id': requestId });
         res.end(JSON.stringify({ error: 'not_found', message: 'no resource at this path', requestId }));

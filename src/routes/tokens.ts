@@ -1,5 +1,4 @@
 /** /tokens: log in (issue a token), list own tokens, revoke one (docs/api.md §4, §6). */
-import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, ListValidationError, NoContent, errorResponses } from '../schemas/common.js';
 import { CreateTokenBody, IssuedTokenSchema, TokenList, TokenListQuery, TokenParams } from '../schemas/users.js';

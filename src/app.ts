@@ -87,7 +87,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   await app.register(gracefulClose);
   await app.register(httpSecurity, { corsOrigins: config.corsOrigins });
   await app.register(bodyParser);
-  await app.register(db, { connectionString: config.databaseUrl, max: config.pgPoolMax });
+  await app.register(db, { connectionString: config.databaseUrl, max: config.pgPoolMax, statementTimeoutMs: config.pgStatementTimeoutMs });
   // Before auth: its onRequest hook must run first so a 429 comes before a 401.
   await app.register(rateLimit, { rateLimit: config.rateLimit, redisUrl: config.redisUrl, databaseUrl: config.databaseUrl });
   await app.register(auth);

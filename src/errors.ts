@@ -46,5 +46,5 @@ export const conflict = (message: string, fieldErrors?: FieldErrors) => new Http
 export const preconditionFailed = (message = 'If-Match does not match the current ETag') => new HttpError(412, message);
 export const validation = (fieldErrors: FieldErrors, message = 'request is invalid') =>
   new HttpError(422, message, fieldErrors);
-export const serviceUnavailable = (message = 'the database is unreachable, try again shortly') =>
-  new HttpError(503, message, undefined, { 'retry-after': '5' });
+export const serviceUnavailable = (message = 'the database is unreachable, try again shortly', retryAfterSeconds = 5) =>
+  new HttpError(503, message, undefined, { 'retry-after': String(retryAfterSeconds) });

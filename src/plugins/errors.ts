@@ -23,8 +23,27 @@ const UNIQUE_FIELDS: Record<string, { field: string; message: string }> = {
   users_email_key: { field: 'email', message: 'is already registered' },
 };
 
+/**
+ * PostgreSQL failures that are not outages, each said as what it is. All are
+ * 503 with Retry-After (the contract's status for "the database cannot serve
+ * this now; retry"), but only an unreachable database is reported as one:
+ * - 57014: the statement ran past the statement timeout (or was cancelled),
+ *   e.g. waiting on a lock; the database itself is up.
+ * - 53300: the server (or this role) has no connection slot free.
+ * - 40001 / 40P01: a serialization failure or deadlock that outlasted the
+ *   transaction helper's retries (src/db/pool.ts); the request changed nothing
+ *   and can be sent again as it is.
+ */
+const collided = 'the request collided with concurrent changes and changed nothing; send it again';
+const DATABASE_REFUSALS = new Map<string, () => HttpError>([
+  ['57014', () => serviceUnavailable('the database did not answer in time; try again shortly', 5)],
+  ['53300', () => serviceUnavailable('the database is busy (no free connection); try again shortly', 1)],
+  ['40001', () => serviceUnavailable(collided, 1)],
+  ['40P01', () => serviceUnavailable(collided, 1)],
+]);
+
 /** SQLSTATE classes and driver errors that mean "the database is not answering". */
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '57014', '40001', '40P01']);
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03']);
 const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN', 'EHOSTUNREACH']);
 
 type AnyError = FastifyError & {
@@ -100,6 +119,8 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
       ? conflict(`${unique.field} ${unique.message}`, { [unique.field]: [unique.message] })
       : conflict('the request conflicts with an existing resource');
   }
+  const refusal = DATABASE_REFUSALS.get(error.code);
+  if (refusal) return refusal();
   if (isDatabaseUnavailable(error)) return serviceUnavailable();
   const status = error.statusCode;
   if (status !== undefined && status >= 400 && status < 500) {
@@ -136,7 +157,7 @@ export default fp(
         return sendError(reply, request, mapped);
       }
       if (mapped) {
-        request.log.warn({ err: error }, 'database unavailable');
+        request.log.warn({ err: error }, mapped.message);
         return sendError(reply, request, mapped);
       }
       request.log.error({ err: error }, 'unhandled error');

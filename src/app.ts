@@ -8,7 +8,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
 import { createValidatorCompiler } from './validation.js';
-import errors, { sendError, toHttpError } from './plugins/errors.js';
+import errors, { MAX_PARAM_LENGTH, sendError, toHttpError } from './plugins/errors.js';
 import gracefulClose from './plugins/graceful-close.js';
 import { badRequest } from './errors.js';
 import httpSecurity from './plugins/http-security.js';
@@ -65,15 +65,10 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
     return503OnClosing: false,
     routerOptions: {
       ignoreTrailingSlash: false,
-      maxParamLength: 100,
-      // No path parameter of ours is that long, so such a path names nothing: the
-      // contract's 404, written on the raw response because the router answers
-      // before Fastify builds a request.
-      onMaxParamLength: (_path, req, res) => {
-        const requestId = randomUUID();
-        res.writeHead(404, { 'content-type': 'application/json; charset=utf-8', 'x-request-id': requestId });
-        res.end(JSON.stringify({ error: 'not_found', message: 'no resource at this path', requestId }));
-      },
+      // Longer than any request line Node accepts (its 16 KiB header limit), so the
+      // router never answers by itself: an overlong path id goes through every
+      // hook (rate limit, request id, auth, logs) and is the id schema's 404.
+      maxParamLength: MAX_PARAM_LENGTH,
     },
     // A URL that cannot be decoded (e.g. /%zz) goes through the one error handler.
     frameworkErrors: (error, request, reply) =>
@@ -82,6 +77,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(createValidatorCompiler());
+  app.decorate('publicBaseUrl', config.publicBaseUrl ?? '');
 
   await app.register(errors);
   await app.register(gracefulClose);

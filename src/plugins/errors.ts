@@ -10,6 +10,7 @@ import type { FastifyError, FastifyReply, FastifyRequest, FastifySchemaValidatio
 import type { ErrorObject } from 'ajv';
 import { ERROR_CODES, HttpError, badRequest, conflict, notFound, serviceUnavailable, validation } from '../errors.js';
 import { toFieldErrors } from '../validation.js';
+import { quotedPath, requestPath } from '../http/links.js';
 
 interface ErrorBody {
   error: string;
@@ -17,6 +18,9 @@ interface ErrorBody {
   fieldErrors?: Record<string, string[]>;
   requestId: string;
 }
+
+/** The routers' limit on a path parameter's length (app.ts, and the 405 mirror below). */
+export const MAX_PARAM_LENGTH = 16_384;
 
 /** Unique indexes whose violation is the client's fault, and the field to blame. */
 const UNIQUE_FIELDS: Record<string, { field: string; message: string }> = {
@@ -109,7 +113,7 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
   if (error.validation) {
     const context = error.validationContext;
     // A path id that is not a positive integer names no resource.
-    if (context === 'params') return laterPartFailure(request) ?? notFound(`${request.url.split('?')[0]} does not exist`);
+    if (context === 'params') return laterPartFailure(request) ?? notFound(`${quotedPath(requestPath(request))} does not exist`);
     return fromValidation(error.validation, context);
   }
   if (isCatalogued(error)) return new HttpError(error.statusCode, error.message, error.fieldErrors, error.headers);
@@ -166,7 +170,7 @@ export default fp(
 
     // Known paths answer 405 with Allow for the methods they lack; the router below
     // mirrors every registered route so path parameters match as Fastify would.
-    const paths = FindMyWay({ ignoreTrailingSlash: false });
+    const paths = FindMyWay({ ignoreTrailingSlash: false, maxParamLength: MAX_PARAM_LENGTH });
     const methodsByPath = new Map<string, Set<string>>();
     app.addHook('onRoute', (route) => {
       const methods = Array.isArray(route.method) ? route.method : [route.method];
@@ -181,14 +185,14 @@ export default fp(
     });
 
     app.setNotFoundHandler((request, reply) => {
-      const path = request.url.split('?')[0] ?? '/';
+      const path = requestPath(request);
       const match = paths.find('GET', path) as { store?: { methods: Set<string> } } | null;
       if (match?.store) {
         const allow = [...match.store.methods].sort().join(', ');
         reply.header('allow', allow);
-        return sendError(reply, request, new HttpError(405, `${request.method} is not supported on ${path}; use ${allow}`));
+        return sendError(reply, request, new HttpError(405, `${request.method} is not supported on ${quotedPath(path)}; use ${allow}`));
       }
-      return sendError(reply, request, notFound(`no route ${request.method} ${path.slice(0, 200)}`));
+      return sendError(reply, request, notFound(`no route ${request.method} ${quotedPath(path)}`));
     });
   },
   { name: 'errors' },

@@ -20,6 +20,7 @@ import { createHash, scrypt } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { withTransaction } from '../db/pool.js';
+import { linkTo } from '../http/links.js';
 import { conflict, validation } from '../errors.js';
 import { idempotencyKeysRepository, type StoredResponse } from '../repositories/idempotency-keys.js';
 
@@ -82,7 +83,7 @@ export async function createOnce(
 ): Promise<FastifyReply> {
   const respond = async (tx: pg.PoolClient): Promise<StoredResponse> => {
     const created = await create(tx);
-    const headers = { location: `${request.url.split('?')[0]}/${created.id}`, etag: created.etag, 'content-type': JSON_TYPE };
+    const headers = { location: linkTo(request, `/${created.id}`), etag: created.etag, 'content-type': JSON_TYPE };
     // Serialized by the route's 201 schema now, so a replay sends these exact bytes.
     return { status: 201, headers, body: reply.serializeInput(created.body as Record<string, unknown>, '201') as string };
   };

@@ -8,7 +8,7 @@ import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import type { FastifyError, FastifyReply, FastifyRequest, FastifySchemaValidationError } from 'fastify';
 import type { ErrorObject } from 'ajv';
-import { ERROR_CODES, HttpError, badRequest, conflict, notFound, serviceUnavailable, validation } from '../errors.js';
+import { ERROR_CODES, HttpError, badRequest, conflict, emailTaken, notFound, serviceUnavailable, validation } from '../errors.js';
 import { toFieldErrors } from '../validation.js';
 import { quotedPath, requestPath } from '../http/links.js';
 
@@ -22,10 +22,8 @@ interface ErrorBody {
 /** The routers' limit on a path parameter's length (app.ts, and the 405 mirror below). */
 export const MAX_PARAM_LENGTH = 16_384;
 
-/** Unique indexes whose violation is the client's fault, and the field to blame. */
-const UNIQUE_FIELDS: Record<string, { field: string; message: string }> = {
-  users_email_key: { field: 'email', message: 'is already registered' },
-};
+/** Unique indexes whose violation is the client's fault, and the error that blames the field. */
+const UNIQUE_VIOLATIONS = new Map<string, () => HttpError>([['users_email_key', emailTaken]]);
 
 /**
  * PostgreSQL failures that are not outages, each said as what it is. All are
@@ -118,10 +116,8 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
   }
   if (isCatalogued(error)) return new HttpError(error.statusCode, error.message, error.fieldErrors, error.headers);
   if (error.code === '23505') {
-    const unique = error.constraint ? UNIQUE_FIELDS[error.constraint] : undefined;
-    return unique
-      ? conflict(`${unique.field} ${unique.message}`, { [unique.field]: [unique.message] })
-      : conflict('the request conflicts with an existing resource');
+    const unique = error.constraint ? UNIQUE_VIOLATIONS.get(error.constraint) : undefined;
+    return unique ? unique() : conflict('the request conflicts with an existing resource');
   }
   const refusal = DATABASE_REFUSALS.get(error.code);
   if (refusal) return refusal();

@@ -19,7 +19,7 @@ import rateLimit from './plugins/rate-limit.js';
 import auth from './plugins/auth.js';
 import responseCache from './plugins/response-cache.js';
 import openapi from './plugins/openapi.js';
-import idempotency from './plugins/idempotency.js';
+import retention from './plugins/retention.js';
 import healthRoutes from './routes/health.js';
 import usersRoutes from './routes/users.js';
 import tokensRoutes from './routes/tokens.js';
@@ -91,7 +91,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   await app.register(responseCache, { connectionString: config.databaseUrl, maxBytes: config.responseCacheBytes });
   await app.register(requestLog);
   await app.register(openapi, { prefix: config.apiPrefix });
-  await app.register(idempotency);
+  await app.register(retention, { tombstoneRetentionSeconds: config.tombstoneRetentionSeconds });
 
   await app.register(
     async (api) => {

@@ -1,11 +1,15 @@
 /**
- * The order and cost of checks: the password is hashed (scrypt, the costly
- * step) once, and only after every cheaper check passed; a replayed sign-up
- * does not hash again; an ignored, deeply nested body member cannot make the
+ * The order and cost of checks: a rate-limited client costs no token lookup;
+ * the password is hashed (scrypt, the costly step) once, and only after every
+ * cheaper check passed; a replayed sign-up does not hash again; an ignored, deeply nested body member cannot make the
  * idempotency fingerprint (or anything else) overflow the stack; a PATCH that
  * changes nothing writes nothing.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
 import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
 import { expect404, expectError } from '../helpers/expect.js';
 
@@ -18,6 +22,19 @@ const security = await import('../../src/security.js');
 const hashed = vi.mocked(security.hashPassword);
 const verified = vi.mocked(security.verifyPassword);
 
+// Likewise on the token lookup: the real query runs, the calls are counted.
+const tokenLookups = vi.fn();
+vi.mock('../../src/repositories/tokens.js', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../../src/repositories/tokens.js')>();
+  return {
+    ...real,
+    tokensRepository: (db: Parameters<typeof real.tokensRepository>[0]) => {
+      const repo = real.tokensRepository(db);
+      return { ...repo, authenticate: (hash: Buffer) => (tokenLookups(), repo.authenticate(hash)) };
+    },
+  };
+});
+
 let t: TestApp;
 let ann: SignedUp;
 let bob: SignedUp;
@@ -27,9 +44,68 @@ beforeAll(async () => {
   bob = await signUp(t.app);
 });
 afterAll(() => t.close());
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
 beforeEach(() => {
   hashed.mockClear();
   verified.mockClear();
+  tokenLookups.mockClear();
+});
+
+describe('rate limit before token lookup', () => {
+  async function limitedApp() {
+    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '2' });
+    const app = (await buildApp({ ...config, databaseUrl: t.db.url })) as unknown as FastifyInstance;
+    cleanups.push(() => app.close());
+    return app;
+  }
+  const get = (app: FastifyInstance, remoteAddress: string, authorization?: string) =>
+    app.inject({ url: '/users/me', remoteAddress, headers: authorization === undefined ? {} : { authorization } });
+
+  it('a client guessing tokens costs no lookup once its address is over its budget', async () => {
+    const app = await limitedApp();
+    const guess = () => `Bearer pat_${randomBytes(32).toString('base64url')}`;
+    for (let i = 0; i < 2; i++) expect((await get(app, '10.9.0.1', guess())).statusCode).toBe(401);
+    expect(tokenLookups).toHaveBeenCalledTimes(2);
+    tokenLookups.mockClear();
+    for (let i = 0; i < 3; i++) {
+      const res = await get(app, '10.9.0.1', guess());
+      expect(res.statusCode).toBe(429);
+      expect(res.headers['retry-after']).toBeDefined();
+    }
+    expect(tokenLookups).not.toHaveBeenCalled();
+  });
+
+  it('so does a user over their budget, from any address; a new user on another address is looked up as usual', async () => {
+    const app = await limitedApp();
+    for (let i = 0; i < 2; i++) expect((await get(app, '10.9.0.2', ann.auth.authorization)).statusCode).toBe(200);
+    expect(tokenLookups).toHaveBeenCalledTimes(2);
+    tokenLookups.mockClear();
+    expect((await get(app, '10.9.0.2', ann.auth.authorization)).statusCode).toBe(429);
+    expect((await get(app, '10.9.0.3', ann.auth.authorization)).statusCode).toBe(429);
+    expect(tokenLookups).not.toHaveBeenCalled();
+    // Keyed by user, not by address: another user from the first address has a budget of its own.
+    const other = await get(app, '10.9.0.2', bob.auth.authorization);
+    expect(other.statusCode).toBe(200);
+    expect(other.headers['ratelimit-remaining']).toBe('1');
+  });
+
+  it('a revoked token no longer counts against its user after its 401', async () => {
+    const app = await limitedApp();
+    const login = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: bob.user.email, password: bob.password } });
+    const { id, token } = login.json() as { id: number; token: string };
+    expect((await get(app, '10.9.0.4', `Bearer ${token}`)).statusCode).toBe(200);
+    await t.app.inject({ method: 'DELETE', url: `/tokens/${id}`, headers: { authorization: `Bearer ${token}` } });
+    expect((await get(app, '10.9.0.4', `Bearer ${token}`)).statusCode).toBe(401);
+    // Bob's budget is spent now (2 requests); the revoked token counts against the address from here on.
+    for (const remaining of ['1', '0']) {
+      const again = await get(app, '10.9.0.4', `Bearer ${token}`);
+      expect(again.statusCode).toBe(401);
+      expect(again.headers['ratelimit-remaining']).toBe(remaining);
+    }
+  });
 });
 
 const patchUser = (id: number | string, who: SignedUp, payload: object, headers: Record<string, string> = {}) =>

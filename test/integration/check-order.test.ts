@@ -199,6 +199,23 @@ describe('POST /users', () => {
       payload: `{"title":"T","body":"B","createdAt":${`${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}`}}`,
     });
     expect(post.statusCode).toBe(201);
+
+    // As deep as the body limit allows (1 MiB), on a create and a change: nothing walks it.
+    const deepest = `${'['.repeat(500_000)}${']'.repeat(500_000)}`;
+    const big = await t.app.inject({
+      method: 'POST',
+      url: '/posts',
+      headers: { ...ann.auth, 'idempotency-key': 'deep-3', 'content-type': 'application/json' },
+      payload: `{"title":"T","body":"B","id":${deepest}}`,
+    });
+    expect(big.statusCode).toBe(201);
+    const patch = await t.app.inject({
+      method: 'PATCH',
+      url: `/posts/${big.json().id}`,
+      headers: { ...ann.auth, 'content-type': 'application/json' },
+      payload: `{"title":"T2","updatedAt":${deepest}}`,
+    });
+    expect(patch.statusCode).toBe(200);
   });
 
   it('read-only members do not make another request: the retry without them is a replay', async () => {

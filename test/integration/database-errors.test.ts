@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Writable } from 'node:stream';
 import pg from 'pg';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
@@ -177,7 +177,12 @@ describe('too many connections (53300)', () => {
     const role = `api_limited_${randomBytes(4).toString('hex')}`;
     const admin = await client(db.url);
     await admin.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 1`);
-    cleanups.unshift(() => admin.query(`DROP ROLE IF EXISTS ${role}`));
+    // Roles belong to the whole server: dropped last, once the database (and its sessions) are gone.
+    cleanups.unshift(async () => {
+      const server = new pg.Client({ connectionString: inject('databaseAdminUrl') });
+      await server.connect();
+      await server.query(`DROP ROLE IF EXISTS ${role}`).finally(() => server.end());
+    });
     await admin.query(`GRANT pg_read_all_data, pg_write_all_data TO ${role}`);
     const url = new URL(db.url);
     url.username = role;

@@ -8,7 +8,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
 import { createValidatorCompiler } from './validation.js';
-import errors, { sendError, toHttpError } from './plugins/errors.js';
+import errors, { MAX_PARAM_LENGTH, sendError, toHttpError } from './plugins/errors.js';
 import gracefulClose from './plugins/graceful-close.js';
 import { badRequest } from './errors.js';
 import { NoQuery } from './schemas/common.js';
@@ -20,7 +20,7 @@ import rateLimit from './plugins/rate-limit.js';
 import auth from './plugins/auth.js';
 import responseCache from './plugins/response-cache.js';
 import openapi from './plugins/openapi.js';
-import idempotency from './plugins/idempotency.js';
+import retention from './plugins/retention.js';
 import healthRoutes from './routes/health.js';
 import usersRoutes from './routes/users.js';
 import tokensRoutes from './routes/tokens.js';
@@ -66,15 +66,10 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
     return503OnClosing: false,
     routerOptions: {
       ignoreTrailingSlash: false,
-      maxParamLength: 100,
-      // No path parameter of ours is that long, so such a path names nothing: the
-      // contract's 404, written on the raw response because the router answers
-      // before Fastify builds a request.
-      onMaxParamLength: (_path, _req, res) => {
-        const requestId = randomUUID();
-        res.writeHead(404, { 'content-type': 'application/json; charset=utf-8', 'x-request-id': requestId });
-        res.end(JSON.stringify({ error: 'not_found', message: 'no resource at this path', requestId }));
-      },
+      // Longer than any request line Node accepts (its 16 KiB header limit), so the
+      // router never answers by itself: an overlong path id goes through every
+      // hook (rate limit, request id, auth, logs) and is the id schema's 404.
+      maxParamLength: MAX_PARAM_LENGTH,
     },
     // A URL that cannot be decoded (e.g. /%zz) goes through the one error handler.
     frameworkErrors: (error, request, reply) =>
@@ -83,12 +78,13 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.setValidatorCompiler(createValidatorCompiler());
+  app.decorate('publicBaseUrl', config.publicBaseUrl ?? '');
 
   await app.register(errors);
   await app.register(gracefulClose);
   await app.register(httpSecurity, { corsOrigins: config.corsOrigins });
   await app.register(bodyParser);
-  await app.register(db, { connectionString: config.databaseUrl, max: config.pgPoolMax });
+  await app.register(db, { connectionString: config.databaseUrl, max: config.pgPoolMax, statementTimeoutMs: config.pgStatementTimeoutMs });
   // Before auth: its onRequest hook must run first so a 429 comes before a 401.
   await app.register(rateLimit, { rateLimit: config.rateLimit, redisUrl: config.redisUrl, databaseUrl: config.databaseUrl });
   await app.register(auth);
@@ -96,7 +92,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   await app.register(responseCache, { connectionString: config.databaseUrl, maxBytes: config.responseCacheBytes });
   await app.register(requestLog);
   await app.register(openapi, { prefix: config.apiPrefix });
-  await app.register(idempotency);
+  await app.register(retention, { tombstoneRetentionSeconds: config.tombstoneRetentionSeconds });
 
   await app.register(
     async (api) => {

@@ -34,6 +34,23 @@ export const EnvSchema = Type.Object({
   }),
   CORS_ORIGINS: Type.String({ default: '', description: 'comma-separated origins, or *; empty = CORS off' }),
   PG_POOL_MAX: PositiveInt(10, 1000, 'PostgreSQL connections per instance'),
+  PG_STATEMENT_TIMEOUT_MS: Type.Integer({
+    minimum: 100,
+    maximum: 600_000,
+    default: 10_000,
+    description: 'longest a database statement may run (lock waits included), ms; past it the request is a 503',
+  }),
+  PUBLIC_BASE_URL: Type.Optional(
+    Type.String({
+      pattern: '^https?://[^/?#\\s]+(/[^?#\\s]*[^/?#\\s])?$',
+      description: 'scheme, host and path prefix clients reach the service at, no trailing slash; unset = relative links',
+    }),
+  ),
+  TOMBSTONE_RETENTION: PositiveInt(
+    86_400,
+    365 * 86_400,
+    'how long the sort keys of deleted posts and comments are kept (cursors naming them stay valid), seconds',
+  ),
   RESPONSE_CACHE_MB: Type.Integer({
     minimum: 0,
     maximum: 4096,
@@ -92,6 +109,9 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
     corsOrigins: e.CORS_ORIGINS === '' ? [] : e.CORS_ORIGINS.split(',').map((s) => s.trim()).filter(Boolean),
     pgPoolMax: e.PG_POOL_MAX,
+    pgStatementTimeoutMs: e.PG_STATEMENT_TIMEOUT_MS,
+    publicBaseUrl: e.PUBLIC_BASE_URL,
+    tombstoneRetentionSeconds: e.TOMBSTONE_RETENTION,
     responseCacheBytes: e.RESPONSE_CACHE_MB * 1_048_576,
     embeddedPgPort: e.EMBEDDED_PG_PORT,
   };

@@ -43,8 +43,9 @@ export const invalidToken = (message = 'the access token is malformed, unknown, 
 export const forbidden = (message = 'you are not allowed to do this') => new HttpError(403, message);
 export const notFound = (message: string) => new HttpError(404, message);
 export const conflict = (message: string, fieldErrors?: FieldErrors) => new HttpError(409, message, fieldErrors);
+export const emailTaken = () => conflict('email is already registered', { email: ['is already registered'] });
 export const preconditionFailed = (message = 'If-Match does not match the current ETag') => new HttpError(412, message);
 export const validation = (fieldErrors: FieldErrors, message = 'request is invalid') =>
   new HttpError(422, message, fieldErrors);
-export const serviceUnavailable = (message = 'the database is unreachable, try again shortly') =>
-  new HttpError(503, message, undefined, { 'retry-after': '5' });
+export const serviceUnavailable = (message = 'the database is unreachable, try again shortly', retryAfterSeconds = 5) =>
+  new HttpError(503, message, undefined, { 'retry-after': String(retryAfterSeconds) });

@@ -3,7 +3,14 @@
  * far below 2^53. Timeouts are bounded so a stalled database turns into a quick
  * 503 instead of piling up requests; the pool reconnects by itself when the
  * database comes back.
+ *
+ * Transactions (withTransaction) are re-run from the start, a bounded number of
+ * times, when PostgreSQL aborts them for a serialization failure (40001) or a
+ * deadlock (40P01): the whole transaction is the unit of retry, so nothing of a
+ * failed attempt survives and callers' functions must only touch the database
+ * through the client they are given (no other side effects).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 
 /** The channel on which changes to posts or comments are announced (src/plugins/response-cache.ts). */
@@ -61,14 +68,21 @@ function prepareStatements(pool: pg.Pool): void {
   });
 }
 
-export function createPool(connectionString: string, max: number): pg.Pool {
+export interface PoolOptions {
+  /** Longest a statement may run (ms) before PostgreSQL cancels it (SQLSTATE 57014). */
+  statementTimeoutMs?: number;
+  /** Told about errors of idle clients (e.g. the server closed their connection). */
+  onIdleError?: (error: Error) => void;
+}
+
+export function createPool(connectionString: string, max: number, options: PoolOptions = {}): pg.Pool {
   const pool = new pg.Pool({
     connectionString,
     max,
     types,
     connectionTimeoutMillis: 3000,
     idleTimeoutMillis: 30_000,
-    statement_timeout: 10_000,
+    statement_timeout: options.statementTimeoutMs ?? 10_000,
     idle_in_transaction_session_timeout: 15_000,
     application_name: 'posts-api',
     options: SESSION_OPTIONS,
@@ -76,19 +90,42 @@ export function createPool(connectionString: string, max: number): pg.Pool {
   prepareStatements(pool);
   // An idle client losing its connection (database restart) must not crash the
   // process; the pool drops it and the next query opens a fresh one.
-  pool.on('error', () => undefined);
+  const onIdleError = options.onIdleError ?? (() => undefined);
+  pool.on('error', (error) => onIdleError(error));
   return pool;
 }
 
-/** Runs fn in one transaction: committed if it resolves, rolled back (nothing partial kept) if it throws. */
+/** SQLSTATEs after which running the same transaction again can succeed. */
+const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
+/** Attempts in all; a conflict that outlasts them is reported (503, plugins/errors.ts). */
+export const TRANSACTION_ATTEMPTS = 3;
+
+const isRetryable = (error: unknown) => RETRYABLE_SQLSTATES.has((error as { code?: string } | null)?.code ?? '');
+
+/**
+ * Runs fn in one transaction: committed if it resolves, rolled back (nothing
+ * partial kept) if it throws. Serialization failures and deadlocks re-run it
+ * after a short random pause, so two colliding requests do not collide again.
+ */
 export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await transactionOnce(pool, fn);
+    } catch (error) {
+      if (!isRetryable(error) || attempt >= TRANSACTION_ATTEMPTS) throw error;
+      await sleep(attempt * (5 + Math.random() * 20));
+    }
+  }
+}
+
+async function transactionOnce<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
-  // A checked-out client has no pool listener: a connection lost mid-transaction
+  // A checked-out client has no pool listener: a connection broken mid-transaction
   // (database restart) would be an unhandled 'error' event and crash the process.
-  // The query in flight rejects by itself; the lost client is discarded, not reused.
-  let lost: Error | undefined;
+  // The query in flight rejects by itself; the broken client is discarded, not reused.
+  let broken: Error | undefined;
   const onError = (error: Error) => {
-    lost = error;
+    broken = error;
   };
   client.on('error', onError);
   try {
@@ -97,10 +134,14 @@ export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClie
     await client.query('COMMIT');
     return result;
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
+    // A client whose ROLLBACK failed may still be inside the transaction (or
+    // broken): it is destroyed below instead of going back to the pool.
+    await client.query('ROLLBACK').catch((rollbackError: Error) => {
+      broken ??= rollbackError;
+    });
     throw error;
   } finally {
     client.off('error', onError);
-    client.release(lost);
+    client.release(broken);
   }
 }

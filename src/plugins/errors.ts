@@ -8,8 +8,9 @@ import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import type { FastifyError, FastifyReply, FastifyRequest, FastifySchemaValidationError } from 'fastify';
 import type { ErrorObject } from 'ajv';
-import { ERROR_CODES, HttpError, badRequest, conflict, notFound, serviceUnavailable, validation } from '../errors.js';
+import { ERROR_CODES, HttpError, badRequest, conflict, emailTaken, notFound, serviceUnavailable, validation } from '../errors.js';
 import { toFieldErrors } from '../validation.js';
+import { quotedPath, requestPath } from '../http/links.js';
 
 interface ErrorBody {
   error: string;
@@ -18,13 +19,33 @@ interface ErrorBody {
   requestId: string;
 }
 
-/** Unique indexes whose violation is the client's fault, and the field to blame. */
-const UNIQUE_FIELDS: Record<string, { field: string; message: string }> = {
-  users_email_key: { field: 'email', message: 'is already registered' },
-};
+/** The routers' limit on a path parameter's length (app.ts, and the 405 mirror below). */
+export const MAX_PARAM_LENGTH = 16_384;
+
+/** Unique indexes whose violation is the client's fault, and the error that blames the field. */
+const UNIQUE_VIOLATIONS = new Map<string, () => HttpError>([['users_email_key', emailTaken]]);
+
+/**
+ * PostgreSQL failures that are not outages, each said as what it is. All are
+ * 503 with Retry-After (the contract's status for "the database cannot serve
+ * this now; retry"), but only an unreachable database is reported as one:
+ * - 57014: the statement ran past the statement timeout (or was cancelled),
+ *   e.g. waiting on a lock; the database itself is up.
+ * - 53300: the server (or this role) has no connection slot free.
+ * - 40001 / 40P01: a serialization failure or deadlock that outlasted the
+ *   transaction helper's retries (src/db/pool.ts); the request changed nothing
+ *   and can be sent again as it is.
+ */
+const collided = 'the request collided with concurrent changes and changed nothing; send it again';
+const DATABASE_REFUSALS = new Map<string, () => HttpError>([
+  ['57014', () => serviceUnavailable('the database did not answer in time; try again shortly', 5)],
+  ['53300', () => serviceUnavailable('the database is busy (no free connection); try again shortly', 1)],
+  ['40001', () => serviceUnavailable(collided, 1)],
+  ['40P01', () => serviceUnavailable(collided, 1)],
+]);
 
 /** SQLSTATE classes and driver errors that mean "the database is not answering". */
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300', '57014', '40001', '40P01']);
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03']);
 const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN', 'EHOSTUNREACH']);
 
 type AnyError = FastifyError & {
@@ -90,16 +111,16 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
   if (error.validation) {
     const context = error.validationContext;
     // A path id that is not a positive integer names no resource.
-    if (context === 'params') return laterPartFailure(request) ?? notFound(`${request.url.split('?')[0]} does not exist`);
+    if (context === 'params') return laterPartFailure(request) ?? notFound(`${quotedPath(requestPath(request))} does not exist`);
     return fromValidation(error.validation, context);
   }
   if (isCatalogued(error)) return new HttpError(error.statusCode, error.message, error.fieldErrors, error.headers);
   if (error.code === '23505') {
-    const unique = error.constraint ? UNIQUE_FIELDS[error.constraint] : undefined;
-    return unique
-      ? conflict(`${unique.field} ${unique.message}`, { [unique.field]: [unique.message] })
-      : conflict('the request conflicts with an existing resource');
+    const unique = error.constraint ? UNIQUE_VIOLATIONS.get(error.constraint) : undefined;
+    return unique ? unique() : conflict('the request conflicts with an existing resource');
   }
+  const refusal = DATABASE_REFUSALS.get(error.code);
+  if (refusal) return refusal();
   if (isDatabaseUnavailable(error)) return serviceUnavailable();
   const status = error.statusCode;
   if (status !== undefined && status >= 400 && status < 500) {
@@ -136,7 +157,7 @@ export default fp(
         return sendError(reply, request, mapped);
       }
       if (mapped) {
-        request.log.warn({ err: error }, 'database unavailable');
+        request.log.warn({ err: error }, mapped.message);
         return sendError(reply, request, mapped);
       }
       request.log.error({ err: error }, 'unhandled error');
@@ -146,7 +167,7 @@ export default fp(
     // Known paths answer 405 with Allow for the methods they lack; the router below
     // mirrors every registered route so path parameters match as Fastify would.
     // The CORS plugin's catch-all OPTIONS route (for preflights) is no path of the API.
-    const paths = FindMyWay({ ignoreTrailingSlash: false });
+    const paths = FindMyWay({ ignoreTrailingSlash: false, maxParamLength: MAX_PARAM_LENGTH });
     const methodsByPath = new Map<string, Set<string>>();
     app.addHook('onRoute', (route) => {
       if (route.url === '*') return;
@@ -162,14 +183,14 @@ export default fp(
     });
 
     const unrouted = (request: FastifyRequest, reply: FastifyReply) => {
-      const path = request.url.split('?')[0] ?? '/';
+      const path = requestPath(request);
       const match = paths.find('GET', path) as { store?: { methods: Set<string> } } | null;
       if (match?.store) {
         const allow = [...match.store.methods].sort().join(', ');
         reply.header('allow', allow);
-        return sendError(reply, request, new HttpError(405, `${request.method} is not supported on ${path}; use ${allow}`));
+        return sendError(reply, request, new HttpError(405, `${request.method} is not supported on ${quotedPath(path)}; use ${allow}`));
       }
-      return sendError(reply, request, notFound(`no route ${request.method} ${path.slice(0, 200)}`));
+      return sendError(reply, request, notFound(`no route ${request.method} ${quotedPath(path)}`));
     };
 
     // An unrouted request is answered before its body is parsed (preParsing runs

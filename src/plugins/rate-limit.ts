@@ -9,6 +9,19 @@
  * token is counted against the IP, so it can neither probe nor drain another
  * user's budget, and the auth hook still answers 401 afterwards.
  *
+ * A client over its budget costs no database lookup of its token, whatever it
+ * sends. The user a token belongs to is remembered from earlier requests of
+ * this process whose token the auth hook accepted (a bounded map keyed by a
+ * digest of the Authorization header, never the secret itself), so a known
+ * token is counted against its user without a lookup; a token that stops
+ * being accepted (revoked, expired) is forgotten at its first 401. A token not
+ * known yet is looked up to find its user (the same single lookup the auth
+ * hook then reuses), unless its IP is over its budget already: then it counts
+ * against the IP unlooked, so guessing tokens from a limited address is free
+ * for the server. (A genuine user new to this instance behind such an address
+ * waits for that address's window to end.) The map only chooses a budget:
+ * every request's token is still checked by the auth hook.
+
  * Budgets: every route spends the "default" policy (RATE_LIMIT_MAX per
  * RATE_LIMIT_WINDOW). Routes with `config: { authRateLimit: true }` (log-in and
  * sign-up) spend only the stricter "auth" policy (RATE_LIMIT_AUTH_MAX, same
@@ -28,8 +41,6 @@
  *
  * The check is an app-wide onRequest hook added before auth's, so it also covers
  * unknown routes and the contract's order holds: 429 before 401, 400/413/415, 422, 404...
- * It calls request.authenticate() (plugins/auth.ts), memoized, so the token is
- * looked up once per request.
  *
  * Redis failures fail open: requests are served unlimited (the headers then show
  * a full, fresh budget), a warning is logged at most every 30 s, and limiting
@@ -37,6 +48,7 @@
  * (connect 1 s, command 200 ms, no offline queue), so a slow or dead Redis costs
  * a request at most ~200 ms and never stalls it.
  */
+import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import fp from 'fastify-plugin';
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
@@ -65,6 +77,8 @@ interface Policy {
 }
 
 const REDIS_WARNING_INTERVAL_MS = 30_000;
+/** Entries of each of the maps below (~100 bytes each). */
+const MAX_REMEMBERED = 10_000;
 const STARTUP_WAIT_MS = 1_000;
 
 function createRedis(url: string) {
@@ -124,18 +138,41 @@ export default fp<RateLimitPluginOptions>(
     }
 
     const ipKey = (request: FastifyRequest) => `ip:${normalizeIP(request.ip)}`;
-    const userKey = async (request: FastifyRequest): Promise<string> => {
-      try {
-        const user = await request.authenticate();
-        if (user) return `user:${user.id}`;
-      } catch {
-        // A bad token: counted against the IP; the auth hook answers 401 next.
-      }
-      return ipKey(request);
+    const credentialOf = (header: string) => createHash('sha256').update(header).digest('base64');
+    /** Bounded: when full, the oldest entry goes (a Map keeps insertion order). */
+    const remember = <V>(map: Map<string, V>, key: string, value: V) => {
+      if (!map.has(key) && map.size >= MAX_REMEMBERED) map.delete(map.keys().next().value!);
+      map.set(key, value);
     };
-    // Anonymous requests (most reads) need no token lookup, nor a promise.
-    const clientKey = (request: FastifyRequest): string | Promise<string> =>
-      request.headers.authorization === undefined ? ipKey(request) : userKey(request);
+    /** Token digest → its user's id. */
+    const tokenOwners = new Map<string, number>();
+    /** Counter key (`<policy>:ip:<address>`) → until when (epoch ms) it is over its budget. */
+    const limitedIps = new Map<string, number>();
+    /** The counter key of each request that sent a token. */
+    const keyOf = new WeakMap<FastifyRequest, string>();
+
+    const tokenKey = (request: FastifyRequest, header: string): string | Promise<string> => {
+      const policy = policyOf(request).name;
+      const owner = tokenOwners.get(credentialOf(header));
+      if (owner !== undefined) return `${policy}:user:${owner}`;
+      const ip = `${policy}:${ipKey(request)}`;
+      if ((limitedIps.get(ip) ?? 0) > Date.now()) return ip;
+      // A bad token: counted against the IP; the auth hook answers 401 next.
+      return request.authenticate().then((user) => (user ? `${policy}:user:${user.id}` : ip), () => ip);
+    };
+    // After auth has judged the token (any response, errors included).
+    app.addHook('onResponse', (request, reply, done) => {
+      const header = request.headers.authorization;
+      if (header !== undefined) {
+        const credential = credentialOf(header);
+        if (request.user) {
+          if (!tokenOwners.has(credential)) remember(tokenOwners, credential, request.user.id);
+        } else if (reply.statusCode === 401) {
+          tokenOwners.delete(credential);
+        }
+      }
+      done();
+    });
 
     await app.register(rateLimit, {
       // No per-route hooks: ours below is global, so it also covers 404/405
@@ -144,9 +181,18 @@ export default fp<RateLimitPluginOptions>(
       max: (request) => policyOf(request).max,
       timeWindow: windowSeconds * 1_000,
       keyGenerator: (request) => {
-        const key = clientKey(request);
-        const policy = policyOf(request).name;
-        return typeof key === 'string' ? `${policy}:${key}` : key.then((k) => `${policy}:${k}`);
+        const header = request.headers.authorization;
+        // Anonymous requests (most reads) need no lookup, nor a promise.
+        if (header === undefined) return `${policyOf(request).name}:${ipKey(request)}`;
+        const key = tokenKey(request, header);
+        if (typeof key === 'string') {
+          keyOf.set(request, key);
+          return key;
+        }
+        return key.then((k) => {
+          keyOf.set(request, k);
+          return k;
+        });
       },
       // Store errors reach the hook below, which fails open and logs them.
       skipOnError: false,
@@ -183,6 +229,11 @@ export default fp<RateLimitPluginOptions>(
       }
 
       sendHeaders(reply, policy, state.remaining, state.ttlInSeconds);
+      if (state.remaining === 0) {
+        // The next request from this address is over the budget: it need not be looked up to say so.
+        const key = request.headers.authorization === undefined ? `${policy.name}:${ipKey(request)}` : keyOf.get(request);
+        if (key?.includes(':ip:')) remember(limitedIps, key, Date.now() + state.ttlInSeconds * 1_000);
+      }
       if (state.isExceeded) {
         throw new HttpError(
           429,

@@ -103,15 +103,18 @@ export function commentsRepository(db: Queryable) {
       return rows[0] && { ...rows[0], postAuthorId: post.rows[0].authorId };
     },
 
-    /** A real change bumps version and updated_at; an empty one leaves the comment as it is. */
+    /**
+     * A real change bumps version and updated_at; an empty one, or one to the
+     * body already stored, leaves the comment as it is.
+     */
     async update(postId: number, id: number, changes: { body?: string | undefined }): Promise<VersionedComment | undefined> {
       if (changes.body === undefined) return find(postId, id);
       const { rows } = await db.query<VersionedComment>(
         `UPDATE comments SET body = $3, version = version + 1, updated_at = now()
-         WHERE id = $1 AND post_id = $2 RETURNING ${COLUMNS}`,
+         WHERE id = $1 AND post_id = $2 AND body IS DISTINCT FROM $3 RETURNING ${COLUMNS}`,
         [id, postId, changes.body],
       );
-      return rows[0];
+      return rows[0] ?? find(postId, id);
     },
 
     async delete(postId: number, id: number): Promise<boolean> {

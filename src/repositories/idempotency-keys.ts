@@ -16,11 +16,19 @@ export interface StoredResponse {
   body: string;
 }
 
-export interface IdempotencyRecord extends StoredResponse {
+export interface IdempotencyRecord extends Omit<StoredResponse, 'body'> {
   scope: string;
   key: string;
   requestHash: Buffer;
+  /** The resource the response describes, e.g. `post:42`. */
+  resource: string | null;
+  /** The password hash of a sign-up's password (src/security.ts), else null. */
+  secretHash: string | null;
+  /** null once the resource has been deleted (a trigger drops the copy). */
+  body: string | null;
 }
+
+const RECORD = `scope, key, request_hash AS "requestHash", status, headers, body, resource, secret_hash AS "secretHash"`;
 
 /**
  * The advisory lock id of a (scope, key): 64 bits of a SHA-256. A collision only
@@ -43,21 +51,47 @@ export function idempotencyKeysRepository(db: Queryable) {
     /** The unexpired record of this key, if any. */
     async find(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
       const { rows } = await db.query<IdempotencyRecord>(
-        `SELECT scope, key, request_hash AS "requestHash", status, headers, body FROM idempotency_keys
+        `SELECT ${RECORD} FROM idempotency_keys
          WHERE scope = $1 AND key = $2 AND created_at > now() - make_interval(secs => $3)`,
         [scope, key, IDEMPOTENCY_TTL_SECONDS],
       );
       return rows[0];
     },
 
+    /**
+     * Outside a transaction, one statement: the unexpired record if there is
+     * one, else whether a request is processing the key right now (its lock is
+     * taken for the statement only, so this holds nothing afterwards).
+     */
+    async peek(scope: string, key: string): Promise<{ record?: IdempotencyRecord; inUse: boolean }> {
+      const { rows } = await db.query<IdempotencyRecord & { free: boolean }>(
+        `SELECT pg_try_advisory_xact_lock($1::bigint) AS free, r.* FROM (SELECT 1) one LEFT JOIN LATERAL (
+           SELECT ${RECORD} FROM idempotency_keys
+           WHERE scope = $2 AND key = $3 AND created_at > now() - make_interval(secs => $4)) r ON TRUE`,
+        [idempotencyLockId(scope, key), scope, key, IDEMPOTENCY_TTL_SECONDS],
+      );
+      const { free, ...record } = rows[0]!;
+      return record.scope === null ? { inUse: !free } : { record, inUse: false };
+    },
+
     /** Under the key's lock the only row that can exist is an expired one, which is replaced. */
     async save(record: IdempotencyRecord): Promise<void> {
       await db.query(
-        `INSERT INTO idempotency_keys (scope, key, request_hash, status, headers, body)
-         VALUES ($1, $2, $3, $4, $5, $6)
+        `INSERT INTO idempotency_keys (scope, key, request_hash, status, headers, body, resource, secret_hash)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
          ON CONFLICT (scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status = EXCLUDED.status,
-           headers = EXCLUDED.headers, body = EXCLUDED.body, created_at = EXCLUDED.created_at`,
-        [record.scope, record.key, record.requestHash, record.status, JSON.stringify(record.headers), record.body],
+           headers = EXCLUDED.headers, body = EXCLUDED.body, resource = EXCLUDED.resource,
+           secret_hash = EXCLUDED.secret_hash, created_at = EXCLUDED.created_at`,
+        [
+          record.scope,
+          record.key,
+          record.requestHash,
+          record.status,
+          JSON.stringify(record.headers),
+          record.body,
+          record.resource,
+          record.secretHash,
+        ],
       );
     },
 

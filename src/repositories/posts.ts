@@ -7,7 +7,7 @@
  */
 import type { Queryable } from '../db/pool.js';
 import { runList, type ListSource, type PageRequest, type Sort } from '../db/pagination.js';
-import { join, raw, sql, toQuery, type SqlFragment } from '../db/sql.js';
+import { join, raw, sql, toQuery } from '../db/sql.js';
 
 export interface Post {
   id: number;
@@ -93,19 +93,23 @@ export function postsRepository(db: Queryable) {
     },
 
     /**
-     * Only the given fields change; a real change bumps version and updated_at,
-     * an empty one (e.g. only read-only members sent) leaves the post as it is.
+     * Only the given fields change; a real change bumps version and updated_at.
+     * An empty one (e.g. only read-only members sent) or one to the values
+     * already stored (e.g. a PUT of what GET gave) writes nothing.
      */
     async update(id: number, changes: PostChanges): Promise<VersionedPost | undefined> {
-      const sets: SqlFragment[] = [];
-      if (changes.title !== undefined) sets.push(sql`title = ${changes.title}`);
-      if (changes.body !== undefined) sets.push(sql`body = ${changes.body}`);
-      if (sets.length === 0) return findById(id);
-      sets.push(sql`version = version + 1`, sql`updated_at = now()`);
+      const fields = [
+        ['title', changes.title],
+        ['body', changes.body],
+      ].filter((field): field is [string, string] => field[1] !== undefined);
+      if (fields.length === 0) return findById(id);
+      const sets = fields.map(([column, value]) => sql`${raw(column)} = ${value}`);
+      const differs = fields.map(([column, value]) => sql`${raw(column)} IS DISTINCT FROM ${value}`);
       const { rows } = await db.query<VersionedPost>(
-        toQuery(sql`UPDATE posts SET ${join(sets)} WHERE id = ${id} RETURNING ${raw(COLUMNS)}`),
+        toQuery(sql`UPDATE posts SET ${join([...sets, sql`version = version + 1`, sql`updated_at = now()`])}
+          WHERE id = ${id} AND (${join(differs, ' OR ')}) RETURNING ${raw(COLUMNS)}`),
       );
-      return rows[0];
+      return rows[0] ?? findById(id);
     },
 
     /** Its comments go with it (ON DELETE CASCADE); triggers keep every total and tombstone. */

@@ -1,7 +1,7 @@
 /** All SQL about users. Factory over a Queryable so callers choose pool or transaction. */
 import type { Queryable } from '../db/pool.js';
 import { runList, type ListSource, type PageRequest, type Sort } from '../db/pagination.js';
-import { join, raw, sql, toQuery, type SqlFragment } from '../db/sql.js';
+import { join, raw, sql, toQuery } from '../db/sql.js';
 
 export interface User {
   id: number;
@@ -25,6 +25,11 @@ const list: ListSource<UserSortField, void> = {
 };
 
 export function usersRepository(db: Queryable) {
+  async function findById(id: number): Promise<User | undefined> {
+    const { rows } = await db.query<User>(`SELECT ${COLUMNS} FROM users WHERE id = $1`, [id]);
+    return rows[0];
+  }
+
   return {
     async create(input: { name: string; email: string; passwordHash: string }): Promise<User> {
       const { rows } = await db.query<User>(
@@ -34,10 +39,7 @@ export function usersRepository(db: Queryable) {
       return rows[0]!;
     },
 
-    async findById(id: number): Promise<User | undefined> {
-      const { rows } = await db.query<User>(`SELECT ${COLUMNS} FROM users WHERE id = $1`, [id]);
-      return rows[0];
-    },
+    findById,
 
     /** Reads and row-locks a user for a change in the caller's transaction (If-Match is checked in between). */
     async lock(id: number): Promise<User | undefined> {
@@ -53,16 +55,34 @@ export function usersRepository(db: Queryable) {
       return rows[0];
     },
 
-    async update(id: number, changes: { name?: string; email?: string; passwordHash?: string }): Promise<User | undefined> {
-      const sets: SqlFragment[] = [];
-      if (changes.name !== undefined) sets.push(sql`name = ${changes.name}`);
-      if (changes.email !== undefined) sets.push(sql`email = ${changes.email}`);
-      if (changes.passwordHash !== undefined) sets.push(sql`password_hash = ${changes.passwordHash}`);
-      sets.push(sql`version = version + 1`, sql`updated_at = now()`);
-      const { rows } = await db.query<User>(
-        toQuery(sql`UPDATE users SET ${join(sets)} WHERE id = ${id} RETURNING ${raw(COLUMNS)}`),
+    /** Whether another user has this e-mail address (compared as the unique index does). */
+    async emailTaken(email: string, exceptId = 0): Promise<boolean> {
+      const { rows } = await db.query<{ taken: boolean }>(
+        'SELECT EXISTS (SELECT 1 FROM users WHERE lower(email) = lower($1) AND id <> $2) AS taken',
+        [email, exceptId],
       );
-      return rows[0];
+      return rows[0]!.taken;
+    },
+
+    /**
+     * Only the given fields change. A change to the values already stored is
+     * none: the row is not written and version and updated_at stay (a new
+     * password hash always differs, so a password change always writes).
+     */
+    async update(id: number, changes: { name?: string; email?: string; passwordHash?: string }): Promise<User | undefined> {
+      const fields = [
+        ['name', changes.name],
+        ['email', changes.email],
+        ['password_hash', changes.passwordHash],
+      ].filter((field): field is [string, string] => field[1] !== undefined);
+      if (fields.length === 0) return findById(id);
+      const sets = fields.map(([column, value]) => sql`${raw(column)} = ${value}`);
+      const differs = fields.map(([column, value]) => sql`${raw(column)} IS DISTINCT FROM ${value}`);
+      const { rows } = await db.query<User>(
+        toQuery(sql`UPDATE users SET ${join([...sets, sql`version = version + 1`, sql`updated_at = now()`])}
+          WHERE id = ${id} AND (${join(differs, ' OR ')}) RETURNING ${raw(COLUMNS)}`),
+      );
+      return rows[0] ?? findById(id);
     },
 
     async setRole(email: string, role: 'user' | 'admin'): Promise<User | undefined> {

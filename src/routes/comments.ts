@@ -102,10 +102,15 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const postId = request.params.postId;
-        return createOnce(request, reply, async (tx) => {
-          const comment = await commentsRepository(tx).create(postId, request.user!.id, request.body.body);
-          if (!comment) throw notFound(`post ${postId} does not exist`);
-          return { id: comment.id, etag: commentTag(comment), body: comment };
+        const { body } = request.body;
+        return createOnce(request, reply, {
+          kind: 'comment',
+          input: { body },
+          create: async (tx) => {
+            const comment = await commentsRepository(tx).create(postId, request.user!.id, body);
+            if (!comment) throw notFound(`post ${postId} does not exist`);
+            return { id: comment.id, etag: commentTag(comment), body: comment };
+          },
         });
       },
     );

@@ -10,18 +10,32 @@
  * together, and a failed create (any error) stores nothing and may be retried.
  *
  * Keys are scoped per user (`user:<id>`); a request without a token (sign-up)
- * uses the one `anonymous` scope. The request is compared by a SHA-256 of its
- * canonical form (method, route, path params, body with members sorted); body
- * members named secret (the sign-up password) enter it only through a salted
- * scrypt, so a stored hash is no faster to guess a password from than the
- * password hash itself.
+ * uses the one `anonymous` scope. Two requests are the same when they ask for
+ * the same thing: method, route, path ids and the members the operation uses,
+ * compared by a SHA-256 of that flat form. Read-only members, which the
+ * operation ignores, do not count, so no walk over a client's arbitrary JSON
+ * (of any depth) happens here.
+ *
+ * Cost order: a replay, or a key in use, is answered from one cheap statement
+ * before anything expensive. A password sent with the request (sign-up) is
+ * hashed once, after every cheaper check (`precheck`, e.g. the e-mail is
+ * taken: 409), by the one password helper (src/security.ts); the record keeps
+ * that hash, and a retry is checked against it with one verification, so the
+ * password never enters the request hash and is never hashed twice. (Only two
+ * identical requests racing past the first check pay one extra verification.)
+ *
+ * A record whose resource has since been deleted keeps no copy of it (a
+ * trigger drops the body): its replay is a 409 naming what was created and
+ * that it is gone; the key stays spent, so a retry never creates it again.
  */
-import { createHash, scrypt } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { withTransaction } from '../db/pool.js';
+import { linkTo } from '../http/links.js';
 import { conflict, validation } from '../errors.js';
-import { idempotencyKeysRepository, type StoredResponse } from '../repositories/idempotency-keys.js';
+import { hashPassword, verifyPassword } from '../security.js';
+import { idempotencyKeysRepository, type IdempotencyRecord, type StoredResponse } from '../repositories/idempotency-keys.js';
 
 export interface Created {
   id: number;
@@ -29,39 +43,50 @@ export interface Created {
   body: object;
 }
 
+export interface Creation {
+  /** The kind of resource created, as records name it (`post`, `comment`, `user`). */
+  kind: 'post' | 'comment' | 'user';
+  /** What the request asks for: the body members the operation uses, flat. */
+  input: Record<string, string | number | boolean | null | undefined>;
+  /** A password to store hashed; the hash is handed to `create`. */
+  password?: string;
+  /** Cheap checks that must pass before the password is hashed. */
+  precheck?: () => Promise<void>;
+  create(tx: pg.PoolClient, passwordHash: string | undefined): Promise<Created>;
+}
+
 const FIELD = 'Idempotency-Key';
 const JSON_TYPE = 'application/json; charset=utf-8';
-// As for passwords (src/security.ts): OWASP's scrypt parameters.
-const SCRYPT = { N: 2 ** 15, r: 8, p: 3, maxmem: 256 * 2 ** 15 * 8 };
 
-/** JSON with object members sorted, so members sent in another order are the same request. */
-function canonical(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(canonical);
-  if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(
-      Object.keys(value)
-        .sort()
-        .map((k) => [k, canonical((value as Record<string, unknown>)[k])]),
-    );
-  }
-  return value;
-}
-
-function slowHash(secret: string, salt: Buffer): Promise<string> {
-  return new Promise((resolve, reject) =>
-    scrypt(secret.normalize('NFC'), salt, 32, SCRYPT, (err, key) => (err ? reject(err) : resolve(key.toString('base64')))),
-  );
-}
-
-async function fingerprint(request: FastifyRequest, scope: string, key: string, secretFields: readonly string[]) {
-  const body = { ...(request.body as Record<string, unknown>) };
-  const salt = createHash('sha256').update(`${scope}\0${key}`).digest();
-  for (const field of secretFields) {
-    const value = body[field];
-    if (typeof value === 'string') body[field] = await slowHash(value, salt);
-  }
-  const form = JSON.stringify(canonical([request.method, request.routeOptions.url, request.params, body]));
+function fingerprint(request: FastifyRequest, input: Creation['input']): Buffer {
+  const members = Object.keys(input)
+    .sort()
+    .map((name) => [name, input[name] ?? null]);
+  const form = JSON.stringify([request.method, request.routeOptions.url, request.params, members]);
   return createHash('sha256').update(form).digest();
+}
+
+const inUse = () =>
+  conflict('a request with this Idempotency-Key is still being processed; retry later', {
+    [FIELD]: ['is in use by a request still being processed'],
+  });
+
+/** The first response again, if this request is the one that key was first used for. */
+async function replay(record: IdempotencyRecord, requestHash: Buffer, creation: Creation): Promise<StoredResponse> {
+  const samePassword =
+    record.secretHash === null
+      ? creation.password === undefined
+      : creation.password !== undefined && (await verifyPassword(creation.password, record.secretHash));
+  if (!record.requestHash.equals(requestHash) || !samePassword) {
+    throw validation({ [FIELD]: ['was already used for a different request'] });
+  }
+  if (record.body === null) {
+    const [kind, id] = (record.resource ?? ':').split(':');
+    throw conflict(`${kind} ${id}, created by the first request with this Idempotency-Key, has since been deleted`, {
+      [FIELD]: [`was used to create ${kind} ${id}, which has since been deleted`],
+    });
+  }
+  return { status: record.status, headers: record.headers, body: record.body };
 }
 
 function send(reply: FastifyReply, response: StoredResponse, replayed: boolean): FastifyReply {
@@ -74,43 +99,44 @@ function send(reply: FastifyReply, response: StoredResponse, replayed: boolean):
  * Answers a POST with 201, Location and ETag for what `create` made with the
  * transaction client it is given, at most once per Idempotency-Key.
  */
-export async function createOnce(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  create: (tx: pg.PoolClient) => Promise<Created>,
-  options: { secretFields?: readonly string[] } = {},
-): Promise<FastifyReply> {
-  const respond = async (tx: pg.PoolClient): Promise<StoredResponse> => {
-    const created = await create(tx);
-    const headers = { location: `${request.url.split('?')[0]}/${created.id}`, etag: created.etag, 'content-type': JSON_TYPE };
+export async function createOnce(request: FastifyRequest, reply: FastifyReply, creation: Creation): Promise<FastifyReply> {
+  const db = request.server.db;
+  const respond = async (tx: pg.PoolClient, passwordHash: string | undefined) => {
+    const created = await creation.create(tx, passwordHash);
+    const headers = { location: linkTo(request, `/${created.id}`), etag: created.etag, 'content-type': JSON_TYPE };
     // Serialized by the route's 201 schema now, so a replay sends these exact bytes.
-    return { status: 201, headers, body: reply.serializeInput(created.body as Record<string, unknown>, '201') as string };
+    const body = reply.serializeInput(created.body as Record<string, unknown>, '201') as string;
+    return { id: created.id, response: { status: 201, headers, body } satisfies StoredResponse };
+  };
+  const prepare = async () => {
+    await creation.precheck?.();
+    return creation.password === undefined ? undefined : hashPassword(creation.password);
   };
 
   // Validated by the route's headers schema (IdempotentHeaders).
   const key = request.headers['idempotency-key'] as string | undefined;
-  if (key === undefined) return send(reply, await withTransaction(request.server.db, respond), false);
+  if (key === undefined) {
+    const passwordHash = await prepare();
+    return send(reply, (await withTransaction(db, (tx) => respond(tx, passwordHash))).response, false);
+  }
 
   const scope = request.user ? `user:${request.user.id}` : 'anonymous';
-  const requestHash = await fingerprint(request, scope, key, options.secretFields ?? []);
-  const { response, replayed } = await withTransaction(request.server.db, async (tx) => {
+  const requestHash = fingerprint(request, creation.input);
+  const earlier = await idempotencyKeysRepository(db).peek(scope, key);
+  if (earlier.record) return send(reply, await replay(earlier.record, requestHash, creation), true);
+  if (earlier.inUse) throw inUse();
+
+  const passwordHash = await prepare();
+  const outcome = await withTransaction(db, async (tx) => {
     const keys = idempotencyKeysRepository(tx);
-    if (!(await keys.tryLock(scope, key))) {
-      throw conflict('a request with this Idempotency-Key is still being processed; retry later', {
-        [FIELD]: ['is in use by a request still being processed'],
-      });
-    }
+    if (!(await keys.tryLock(scope, key))) throw inUse();
+    // Stored since the first check by an identical request racing this one.
     const stored = await keys.find(scope, key);
-    if (stored) {
-      if (!stored.requestHash.equals(requestHash)) {
-        throw validation({ [FIELD]: ['was already used for a different request'] });
-      }
-      const { status, headers, body } = stored;
-      return { response: { status, headers, body }, replayed: true };
-    }
-    const fresh = await respond(tx);
-    await keys.save({ scope, key, requestHash, ...fresh });
-    return { response: fresh, replayed: false };
+    if (stored) return { stored };
+    const { id, response: fresh } = await respond(tx, passwordHash);
+    await keys.save({ scope, key, requestHash, resource: `${creation.kind}:${id}`, secretHash: passwordHash ?? null, ...fresh });
+    return { fresh };
   });
-  return send(reply, response, replayed);
+  if (outcome.stored) return send(reply, await replay(outcome.stored, requestHash, creation), true);
+  return send(reply, outcome.fresh, false);
 }

@@ -7,6 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ListResult, PageRequest, Sort } from '../db/pagination.js';
 import { validation } from '../errors.js';
 import { JSON_MEDIA_TYPE } from '../media-types.js';
+import { linkTo } from '../http/links.js';
 
 interface PageQuery {
   sort?: string;
@@ -37,10 +38,9 @@ export function sortOf<F extends string>(query: PageQuery): Sort<F> {
 }
 
 function link(request: FastifyRequest, params: Record<string, number>, rel: string): string {
-  const [path, search] = request.url.split('?');
-  const query = new URLSearchParams(search);
+  const query = new URLSearchParams(request.url.split('?')[1]);
   for (const [key, value] of Object.entries(params)) query.set(key, String(value));
-  return `<${path}?${query.toString()}>; rel="${rel}"`;
+  return `<${linkTo(request, '', query)}>; rel="${rel}"`;
 }
 
 export type ListEnvelope<T> =

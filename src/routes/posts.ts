@@ -133,9 +133,13 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const { title, body } = request.body;
-        return createOnce(request, reply, async (tx) => {
-          const post = await postsRepository(tx).create(request.user!.id, { title, body });
-          return { id: post.id, etag: postTag(post), body: post };
+        return createOnce(request, reply, {
+          kind: 'post',
+          input: { title, body },
+          create: async (tx) => {
+            const post = await postsRepository(tx).create(request.user!.id, { title, body });
+            return { id: post.id, etag: postTag(post), body: post };
+          },
         });
       },
     );

@@ -16,6 +16,9 @@ describe('loadConfig', () => {
       trustProxy: false,
       corsOrigins: [],
       pgPoolMax: 10,
+      pgStatementTimeoutMs: 10_000,
+      publicBaseUrl: undefined,
+      tombstoneRetentionSeconds: 86_400,
       responseCacheBytes: 16 * 1_048_576,
       embeddedPgPort: 54329,
     });

@@ -1,0 +1,272 @@
+/**
+ * The order and cost of checks: a rate-limited client costs no token lookup;
+ * the password is hashed (scrypt, the costly step) once, and only after every
+ * cheaper check passed; a replayed sign-up does not hash again; an ignored, deeply nested body member cannot make the
+ * idempotency fingerprint (or anything else) overflow the stack; a PATCH that
+ * changes nothing writes nothing.
+ */
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { expect404, expectError } from '../helpers/expect.js';
+
+// A pass-through spy on the one password helper: the real scrypt runs, the calls are counted.
+vi.mock('../../src/security.js', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../../src/security.js')>();
+  return { ...real, hashPassword: vi.fn(real.hashPassword), verifyPassword: vi.fn(real.verifyPassword) };
+});
+const security = await import('../../src/security.js');
+const hashed = vi.mocked(security.hashPassword);
+const verified = vi.mocked(security.verifyPassword);
+
+// Likewise on the token lookup: the real query runs, the calls are counted.
+const tokenLookups = vi.fn();
+vi.mock('../../src/repositories/tokens.js', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../../src/repositories/tokens.js')>();
+  return {
+    ...real,
+    tokensRepository: (db: Parameters<typeof real.tokensRepository>[0]) => {
+      const repo = real.tokensRepository(db);
+      return { ...repo, authenticate: (hash: Buffer) => (tokenLookups(), repo.authenticate(hash)) };
+    },
+  };
+});
+
+let t: TestApp;
+let ann: SignedUp;
+let bob: SignedUp;
+beforeAll(async () => {
+  t = await startTestApp();
+  ann = await signUp(t.app);
+  bob = await signUp(t.app);
+});
+afterAll(() => t.close());
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!();
+});
+beforeEach(() => {
+  hashed.mockClear();
+  verified.mockClear();
+  tokenLookups.mockClear();
+});
+
+describe('rate limit before token lookup', () => {
+  async function limitedApp() {
+    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '2' });
+    const app = (await buildApp({ ...config, databaseUrl: t.db.url })) as unknown as FastifyInstance;
+    cleanups.push(() => app.close());
+    return app;
+  }
+  const get = (app: FastifyInstance, remoteAddress: string, authorization?: string) =>
+    app.inject({ url: '/users/me', remoteAddress, headers: authorization === undefined ? {} : { authorization } });
+
+  it('a client guessing tokens costs no lookup once its address is over its budget', async () => {
+    const app = await limitedApp();
+    const guess = () => `Bearer pat_${randomBytes(32).toString('base64url')}`;
+    for (let i = 0; i < 2; i++) expect((await get(app, '10.9.0.1', guess())).statusCode).toBe(401);
+    expect(tokenLookups).toHaveBeenCalledTimes(2);
+    tokenLookups.mockClear();
+    for (let i = 0; i < 3; i++) {
+      const res = await get(app, '10.9.0.1', guess());
+      expect(res.statusCode).toBe(429);
+      expect(res.headers['retry-after']).toBeDefined();
+    }
+    expect(tokenLookups).not.toHaveBeenCalled();
+  });
+
+  it('so does a user over their budget, from any address; a new user on another address is looked up as usual', async () => {
+    const app = await limitedApp();
+    for (let i = 0; i < 2; i++) expect((await get(app, '10.9.0.2', ann.auth.authorization)).statusCode).toBe(200);
+    expect(tokenLookups).toHaveBeenCalledTimes(2);
+    tokenLookups.mockClear();
+    expect((await get(app, '10.9.0.2', ann.auth.authorization)).statusCode).toBe(429);
+    expect((await get(app, '10.9.0.3', ann.auth.authorization)).statusCode).toBe(429);
+    expect(tokenLookups).not.toHaveBeenCalled();
+    // Keyed by user, not by address: another user from the first address has a budget of its own.
+    const other = await get(app, '10.9.0.2', bob.auth.authorization);
+    expect(other.statusCode).toBe(200);
+    expect(other.headers['ratelimit-remaining']).toBe('1');
+  });
+
+  it('a revoked token no longer counts against its user after its 401', async () => {
+    const app = await limitedApp();
+    const login = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: bob.user.email, password: bob.password } });
+    const { id, token } = login.json() as { id: number; token: string };
+    expect((await get(app, '10.9.0.4', `Bearer ${token}`)).statusCode).toBe(200);
+    await t.app.inject({ method: 'DELETE', url: `/tokens/${id}`, headers: { authorization: `Bearer ${token}` } });
+    expect((await get(app, '10.9.0.4', `Bearer ${token}`)).statusCode).toBe(401);
+    // Bob's budget is spent now (2 requests); the revoked token counts against the address from here on.
+    for (const remaining of ['1', '0']) {
+      const again = await get(app, '10.9.0.4', `Bearer ${token}`);
+      expect(again.statusCode).toBe(401);
+      expect(again.headers['ratelimit-remaining']).toBe(remaining);
+    }
+  });
+});
+
+const patchUser = (id: number | string, who: SignedUp, payload: object, headers: Record<string, string> = {}) =>
+  t.app.inject({ method: 'PATCH', url: `/users/${id}`, headers: { ...who.auth, ...headers }, payload });
+
+const rowOf = async (id: number) =>
+  (await t.app.db.query<{ version: number; xmin: string }>('SELECT version, xmin::text FROM users WHERE id = $1', [id])).rows[0]!;
+
+describe('PATCH /users/{id} with a new password', () => {
+  it('hashes nothing for a 404, 403, 412 or 409', async () => {
+    expect404(await patchUser(999_999, ann, { password: 'a-new-password' }), 'user 999999 does not exist');
+    expectError(await patchUser(bob.user.id, ann, { password: 'a-new-password' }), 403, 'forbidden', 'you may only change your own profile');
+    const stale = await patchUser(ann.user.id, ann, { password: 'a-new-password' }, { 'if-match': '"u1-stale"' });
+    expectError(stale, 412, 'precondition_failed', 'If-Match does not match the current ETag');
+    const taken = await patchUser(ann.user.id, ann, { email: bob.user.email, password: 'a-new-password' });
+    expectError(taken, 409, 'conflict', 'email is already registered', { email: ['is already registered'] });
+    expect(hashed).not.toHaveBeenCalled();
+  });
+
+  it('hashes once for a change that is made', async () => {
+    const res = await patchUser(ann.user.id, ann, { password: 'a-new-password' });
+    expect(res.statusCode).toBe(200);
+    expect(hashed).toHaveBeenCalledTimes(1);
+    const login = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: ann.user.email, password: 'a-new-password' } });
+    expect(login.statusCode).toBe(201);
+  });
+});
+
+describe('POST /users', () => {
+  const body = { name: 'Zoe', email: 'zoe@example.com', password: 'password-zoe' };
+  const signUpWith = (key: string | undefined, payload: object) =>
+    t.app.inject({ method: 'POST', url: '/users', headers: key === undefined ? {} : { 'idempotency-key': key }, payload });
+
+  it('a sign-up with an Idempotency-Key hashes once; its replay verifies once and hashes nothing', async () => {
+    const first = await signUpWith('zoe-1', body);
+    expect(first.statusCode).toBe(201);
+    expect(hashed).toHaveBeenCalledTimes(1);
+    expect(verified).not.toHaveBeenCalled();
+    hashed.mockClear();
+
+    const replay = await signUpWith('zoe-1', body);
+    expect(replay.statusCode).toBe(201);
+    expect(replay.body).toBe(first.body);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(hashed).not.toHaveBeenCalled();
+    expect(verified).toHaveBeenCalledTimes(1);
+
+    const other = await signUpWith('zoe-1', { ...body, password: 'another-password' });
+    expectError(other, 422, 'validation', 'request is invalid', { 'Idempotency-Key': ['was already used for a different request'] });
+    expect(hashed).not.toHaveBeenCalled();
+  });
+
+  it('the stored record keeps the password only as the same scrypt hash as the user', async () => {
+    const { rows } = await t.app.db.query<{ secret: string; stored: string; body: string }>(
+      `SELECT k.secret_hash AS secret, u.password_hash AS stored, k.body FROM idempotency_keys k
+       JOIN users u ON lower(u.email) = 'zoe@example.com' WHERE k.key = 'zoe-1'`,
+    );
+    expect(rows[0]!.secret).toBe(rows[0]!.stored);
+    expect(rows[0]!.secret).toMatch(/^scrypt\$/);
+    expect(JSON.stringify(rows[0])).not.toContain(body.password);
+  });
+
+  it('an e-mail already registered is a 409 before any hashing, with a key or without', async () => {
+    for (const key of [undefined, 'zoe-2']) {
+      const res = await signUpWith(key, { ...body, email: 'ZOE@example.com' });
+      expectError(res, 409, 'conflict', 'email is already registered', { email: ['is already registered'] });
+    }
+    expect(hashed).not.toHaveBeenCalled();
+  });
+
+  it('a deeply nested value in an ignored member with an Idempotency-Key is no 500', async () => {
+    const deep = `${'['.repeat(5000)}${']'.repeat(5000)}`;
+    const payload = `{"name":"Deep","email":"deep@example.com","password":"password-deep","id":${deep}}`;
+    const send = () =>
+      t.app.inject({
+        method: 'POST',
+        url: '/users',
+        headers: { 'idempotency-key': 'deep-1', 'content-type': 'application/json' },
+        payload,
+      });
+    const first = await send();
+    expect(first.statusCode).toBe(201);
+    const replay = await send();
+    expect(replay.statusCode).toBe(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+
+    const post = await t.app.inject({
+      method: 'POST',
+      url: '/posts',
+      headers: { ...ann.auth, 'idempotency-key': 'deep-2', 'content-type': 'application/json' },
+      payload: `{"title":"T","body":"B","createdAt":${`${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}`}}`,
+    });
+    expect(post.statusCode).toBe(201);
+
+    // As deep as the body limit allows (1 MiB), on a create and a change: nothing walks it.
+    const deepest = `${'['.repeat(500_000)}${']'.repeat(500_000)}`;
+    const big = await t.app.inject({
+      method: 'POST',
+      url: '/posts',
+      headers: { ...ann.auth, 'idempotency-key': 'deep-3', 'content-type': 'application/json' },
+      payload: `{"title":"T","body":"B","id":${deepest}}`,
+    });
+    expect(big.statusCode).toBe(201);
+    const patch = await t.app.inject({
+      method: 'PATCH',
+      url: `/posts/${big.json().id}`,
+      headers: { ...ann.auth, 'content-type': 'application/json' },
+      payload: `{"title":"T2","updatedAt":${deepest}}`,
+    });
+    expect(patch.statusCode).toBe(200);
+  });
+
+  it('read-only members do not make another request: the retry without them is a replay', async () => {
+    const first = await t.app.inject({
+      method: 'POST',
+      url: '/posts',
+      headers: { ...ann.auth, 'idempotency-key': 'ro-1' },
+      payload: { title: 'T', body: 'B', id: 7 },
+    });
+    const again = await t.app.inject({
+      method: 'POST',
+      url: '/posts',
+      headers: { ...ann.auth, 'idempotency-key': 'ro-1' },
+      payload: { title: 'T', body: 'B' },
+    });
+    expect(again.body).toBe(first.body);
+    expect(again.headers['idempotent-replayed']).toBe('true');
+  });
+});
+
+describe('a PATCH that changes nothing writes nothing', () => {
+  it('PATCH /users/{id} with an empty body (or only read-only members): 200, row untouched', async () => {
+    const before = await rowOf(bob.user.id);
+    for (const payload of [{}, { id: 1, createdAt: 'x' }]) {
+      const res = await patchUser(bob.user.id, bob, payload);
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toEqual(bob.user);
+    }
+    expect(await rowOf(bob.user.id)).toEqual(before);
+    // The checks still apply.
+    expect404(await patchUser(999_999, bob, {}), 'user 999999 does not exist');
+    expectError(await patchUser(ann.user.id, bob, {}), 403, 'forbidden', 'you may only change your own profile');
+  });
+
+  it('nor does one that sets the values already stored, on users, posts and comments', async () => {
+    const before = await rowOf(bob.user.id);
+    const same = await patchUser(bob.user.id, bob, { name: bob.user.name, email: bob.user.email });
+    expect(same.statusCode).toBe(200);
+    expect(await rowOf(bob.user.id)).toEqual(before);
+
+    const post = (await t.app.inject({ method: 'POST', url: '/posts', headers: bob.auth, payload: { title: 'T', body: 'B' } })).json();
+    const put = await t.app.inject({ method: 'PUT', url: `/posts/${post.id}`, headers: bob.auth, payload: post });
+    expect(put.json()).toEqual(post);
+    expect(put.headers.etag).toBe(`"p${post.id}-1-0"`);
+    const changed = await t.app.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: bob.auth, payload: { title: 'T2' } });
+    expect(changed.headers.etag).toBe(`"p${post.id}-2-0"`);
+
+    const url = `/posts/${post.id}/comments`;
+    const comment = (await t.app.inject({ method: 'POST', url, headers: bob.auth, payload: { body: 'c' } })).json();
+    const patched = await t.app.inject({ method: 'PATCH', url: `${url}/${comment.id}`, headers: bob.auth, payload: { body: 'c' } });
+    expect(patched.json()).toEqual(comment);
+    expect(patched.headers.etag).toBe(`"c${comment.id}-1"`);
+  });
+});

@@ -1,0 +1,238 @@
+/**
+ * What the API says when PostgreSQL refuses work, each condition produced for
+ * real: a lock wait past the statement timeout (57014), a deadlock (40P01), a
+ * serialization failure (40001), too many connections (53300). Deadlocks and
+ * serialization failures are retried by the transaction helper; the rest are
+ * 503s that say what happened. Broken and idle-failing clients leave the pool.
+ */
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Writable } from 'node:stream';
+import pg from 'pg';
+import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createPool, TRANSACTION_ATTEMPTS, withTransaction } from '../../src/db/pool.js';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { signUp } from '../helpers/factories.js';
+import { expectError } from '../helpers/expect.js';
+
+const cleanups: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
+});
+
+async function database(): Promise<TestDatabase> {
+  const db = await createTestDatabase();
+  cleanups.push(() => db.drop());
+  return db;
+}
+
+async function client(url: string): Promise<pg.Client> {
+  const c = new pg.Client({ connectionString: url });
+  c.on('error', () => undefined);
+  await c.connect();
+  cleanups.push(() => c.end());
+  return c;
+}
+
+async function app(url: string, env: Record<string, string> = {}) {
+  const lines: { msg?: string; level?: number }[] = [];
+  const logStream = new Writable({
+    write(chunk, _enc, done) {
+      for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+      done();
+    },
+  });
+  const config = loadConfig({ LOG_LEVEL: 'info', RATE_LIMIT_MAX: '100000', RATE_LIMIT_AUTH_MAX: '100000', ...env });
+  const instance = (await buildApp({ ...config, databaseUrl: url }, { logStream })) as unknown as FastifyInstance;
+  cleanups.push(() => instance.close());
+  return { app: instance, lines };
+}
+
+/** Waits until a session of the API (not the test's own clients) waits on a lock. */
+async function apiWaitsOnLock(admin: pg.Client): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const { rowCount } = await admin.query(
+      `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'posts-api'
+       AND wait_event_type = 'Lock'`,
+    );
+    if (rowCount) return;
+    await sleep(25);
+  }
+  throw new Error('the API never waited on the lock');
+}
+
+async function postOf(instance: FastifyInstance, auth: { authorization: string }) {
+  const res = await instance.inject({ method: 'POST', url: '/posts', headers: auth, payload: { title: 'T', body: 'B' } });
+  expect(res.statusCode).toBe(201);
+  return res.json() as { id: number };
+}
+
+describe('statement timeout (57014)', () => {
+  it('a lock wait past PG_STATEMENT_TIMEOUT_MS is a 503 that says the database did not answer in time', async () => {
+    const db = await database();
+    const { app: api, lines } = await app(db.url, { PG_STATEMENT_TIMEOUT_MS: '300' });
+    const author = await signUp(api);
+    const post = await postOf(api, author.auth);
+    const other = await client(db.url);
+    await other.query('BEGIN');
+    await other.query('SELECT 1 FROM posts WHERE id = $1 FOR UPDATE', [post.id]);
+
+    const res = await api.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: author.auth, payload: { title: 'new' } });
+    expectError(res, 503, 'service_unavailable', 'the database did not answer in time; try again shortly');
+    expect(res.headers['retry-after']).toBe('5');
+    expect(lines.some((l) => l.msg === 'the database did not answer in time; try again shortly')).toBe(true);
+    expect(lines.some((l) => /unreachable/.test(l.msg ?? ''))).toBe(false);
+
+    await other.query('ROLLBACK');
+    const ready = await api.inject({ url: '/health/ready' });
+    expect(ready.statusCode).toBe(200);
+    const retried = await api.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: author.auth, payload: { title: 'new' } });
+    expect(retried.statusCode).toBe(200);
+    expect(retried.json().title).toBe('new');
+  });
+});
+
+describe('deadlock (40P01)', () => {
+  it('the transaction that PostgreSQL aborts is run again and the request succeeds', async () => {
+    const db = await database();
+    const { app: api } = await app(db.url);
+    const user = await signUp(api);
+    // A second token: the password change below revokes it (UPDATE tokens), after locking the user.
+    const second = await api.inject({ method: 'POST', url: '/tokens', payload: { email: user.user.email, password: user.password } });
+    const secondTokenId = second.json().id as number;
+
+    const other = await client(db.url);
+    await other.query('BEGIN');
+    // The API's session runs the deadlock check first (1 s), so it is the one aborted.
+    await other.query("SET LOCAL deadlock_timeout = '20s'");
+    await other.query('SELECT 1 FROM tokens WHERE id = $1 FOR UPDATE', [secondTokenId]);
+
+    const patch = api.inject({
+      method: 'PATCH',
+      url: `/users/${user.user.id}`,
+      headers: user.auth,
+      payload: { password: 'a-new-password' },
+    });
+    await apiWaitsOnLock(other);
+    // Now each waits for the other: the API holds the user row and wants the token row.
+    await other.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [user.user.id]);
+    await other.query('ROLLBACK');
+
+    const res = await patch;
+    expect(res.statusCode).toBe(200);
+    const login = await api.inject({ method: 'POST', url: '/tokens', payload: { email: user.user.email, password: 'a-new-password' } });
+    expect(login.statusCode).toBe(201);
+    const revoked = await api.inject({ url: '/users/me', headers: { authorization: `Bearer ${second.json().token as string}` } });
+    expect(revoked.statusCode).toBe(401);
+  });
+});
+
+describe('serialization failure (40001)', () => {
+  it('a write that loses a concurrent-update race under REPEATABLE READ is run again on a fresh snapshot', async () => {
+    const db = await database();
+    const admin = await client(db.url);
+    // The API's transactions default to READ COMMITTED, which never fails this way;
+    // a database set to REPEATABLE READ (as an operator may) makes them.
+    await admin.query(`ALTER DATABASE "${new URL(db.url).pathname.slice(1)}" SET default_transaction_isolation = 'repeatable read'`);
+    const { app: api } = await app(db.url);
+    const author = await signUp(api);
+    const post = await postOf(api, author.auth);
+
+    const other = await client(db.url);
+    await other.query('BEGIN');
+    await other.query("UPDATE posts SET body = 'from elsewhere', version = version + 1 WHERE id = $1", [post.id]);
+    const patch = api.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: author.auth, payload: { title: 'mine' } });
+    await apiWaitsOnLock(other);
+    await other.query('COMMIT');
+
+    const res = await patch;
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ title: 'mine', body: 'from elsewhere' });
+  });
+
+  it('gives up after a bounded number of attempts; the API then says the request collided (503, not an outage)', async () => {
+    const db = await database();
+    const { app: api } = await app(db.url);
+    let attempts = 0;
+    // A transaction that fails with a real 40001 every time it runs.
+    api.post('/test/always-conflicts', async () =>
+      withTransaction(api.db, async (tx) => {
+        attempts += 1;
+        await tx.query(`DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = 'serialization_failure'; END $$`);
+      }),
+    );
+    const res = await api.inject({ method: 'POST', url: '/test/always-conflicts' });
+    expect(attempts).toBe(TRANSACTION_ATTEMPTS);
+    expectError(res, 503, 'service_unavailable', 'the request collided with concurrent changes and changed nothing; send it again');
+    expect(res.headers['retry-after']).toBe('1');
+  });
+});
+
+describe('too many connections (53300)', () => {
+  it('is a 503 saying the database is busy, and the API recovers once a slot is free', async () => {
+    const db = await database();
+    const role = `api_limited_${randomBytes(4).toString('hex')}`;
+    const admin = await client(db.url);
+    await admin.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 1`);
+    // Roles belong to the whole server: dropped last, once the database (and its sessions) are gone.
+    cleanups.unshift(async () => {
+      const server = new pg.Client({ connectionString: inject('databaseAdminUrl') });
+      await server.connect();
+      await server.query(`DROP ROLE IF EXISTS ${role}`).finally(() => server.end());
+    });
+    await admin.query(`GRANT pg_read_all_data, pg_write_all_data TO ${role}`);
+    const url = new URL(db.url);
+    url.username = role;
+
+    const holder = await client(url.toString());
+    const { app: api } = await app(url.toString(), { RESPONSE_CACHE_MB: '0' });
+    const res = await api.inject({ url: '/posts' });
+    expectError(res, 503, 'service_unavailable', 'the database is busy (no free connection); try again shortly');
+    expect(res.headers['retry-after']).toBe('1');
+
+    await holder.end();
+    const after = await api.inject({ url: '/posts' });
+    expect(after.statusCode).toBe(200);
+  });
+});
+
+describe('broken clients', () => {
+  it('errors of idle pooled clients are logged, and the pool replaces them', async () => {
+    const db = await database();
+    const { app: api, lines } = await app(db.url);
+    expect((await api.inject({ url: '/posts' })).statusCode).toBe(200);
+    const admin = await client(db.url);
+    await admin.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'posts-api'
+       AND state = 'idle'`,
+    );
+    for (let i = 0; i < 100 && !lines.some((l) => l.msg?.startsWith('an idle database connection failed')); i++) await sleep(20);
+    expect(lines.filter((l) => l.msg === 'an idle database connection failed; the pool replaces it').length).toBeGreaterThan(0);
+    expect((await api.inject({ url: '/posts' })).statusCode).toBe(200);
+  });
+
+  it('a client whose ROLLBACK failed is destroyed, not handed out again', async () => {
+    const db = await database();
+    const pool = createPool(db.url, 1);
+    cleanups.push(() => pool.end());
+    let pid = 0;
+    await expect(
+      withTransaction(pool, async (tx) => {
+        pid = (await tx.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        // The connection dies under the transaction, so the ROLLBACK that follows fails.
+        await tx.query('SELECT pg_terminate_backend(pg_backend_pid())').catch(() => undefined);
+        throw new Error('the work failed');
+      }),
+    ).rejects.toThrow('the work failed');
+    expect(pool.totalCount).toBe(0);
+    const { rows } = await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    expect(rows[0]!.pid).not.toBe(pid);
+  });
+});
+
+afterAll(async () => {
+  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
+});

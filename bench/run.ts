@@ -206,7 +206,8 @@ async function installPeer(): Promise<{ node: string } | { skipped: string }> {
   if (!existsSync(node) || !existsSync(installed) || statSync(installed).mtimeMs < statSync(lock).mtimeMs) {
     log('installing the Platformatic DB peer (npm ci in bench/peers/platformatic, ~370 MB, a few minutes the first time)');
     await new Promise<void>((done, reject) => {
-      const child = spawn('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: PEER_DIR, stdio: 'inherit' });
+      // No install scripts: the only ones build better-sqlite3 and protobufjs, which a PostgreSQL peer never loads.
+      const child = spawn('npm', ['ci', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: PEER_DIR, stdio: 'inherit' });
       child.once('error', reject);
       child.once('exit', (code) => (code === 0 ? done() : reject(new Error(`npm ci in bench/peers/platformatic exited with ${code}`))));
     });

@@ -295,6 +295,9 @@ interface Context {
   baseline: Child;
   /** Platformatic DB on the big data set; undefined when the peer is skipped. */
   peer?: Child;
+  /** A connection that watches the bench databases' activity, and their names. */
+  monitor: pg.Client;
+  databases: string[];
   tokens: string[];
   /** The id of the user each token belongs to. */
   userIds: number[];
@@ -569,7 +572,26 @@ function countCacheHeader(cache: Sample['cache']) {
   };
 }
 
+/**
+ * Waits until no statement runs on the bench databases: a request the load
+ * generator gave up on at the end of a scenario (the peer's COUNT(*) takes
+ * seconds) keeps PostgreSQL busy, and would be counted against the next one.
+ */
+async function settle(ctx: Context): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const { rows } = await ctx.monitor.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = ANY($1) AND state = 'active' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`,
+      [ctx.databases],
+    );
+    if (rows[0]!.n === 0) return;
+    await sleep(50);
+  }
+}
+
 async function drive(s: Scenario<Context>, ctx: Context, seconds: number): Promise<Sample> {
+  await settle(ctx);
   const target = ctx[s.on];
   if (!target) throw new Error(`${s.id}: no ${s.on} running`);
   const cache = { hit: 0, miss: 0 };
@@ -619,7 +641,7 @@ async function one<T>(url: string, text: string, values: unknown[] = []): Promis
   }
 }
 
-async function scenarioContext(big: Dataset): Promise<Omit<Context, 'big' | 'bigUncached' | 'small' | 'baseline' | 'peer' | 'tokens' | 'userIds' | 'ownPosts'>> {
+async function scenarioContext(big: Dataset): Promise<Omit<Context, 'big' | 'bigUncached' | 'small' | 'baseline' | 'peer' | 'monitor' | 'databases' | 'tokens' | 'userIds' | 'ownPosts'>> {
   const popular = await one<{ id: number }>(big.url, 'SELECT id::int FROM posts ORDER BY comment_count DESC, id LIMIT 1');
   // The least prolific author who still has a 20th page (or the most prolific, on a small data set).
   const author = await one<{ id: number; posts: number }>(
@@ -745,6 +767,7 @@ async function main(): Promise<number> {
   const server = await benchServer(process.env.BENCH_DATABASE_URL || undefined, log);
   log(`database server: ${server.source}`);
   const children: Child[] = [];
+  const closers: (() => Promise<void>)[] = [];
   try {
     const peerInstall = WITH_PEER ? await installPeer() : { skipped: SMOKE ? 'skipped in a smoke run (--peer runs it)' : 'skipped (--no-peer)' };
     const size = (p: DataSize) => ({ users: p.users, posts: p.posts, comments: p.comments });
@@ -782,7 +805,12 @@ async function main(): Promise<number> {
     }
 
     const users = await logIn(bigService, big);
+    const monitor = new pg.Client({ connectionString: server.adminUrl });
+    await monitor.connect();
+    closers.push(() => monitor.end());
     const ctx: Context = {
+      monitor,
+      databases: [big.name, small.name],
       big: bigService,
       bigUncached,
       small: smallService,
@@ -880,6 +908,7 @@ async function main(): Promise<number> {
     console.log(summary.line);
     return summary.failedRequests > 0 ? 1 : 0;
   } finally {
+    for (const close of closers) await close().catch(() => undefined);
     for (const child of children.reverse()) await child.stop().catch(() => undefined);
     await server.stop();
   }

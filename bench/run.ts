@@ -6,19 +6,25 @@
  *      into a database of its own with the seed's bulk SQL, plus a 10 000-post
  *      one, reusing both when a previous run left them at the right size;
  *   3. runs `node dist/src/server.js` on each as a child process, and the bare
- *      Fastify baseline (the HTTP ceiling) as a third;
+ *      Fastify baseline (the HTTP ceiling) as a third; the peer, Platformatic
+ *      DB v3 on the million posts, with its own Node 22 (bench/peers/platformatic,
+ *      installed on first use);
  *   4. drives them with autocannon from this process (32 connections),
- *      scenario after scenario, interleaved over several rounds, and after
- *      each scenario runs pgbench with the service's own SQL for it (the
- *      database ceiling);
+ *      scenario after scenario, interleaved over several rounds, each right
+ *      after what it is compared with (the HTTP ceiling, its twin on the peer,
+ *      the same reads without background writes), and after each scenario runs
+ *      pgbench with the service's own SQL for it (the database ceiling);
  *   5. writes bench/RESULTS.md (between its markers, keeping the hand-written
  *      text around them): medians of req/s, p50/p99, CPU per request of the
  *      service process (/proc/<pid>/stat) and its peak RSS (VmHWM), as
- *      ratios to the ceilings measured in the same run, and the targets.
+ *      ratios to the ceilings and the peer measured in the same run, cache hit
+ *      rates (`X-Cache` answers), and the targets.
  *
- * `npm run bench -- --smoke`: a few thousand rows and one short round, for CI;
- * writes bench/out/ instead of RESULTS.md. Either mode exits non-zero if any
- * request errored or got a non-2xx answer, and prints a one-line summary.
+ * `npm run bench -- --smoke`: a few thousand rows and one short round, for CI,
+ * without the peer (`--peer` adds it); writes bench/out/ instead of RESULTS.md.
+ * Either mode exits non-zero if any request errored or got a non-2xx answer
+ * (or a background request another status than expected), and prints a
+ * one-line summary.
  * `--profile` also writes a V8 CPU profile of each service to bench/out/profiles/.
  * BENCH_DATABASE_URL: a PostgreSQL server to use (its maintenance database);
  * default: the local one on 127.0.0.1:5432 if it answers, else an embedded one.

@@ -126,6 +126,7 @@ interface ChildOptions {
   cwd?: string;
   /** GET answered 200 once it is ready. */
   readyPath: string;
+  readySeconds?: number;
 }
 
 async function startChild(
@@ -133,7 +134,7 @@ async function startChild(
   args: string[],
   env: Record<string, string>,
   port: number,
-  { command = process.execPath, cwd = ROOT, readyPath }: ChildOptions,
+  { command = process.execPath, cwd = ROOT, readyPath, readySeconds = 30 }: ChildOptions,
 ): Promise<Child> {
   await mkdir(OUT, { recursive: true });
   const errFd = openSync(join(OUT, `${name}.stderr.log`), 'w');
@@ -142,7 +143,7 @@ async function startChild(
   let exited = false;
   const exit = new Promise<void>((done) => child.once('exit', () => ((exited = true), done())));
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + readySeconds * 1000;
   for (;;) {
     if (exited) throw new Error(`${name} exited during start-up; see bench/out/${name}.stderr.log`);
     try {
@@ -151,7 +152,7 @@ async function startChild(
     } catch {
       // not listening yet
     }
-    if (Date.now() > deadline) throw new Error(`${name} did not become ready in 30 s`);
+    if (Date.now() > deadline) throw new Error(`${name} did not become ready in ${readySeconds} s; see bench/out/${name}.stderr.log`);
     await sleep(100);
   }
   return {
@@ -235,7 +236,8 @@ function startPeer(node: string, dataset: Dataset, port: number): Promise<Child>
     DATABASE_URL: dataset.url,
     PORT: String(port),
     PGOPTIONS: SESSION_OPTIONS,
-  }, port, { command: node, cwd: PEER_DIR, readyPath: '/posts?limit=1' });
+  // It loads some 400 modules and reads the schema first: 4–10 s here, more on a busy machine.
+  }, port, { command: node, cwd: PEER_DIR, readyPath: '/posts?limit=1', readySeconds: 90 });
 }
 
 const CLOCK_TICKS = (() => {

@@ -7,6 +7,10 @@ declare module 'autocannon' {
     body?: string;
     setupRequest?: (request: Request, context: Record<string, unknown>) => Request;
   }
+  /** One connection; 'headers' carries the raw response headers, names and values alternating. */
+  export interface Client {
+    on(event: 'headers', listener: (info: { statusCode: number; headers: (string | Buffer)[] }) => void): void;
+  }
   export interface Options {
     url: string;
     connections?: number;
@@ -15,6 +19,7 @@ declare module 'autocannon' {
     timeout?: number;
     headers?: Record<string, string>;
     requests?: Request[];
+    setupClient?: (client: Client) => void;
   }
   export interface Histogram {
     average: number;

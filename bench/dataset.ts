@@ -72,15 +72,26 @@ async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>)
   }
 }
 
-/** Removes what benchmark runs add (posts from POST /posts, tokens from log-ins) and refreshes visibility/statistics. */
+/**
+ * Removes what benchmark runs add (posts and comments from the write
+ * scenarios, the service's and the peer's; tokens from log-ins) and refreshes
+ * visibility/statistics. The seed numbers rows from 1, so added rows are those
+ * past the data set's size.
+ */
 export async function cleanUp(dataset: Dataset): Promise<void> {
   await withClient(dataset.url, async (c) => {
-    const { rowCount } = await c.query('DELETE FROM posts WHERE id > $1', [dataset.size.posts]);
+    // Comments first: their triggers give the posts their seeded comment counts back.
+    const comments = await c.query('DELETE FROM comments WHERE id > $1', [dataset.size.comments]);
+    await c.query('DELETE FROM deleted_comments WHERE id > $1', [dataset.size.comments]);
+    const posts = await c.query('DELETE FROM posts WHERE id > $1', [dataset.size.posts]);
     await c.query('DELETE FROM deleted_posts WHERE id > $1', [dataset.size.posts]);
     await c.query('DELETE FROM tokens');
     // Autovacuum may be off (it is on this machine's server): keep the
     // visibility map and statistics as a steady-state database has them.
-    if (rowCount) await c.query('VACUUM (ANALYZE) posts, deleted_posts, tokens, counters, users');
+    if (comments.rowCount || posts.rowCount) {
+      await c.query('SET statement_timeout = 0');
+      await c.query('VACUUM (ANALYZE) posts, comments, deleted_posts, deleted_comments, tokens, counters, users');
+    }
   });
 }
 
@@ -90,8 +101,8 @@ async function holdsExactly(url: string, size: DataSize): Promise<boolean> {
     if (!tables.rows[0]?.ok) return false;
     const { rows } = await c.query<{ users: string; posts: string; comments: string }>(
       `SELECT (SELECT count(*) FROM users) AS users, (SELECT count(*) FROM posts WHERE id <= $1) AS posts,
-        (SELECT count(*) FROM comments) AS comments`,
-      [size.posts],
+        (SELECT count(*) FROM comments WHERE id <= $2) AS comments`,
+      [size.posts, size.comments],
     );
     const r = rows[0]!;
     return Number(r.users) === size.users && Number(r.posts) === size.posts && Number(r.comments) === size.comments;

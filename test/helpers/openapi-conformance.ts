@@ -47,7 +47,7 @@ const CONTRACT_HEADERS = [
   'ratelimit', 'ratelimit-limit', 'ratelimit-policy', 'ratelimit-remaining', 'ratelimit-reset',
 ];
 const JSON_TYPE = 'application/json; charset=utf-8';
-const METHODS = ['get', 'put', 'post', 'delete', 'patch'] as const;
+type DocumentMethod = 'get' | 'put' | 'post' | 'delete' | 'patch';
 
 /** A JSON pointer (RFC 6901) to the member of the document the segments name. */
 const pointer = (...segments: string[]) => segments.map((s) => `/${s.replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
@@ -87,7 +87,7 @@ export class Conformance {
     const where = `${method} ${url} → ${res.statusCode} ${res.body.slice(0, 300)}`;
     const path = url.split('?')[0] ?? '/';
     const found = this.router.find('GET', path) as { store: { path: string } } | null;
-    const docMethod = (method === 'HEAD' ? 'get' : method.toLowerCase()) as (typeof METHODS)[number];
+    const docMethod = (method === 'HEAD' ? 'get' : method.toLowerCase()) as DocumentMethod;
     const operation = found ? this.doc.paths[found.store.path]?.[docMethod] : undefined;
     const status = String(res.statusCode);
 

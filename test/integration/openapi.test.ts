@@ -16,7 +16,6 @@ import { Conformance } from '../helpers/openapi-conformance.js';
 
 let t: TestApp;
 let ann: SignedUp;
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the document is plain JSON read by the tests
 let doc: any;
 beforeAll(async () => {
   t = await startTestApp();

@@ -139,7 +139,6 @@ it('finishes in-flight requests, refuses new connections, answers late requests 
 
   // A steady load on fresh connections, before, during and after the signal.
   let loading = true;
-  let refusedSince = Infinity;
   interface LoadOutcome {
     title?: string;
     startedAt: number;
@@ -166,7 +165,7 @@ it('finishes in-flight requests, refuses new connections, answers late requests 
 
   server.kill('SIGTERM');
   await waitUntil('new connections are refused', async () => !(await accepts(port)));
-  refusedSince = performance.now();
+  const refusedSince = performance.now();
   const refused = await request('GET', '/health/live').catch((error: NodeJS.ErrnoException) => error.code);
   expect(refused).toBe('ECONNREFUSED');
   // Still running: nothing in flight was cut off by the signal.

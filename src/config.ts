@@ -40,6 +40,11 @@ export const EnvSchema = Type.Object({
     default: 16,
     description: 'memory for cached answers of public post and comment reads, MiB; 0 = off',
   }),
+  RESPONSE_CACHE_MAX_AGE_MS: PositiveInt(
+    5_000,
+    3_600_000,
+    'oldest cached answer served, ms: bounds staleness should change notifications be lost',
+  ),
   EMBEDDED_PG_PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 54329 }),
 });
 export type Env = Static<typeof EnvSchema>;
@@ -93,6 +98,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     corsOrigins: e.CORS_ORIGINS === '' ? [] : e.CORS_ORIGINS.split(',').map((s) => s.trim()).filter(Boolean),
     pgPoolMax: e.PG_POOL_MAX,
     responseCacheBytes: e.RESPONSE_CACHE_MB * 1_048_576,
+    responseCacheMaxAgeMs: e.RESPONSE_CACHE_MAX_AGE_MS,
     embeddedPgPort: e.EMBEDDED_PG_PORT,
   };
 }

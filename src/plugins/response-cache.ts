@@ -1,41 +1,69 @@
 /**
- * A response cache for the public reads of posts and comments, kept exact by
- * invalidation rather than by expiry: no client ever reads data older than the
- * last write it could know about.
+ * A response cache for the public reads of posts and comments, correct first:
+ * a client never reads older data than it wrote, on any instance; nothing is
+ * served that a write committed more than RESPONSE_CACHE_MAX_AGE_MS ago (5 s by
+ * default) changed; a request that changed nothing evicts nothing.
  *
- * What is cached: the 200 answer (body, Content-Type, ETag, Link) of a GET to a
- * route with `config: { cached: true }`, keyed by the request URL. Those reads
- * are public and the same for every viewer. The hooks before it still run on a
- * hit (rate limit, authentication, request id, security headers, access log),
- * so a hit differs from a miss only in the work it skips: validation, SQL,
- * serialization. Requests with If-None-Match, and HEAD, always go through.
+ * What is cached: the 200 answer (body and its Content-Type, ETag, Link,
+ * Cache-Control) of a GET to a route with `config: { cached: true }`, keyed by
+ * the URL, in an LRU (lru-cache) whose byte budget counts bodies, URLs, headers
+ * and tags. Those reads are public and the same for every viewer. A URL is
+ * stored the second time it is missed ("seen twice" doorkeeper), so reads of
+ * one-off URLs (random ids, random cursors) cost what they cost without a
+ * cache. The hooks before it still run on a hit (rate limit, authentication,
+ * request id, security headers, access log); a hit answers If-None-Match
+ * with its ETag itself (304).
  *
- * Invalidation: every write to posts or comments empties the whole cache. Cheap,
- * and sufficient because reads vastly outnumber writes.
- * - Writes through this instance (scopes passed to `trackWrites`) empty it
- *   after their transaction and before their answer is sent, so no answer from
- *   before a write is served once that write has been acknowledged. Before
- *   that answer leaves, the write is also announced to the other instances: a
- *   NOTIFY on the channel they LISTEN on, sent on this instance's listening
- *   connection after the write committed. Sending it inside the write's own
- *   transaction would serialize all commits behind PostgreSQL's notification
- *   lock (pgbench: 691 instead of 1 286 creates/s); sent apart, with synchronous_commit
- *   off (it needs no durability), and shared by the writes that committed
- *   before it started, it costs one short round trip.
- * - Writes from outside the service (psql, a migration) are announced by
- *   statement triggers on posts and comments (migrations/*_change_notifications.sql).
- * - Another instance's write is visible here once its notification arrives,
- *   normally before that writer's client has its answer.
- * - A read that started before an invalidation is not stored (generation check),
- *   so a slow query cannot put back what a write removed.
- * - While the listening connection is down nothing is cached or served; it
- *   reconnects by itself and starts from an empty cache.
+ * Eviction by tags. An entry is tagged, from its route and body alone, with
+ * each item it shows (`posts/7`, `comments/9`), its list's scope (`posts`,
+ * `users/3/posts`, `posts/7/comments`, filters ignored), `<scope>#updated` when
+ * the list's order or membership depends on mutable fields (a sort on other
+ * than id/createdAt, an unknown filter), and the parents it lives under
+ * (`posts/7/*`). A write records what it changed with `request.changed(how,
+ * collection, resource)`, which turns into tags from the resource's id and its
+ * foreign keys (`authorId` names users, `postId` posts):
+ * - created/deleted: the item, its scopes (totals and pages change) and the
+ *   items it references (their counts change: a new comment evicts its post
+ *   and the lists showing that post, not other posts);
+ * - updated: the item and `<scope>#updated` of its scopes;
+ * - deleted also evicts everything under the item (`posts/7/*`: its comments).
+ * So a new resource or list is handled without code here.
+ *
+ * Only a committed change is announced: after the handler, for a 2xx (or a 5xx,
+ * whose commit may have happened) of a request that recorded changes. Rejected
+ * requests, idempotent replays and empty PATCHes record none.
+ *
+ * Announcement and read-your-writes: the writer evicts its own entries, then
+ * NOTIFYs the tags (a "fence" with a unique id; over 7 900 bytes it says `*`,
+ * flush all) on its listening connection and holds the answer until that
+ * notification comes back through PostgreSQL's queue. By then PostgreSQL has
+ * queued it for and signalled every listening instance, which applies it as
+ * soon as it reads its socket. The wait is bounded (1 s): past it the listener
+ * counts as stalled and the answer goes anyway. Notifications are batched:
+ * writes arriving while one is in flight share the next. Writes from outside the
+ * service are announced by statement triggers (migrations/*_change_notifications.sql)
+ * with an empty payload, which flushes everything.
+ *
+ * Bounded staleness whatever happens to notifications: entries expire after
+ * the max age; a heartbeat fence goes round every second, and hits are served
+ * only while the last fence that came back was sent less than 2 s ago. An
+ * instance whose listener is lost, stalled (no fence back within 1 s) or
+ * reconnecting serves from the database and stores nothing; it reconnects
+ * every second and starts empty. /health/ready reports this as `cache`.
+ * A read that started before an eviction of one of its tags is not stored.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import fp from 'fastify-plugin';
 import pg from 'pg';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import { LRUCache } from 'lru-cache';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CHANGES_CHANNEL } from '../db/pool.js';
+import { namesTag } from '../routes/conditional.js';
+
+export type ChangeKind = 'created' | 'updated' | 'deleted';
+/** on: hits served; bypassed: listener lost, stalled or reconnecting, reads go to the database; off: RESPONSE_CACHE_MB=0. */
+export type CacheState = 'on' | 'bypassed' | 'off';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -43,83 +71,237 @@ declare module 'fastify' {
     cached?: boolean;
   }
   interface FastifyRequest {
-    /** The cache generation a cacheable miss started in; null when its answer must not be stored. */
-    cacheGeneration: number | null;
+    /**
+     * Records that this request wrote `resource` (its representation: `id` and
+     * foreign keys such as `authorId`) of `collection` (`posts`): once it has
+     * answered 2xx, the entries showing it are evicted on every instance.
+     */
+    changed<R extends { id: number }>(how: ChangeKind, collection: string, resource: R): void;
+    cacheChanges: Set<string> | null;
+    /** The eviction count a storable miss started at; null when its answer must not be stored. */
+    cacheEpoch: number | null;
+    cacheTags: string[] | null;
   }
   interface FastifyInstance {
     responseCache: {
-      /** Marks every route of `scope` as a writer of cached data (posts, comments). */
-      trackWrites(scope: FastifyInstance): void;
-      /**
-       * Resolves once every change committed before the call has reached this
-       * instance's cache: a fence notification sent after them has come back.
-       */
+      /** Resolves once every change committed before the call has reached this instance (or the listener is down). */
       sync(): Promise<void>;
+      state(): CacheState;
     };
   }
 }
 
+const RECONNECT_DELAY_MS = 1_000;
+const HEARTBEAT_MS = 1_000;
+/** How long a fence (a write's announcement, a heartbeat) may take to come back. */
+const FENCE_TIMEOUT_MS = 1_000;
+/** Hits need a fence sent within this: a heartbeat is due every second and has a second to return. */
+const SURE_FOR_MS = HEARTBEAT_MS + FENCE_TIMEOUT_MS;
+/** NOTIFY payloads must stay under 8 000 bytes. */
+const MAX_PAYLOAD = 7_900;
+const FLUSH_ALL = '*';
+const KEPT_HEADERS = ['content-type', 'etag', 'link', 'cache-control'] as const;
 /** One answer larger than this share of the budget is not worth evicting the others for. */
 const MAX_ENTRY_SHARE = 8;
-const RECONNECT_DELAY_MS = 1_000;
-const KEPT_HEADERS = ['content-type', 'etag', 'link'] as const;
+/** Rough bookkeeping per tag (index sets, strings), counted against the budget. */
+const TAG_OVERHEAD = 64;
+/** Evictions remembered to decide whether a miss that started earlier may still be stored. */
+const RECENT_EVICTIONS = 256;
+const DOORKEEPER_SLOTS = 1 << 16;
+/** Foreign keys whose name is not their collection's singular. */
+const REFERENCES: Record<string, string> = { authorId: 'users' };
+/** Sort fields no write changes. */
+const IMMUTABLE_SORT = new Set(['id', 'createdAt']);
+/** Query parameters that only page through a list, or filter on something no write changes. */
+const STABLE_QUERY = new Set(['page', 'perPage', 'after', 'before', 'limit', 'author']);
+const UPDATED = '#updated';
+const NOTIFY = 'SELECT pg_notify($1, $2)';
 
 interface Entry {
-  /** Bytes, so a hit is neither encoded nor measured again. */
   body: Buffer;
   headers: Record<string, string>;
-  /** What it counts against the budget: body, key and headers (a URL, and so a Link, can be long: author=000…1). */
-  size: number;
+  tags: string[];
+}
+
+/** The collections a resource references, from its `xId` members. */
+function references(resource: object): [string, number][] {
+  const refs: [string, number][] = [];
+  for (const [key, value] of Object.entries(resource)) {
+    if (key.length > 2 && key.endsWith('Id') && typeof value === 'number') refs.push([REFERENCES[key] ?? `${key.slice(0, -2)}s`, value]);
+  }
+  return refs;
+}
+
+export function changeTags(how: ChangeKind, collection: string, resource: { id: number }): string[] {
+  const item = `${collection}/${resource.id}`;
+  const refs = references(resource);
+  const scopes = [collection, ...refs.map(([c, id]) => `${c}/${id}/${collection}`)];
+  if (how === 'updated') return [item, ...scopes.map((scope) => scope + UPDATED)];
+  const tags = [item, ...scopes, ...refs.map(([c, id]) => `${c}/${id}`)];
+  if (how === 'deleted') tags.push(`${item}/*`);
+  return tags;
+}
+
+interface RouteShape {
+  /** (collection, path parameter) pairs: /posts/:postId/comments → [posts, postId]. */
+  pairs: { collection: string; param: string }[];
+  /** The last segment is a parameter: one resource, not a list. */
+  single: boolean;
+  /** The collection its items belong to. */
+  collection: string;
+}
+
+function routeShape(url: string): RouteShape {
+  const segments = url.split('/').filter(Boolean);
+  const pairs: RouteShape['pairs'] = [];
+  segments.forEach((segment, i) => {
+    if (segment.startsWith(':') && i > 0) pairs.push({ collection: segments[i - 1]!, param: segment.slice(1) });
+  });
+  const single = segments.at(-1)?.startsWith(':') ?? false;
+  return { pairs, single, collection: (single ? segments.at(-2) : segments.at(-1)) ?? '' };
+}
+
+function entryTags(shape: RouteShape, params: Record<string, string>, query: Record<string, unknown>, body: unknown): string[] {
+  const tag = (pair: RouteShape['pairs'][number]) => `${pair.collection}/${Number(params[pair.param])}`;
+  const parents = shape.single ? shape.pairs.slice(0, -1) : shape.pairs;
+  const tags = parents.map((pair) => `${tag(pair)}/*`);
+  if (shape.single) {
+    tags.push(tag(shape.pairs.at(-1)!));
+    return tags;
+  }
+  const parent = parents.at(-1);
+  const scope = parent ? `${tag(parent)}/${shape.collection}` : shape.collection;
+  tags.push(scope);
+  const sort = typeof query.sort === 'string' ? query.sort.split(',').map((f) => f.replace(/^-/, '')) : [];
+  if (sort.some((f) => !IMMUTABLE_SORT.has(f)) || Object.keys(query).some((k) => k !== 'sort' && !STABLE_QUERY.has(k))) {
+    tags.push(scope + UPDATED);
+  }
+  const items = (body as { data?: { id?: unknown }[] }).data ?? [];
+  for (const item of items) tags.push(`${shape.collection}/${String(item.id)}`);
+  return tags;
+}
+
+/** FNV-1a: the doorkeeper's fingerprint of a URL, with no allocation. */
+function fingerprint(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return h >>> 0 || 1;
+}
+
+/** `promise`'s value, or false once `ms` have passed. */
+async function within(promise: Promise<boolean>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = setTimeout(resolve, ms, false)));
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export interface ResponseCacheOptions {
   connectionString: string;
-  /** Budget for the cached answers (bodies, URLs, headers), bytes; 0 turns the cache off. */
+  /** Budget for the cached answers (bodies, URLs, headers, tags), bytes; 0 turns the cache off. */
   maxBytes: number;
+  /** No entry is served older than this. */
+  maxAgeMs: number;
 }
 
 export default fp<ResponseCacheOptions>(
-  async (app, { connectionString, maxBytes }) => {
-    const entries = new Map<string, Entry>();
-    let size = 0;
-    let generation = 0;
+  async (app, { connectionString, maxBytes, maxAgeMs }) => {
+    const enabled = maxBytes > 0;
+    const instance = randomBytes(6).toString('base64url');
+    let seq = 0;
+
+    // --- the store and its tag index ---
+    const byTag = new Map<string, Set<string>>();
+    let clearing = false;
+    const entries = new LRUCache<string, Entry>({
+      maxSize: Math.max(maxBytes, 1),
+      maxEntrySize: Math.max(Math.floor(maxBytes / MAX_ENTRY_SHARE), 1),
+      sizeCalculation: (entry, key) => {
+        let size = entry.body.length + key.length;
+        for (const value of Object.values(entry.headers)) size += value.length;
+        for (const tag of entry.tags) size += tag.length + TAG_OVERHEAD;
+        return size;
+      },
+      ttl: maxAgeMs,
+      dispose: (entry, key) => {
+        if (clearing) return;
+        for (const tag of entry.tags) {
+          const keys = byTag.get(tag);
+          keys?.delete(key);
+          if (keys?.size === 0) byTag.delete(tag);
+        }
+      },
+    });
+    const doorkeeper = new Uint32Array(DOORKEEPER_SLOTS);
+    /** Whether this URL was missed recently before (then it is worth storing). */
+    const seenBefore = (url: string) => {
+      const h = fingerprint(url);
+      const slot = h & (DOORKEEPER_SLOTS - 1);
+      if (doorkeeper[slot] === h) return true;
+      doorkeeper[slot] = h;
+      return false;
+    };
+
+    let epoch = 0;
+    const recent: { epoch: number; tags: Set<string> | null }[] = [];
+    function evict(tags: Iterable<string> | null): void {
+      epoch += 1;
+      const set = tags === null ? null : new Set(tags);
+      recent.push({ epoch, tags: set });
+      if (recent.length > RECENT_EVICTIONS) recent.shift();
+      if (set === null || set.has(FLUSH_ALL)) {
+        clearing = true;
+        entries.clear();
+        clearing = false;
+        byTag.clear();
+        return;
+      }
+      for (const tag of set) {
+        const keys = byTag.get(tag);
+        if (keys) for (const key of [...keys]) entries.delete(key);
+      }
+    }
+    /** Whether an eviction since `since` may have touched an answer with these tags. */
+    function evictedSince(since: number, tags: string[]): boolean {
+      if (since === epoch) return false;
+      const oldest = recent[0];
+      if (!oldest || oldest.epoch > since + 1) return true;
+      for (const eviction of recent) {
+        if (eviction.epoch <= since) continue;
+        if (eviction.tags === null || eviction.tags.has(FLUSH_ALL) || tags.some((tag) => eviction.tags!.has(tag))) return true;
+      }
+      return false;
+    }
+
+    // --- the listening connection ---
+    let listener: pg.Client | undefined;
     let listening = false;
     let closing = false;
-    let listener: pg.Client | undefined;
     let retry: NodeJS.Timeout | undefined;
-    /** sync() calls waiting for their fence notification, by payload. */
-    const fences = new Map<string, () => void>();
+    /** performance.now() when the last fence that came back was sent: every change committed before it has been heard. */
+    let sureAt = -Infinity;
+    /** Fences in flight, by id: resolved true when the notification came back, false when it never will. */
+    const fences = new Map<string, (back: boolean) => void>();
     const releaseFences = () => {
-      for (const release of fences.values()) release();
+      for (const release of fences.values()) release(false);
       fences.clear();
     };
+    const healthy = () => listening && performance.now() - sureAt < SURE_FOR_MS;
 
-    const invalidate = () => {
-      generation += 1;
-      entries.clear();
-      size = 0;
-    };
-
-    function store(key: string, payload: string, reply: FastifyReply): void {
-      const body = Buffer.from(payload);
-      const headers: Record<string, string> = {};
-      let entrySize = body.length + key.length;
-      for (const name of KEPT_HEADERS) {
-        const value = reply.getHeader(name);
-        if (typeof value !== 'string') continue;
-        headers[name] = value;
-        entrySize += value.length;
-      }
-      if (entrySize > maxBytes / MAX_ENTRY_SHARE) return;
-      const entry = { body, headers, size: entrySize };
-      entries.set(key, entry);
-      size += entry.size;
-      // Map order is insertion order: the oldest entries go first.
-      for (const [oldest, { size: freed }] of entries) {
-        if (size <= maxBytes) break;
-        entries.delete(oldest);
-        size -= freed;
-      }
+    function drop(client: pg.Client, why: string): void {
+      if (client !== listener) return;
+      listener = undefined;
+      if (listening && !closing) app.log.warn(`response cache ${why}: serving from the database until it listens again`);
+      listening = false;
+      evict(null);
+      releaseFences();
+      // end() waits for the server, which a stalled connection never answers.
+      (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+      client.end().catch(() => undefined);
+      if (!closing) retry = setTimeout(() => void listen(), RECONNECT_DELAY_MS);
     }
 
     async function listen(): Promise<void> {
@@ -128,138 +310,191 @@ export default fp<ResponseCacheOptions>(
         application_name: 'posts-api-cache',
         connectionTimeoutMillis: 3_000,
         keepAlive: true,
-        // Its only writes are announcements (publish()): they need no durability.
+        // Its only writes are announcements: they need no durability.
         options: '-c synchronous_commit=off',
       });
-      let lost = false;
-      const onLost = () => {
-        if (lost) return;
-        lost = true;
-        listening = false;
-        invalidate();
-        // Nothing is served from the cache until it listens again: nothing to wait for.
-        releaseFences();
-        client.end().catch(() => undefined);
-        if (!closing) retry = setTimeout(() => void listen(), RECONNECT_DELAY_MS);
-      };
-      client.on('error', onLost);
-      client.on('end', onLost);
-      client.on('notification', ({ processId, payload }) => {
-        // Our own announcements: this cache was emptied before they were sent.
-        if (processId === (client as unknown as { processID: number | null }).processID) return;
-        invalidate();
-        if (payload) fences.get(payload)?.();
+      listener = client;
+      client.on('error', () => drop(client, 'listener lost'));
+      client.on('end', () => drop(client, 'listener lost'));
+      client.on('notification', ({ payload = '' }) => {
+        const space = payload.indexOf(' ');
+        const fence = space === -1 ? payload : payload.slice(0, space);
+        const back = fences.get(fence);
+        // Our own fences: their tags were evicted here before they were sent.
+        if (back) return back(true);
+        if (payload === '') evict(null);
+        else if (space !== -1) evict(payload.slice(space + 1).split(' '));
       });
       try {
         await client.connect();
         await client.query(`LISTEN ${CHANGES_CHANNEL}`);
       } catch {
-        onLost();
+        drop(client, 'listener could not connect');
         return;
       }
-      if (closing) {
+      if (closing || client !== listener) {
         await client.end().catch(() => undefined);
         return;
       }
-      listener = client;
       // Whatever happened while nobody listened is unknown: start empty.
-      invalidate();
+      evict(null);
+      sureAt = performance.now();
       listening = true;
     }
 
-    const announce = async () => {
-      try {
-        await (listening && listener ? listener : app.db).query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, '']);
-      } catch (error) {
-        // The write has committed; its answer must not fail. Instances whose
-        // listener is cut off by the same outage serve nothing from their caches.
-        app.log.warn({ err: error }, 'could not announce a change to the other instances');
+    /** NOTIFYs `tags` and waits (bounded) until it is back on our listener, or merely sent when we do not listen. */
+    async function sendFence(tags: Set<string>): Promise<void> {
+      const id = `${instance}.${++seq}`;
+      let payload = tags.size ? `${id} ${[...tags].join(' ')}` : id;
+      if (Buffer.byteLength(payload) > MAX_PAYLOAD) payload = `${id} ${FLUSH_ALL}`;
+      const client = listening ? listener : undefined;
+      if (!client) {
+        if (tags.size === 0) return;
+        const sent = app.db.query(NOTIFY, [CHANGES_CHANNEL, payload]).then(
+          () => true,
+          (error: unknown) => {
+            // The write has committed; its answer must not fail. Instances whose
+            // listener is cut off by the same outage serve nothing from their caches.
+            app.log.warn({ err: error }, 'could not announce a change to the other instances');
+            return true;
+          },
+        );
+        if (!(await within(sent, FENCE_TIMEOUT_MS))) app.log.warn('announcing a change timed out');
+        return;
       }
-    };
-    /**
-     * Announces the writes committed so far. One NOTIFY is in flight at a time;
-     * a caller arriving meanwhile needs one that starts after its commit, and
-     * every caller arriving during the same flight shares that next one.
-     */
-    let inFlight: Promise<void> | null = null;
-    let queued: Promise<void> | null = null;
-    const publish = (): Promise<void> => {
-      if (!inFlight) {
-        inFlight = announce().finally(() => {
-          inFlight = null;
-        });
-        return inFlight;
-      }
-      queued ??= inFlight.then(() => {
-        queued = null;
-        return publish();
-      });
-      return queued;
-    };
+      const sentAt = performance.now();
+      const back = new Promise<boolean>((resolve) => fences.set(id, resolve));
+      client.query(NOTIFY, [CHANGES_CHANNEL, payload]).catch(() => fences.get(id)?.(false));
+      const arrived = await within(back, FENCE_TIMEOUT_MS);
+      fences.delete(id);
+      if (arrived) sureAt = Math.max(sureAt, sentAt);
+      else drop(client, 'listener stalled');
+    }
 
-    app.decorateRequest('cacheGeneration', null);
+    /**
+     * One fence in flight at a time; tags arriving meanwhile need one sent after
+     * their commit, and all of them share the next.
+     */
+    let next: { tags: Set<string>; done: Promise<void>; resolve: () => void } | null = null;
+    let flying = false;
+    async function drain(): Promise<void> {
+      flying = true;
+      while (next) {
+        const batch = next;
+        next = null;
+        await sendFence(batch.tags);
+        batch.resolve();
+      }
+      flying = false;
+    }
+    function publish(tags: Iterable<string>): Promise<void> {
+      if (!next) {
+        let resolve!: () => void;
+        const done = new Promise<void>((r) => (resolve = r));
+        next = { tags: new Set(), done, resolve };
+      }
+      for (const tag of tags) next.tags.add(tag);
+      const { done } = next;
+      if (!flying) void drain();
+      return done;
+    }
+
+    app.decorateRequest('cacheChanges', null);
+    app.decorateRequest('cacheEpoch', null);
+    app.decorateRequest('cacheTags', null);
+    app.decorateRequest('changed', function (this: FastifyRequest, how: ChangeKind, collection: string, resource: { id: number }) {
+      this.cacheChanges ??= new Set();
+      for (const tag of changeTags(how, collection, resource)) this.cacheChanges.add(tag);
+    });
     app.decorate('responseCache', {
-      trackWrites(scope: FastifyInstance) {
-        // Also with this instance's cache off: the others' may be on.
-        // After the handler (its transaction has committed) and before the
-        // answer leaves: once a client has its answer, no cache holds what was
-        // before. Failed writes count too, which is merely wasteful.
-        scope.addHook('onSend', async (_request, _reply, payload) => {
-          invalidate();
-          await publish();
-          return payload;
-        });
-      },
-      async sync() {
-        if (!listening) return;
-        const fence = randomUUID();
-        const arrived = new Promise<void>((resolve) => fences.set(fence, resolve));
-        try {
-          await app.db.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, fence]);
-          await arrived;
-        } finally {
-          fences.delete(fence);
-        }
-      },
+      sync: () => (listening ? publish([]) : Promise.resolve()),
+      state: (): CacheState => (!enabled ? 'off' : healthy() ? 'on' : 'bypassed'),
     });
 
-    if (maxBytes === 0) return;
+    // Announce committed changes (also with this instance's cache off: the others' may be on).
+    // A 5xx after changes were recorded may follow a commit whose answer was lost: announce it too.
+    app.addHook('onSend', (request, reply, payload, done) => {
+      const changes = request.cacheChanges;
+      const status = reply.statusCode;
+      if (changes === null || (status >= 300 && status < 500)) return done(null, payload);
+      if (enabled) evict(changes);
+      void publish(changes).then(() => done(null, payload));
+    });
+
+    if (!enabled) return;
+
+    const shapes = new Map<string, RouteShape>();
+    const shapeOf = (url: string) => {
+      let shape = shapes.get(url);
+      if (!shape) shapes.set(url, (shape = routeShape(url)));
+      return shape;
+    };
 
     app.addHook('onRequest', (request, reply, done) => {
-      if (request.method !== 'GET' || !request.routeOptions.config.cached || request.headers['if-none-match'] !== undefined || !listening) {
-        done();
-        return;
-      }
+      if (request.method !== 'GET' || !request.routeOptions.config.cached || !healthy()) return done();
       const entry = entries.get(request.url);
-      if (entry) {
-        reply.headers(entry.headers).send(entry.body);
+      if (!entry) {
+        if (seenBefore(request.url)) request.cacheEpoch = epoch;
+        return done();
+      }
+      const condition = request.headers['if-none-match'];
+      const etag = entry.headers.etag;
+      if (condition !== undefined && etag !== undefined && namesTag(condition, etag)) {
+        const { 'content-type': _none, ...headers } = entry.headers;
+        reply.code(304).headers(headers).send();
         return;
       }
-      request.cacheGeneration = generation;
-      done();
+      reply.headers(entry.headers).send(entry.body);
     });
 
-    app.addHook('onSend', (request, reply, payload, done) => {
-      if (
-        request.cacheGeneration === generation &&
-        reply.statusCode === 200 &&
-        typeof payload === 'string' &&
-        listening
-      ) {
-        store(request.url, payload, reply);
+    app.addHook('preSerialization', (request: FastifyRequest, reply: FastifyReply, payload: unknown, done) => {
+      if (request.cacheEpoch !== null && reply.statusCode === 200 && payload !== null && typeof payload === 'object') {
+        const params = request.params as Record<string, string>;
+        const query = request.query as Record<string, unknown>;
+        request.cacheTags = entryTags(shapeOf(request.routeOptions.url ?? ''), params, query, payload);
       }
       done(null, payload);
     });
 
+    app.addHook('onSend', (request, reply, payload, done) => {
+      const tags = request.cacheTags;
+      if (tags !== null && request.cacheEpoch !== null && reply.statusCode === 200 && typeof payload === 'string' && healthy()) {
+        if (!evictedSince(request.cacheEpoch, tags)) {
+          const headers: Record<string, string> = {};
+          for (const name of KEPT_HEADERS) {
+            const value = reply.getHeader(name);
+            if (typeof value === 'string') headers[name] = value;
+          }
+          const entry = { body: Buffer.from(payload), headers, tags };
+          if (entries.set(request.url, entry).has(request.url)) {
+            for (const tag of tags) {
+              let keys = byTag.get(tag);
+              if (!keys) byTag.set(tag, (keys = new Set()));
+              keys.add(request.url);
+            }
+          }
+        }
+      }
+      done(null, payload);
+    });
+
+    const heartbeat = setInterval(() => {
+      if (listening && !flying) void publish([]);
+    }, HEARTBEAT_MS);
+    heartbeat.unref();
+
     app.addHook('onClose', async () => {
       closing = true;
+      clearInterval(heartbeat);
       clearTimeout(retry);
       listening = false;
       releaseFences();
-      await listener?.end().catch(() => undefined);
+      const client = listener;
+      listener = undefined;
+      await client?.end().catch(() => undefined);
     });
 
     await listen();
   },
-  { name: 'response-cache', dependencies: ['db', 'auth', 'rate-limit'] },
+  { name: 'response-cache', dependencies: ['db', 'auth', 'rate-limit', 'http-caching'] },
 );

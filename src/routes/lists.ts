@@ -56,7 +56,10 @@ export type ListEnvelope<T> =
 function serializeAs(reply: FastifyReply, title: 'OffsetPage' | 'CursorPage'): void {
   const response = reply.request.routeOptions.schema?.response as Record<string, { anyOf?: { title?: string }[] }> | undefined;
   const branch = response?.['200']?.anyOf?.find((schema) => schema.title === title);
-  if (branch) reply.serializer(reply.compileSerializationSchema(branch, '200'));
+  if (!branch) return;
+  reply.serializer(reply.compileSerializationSchema(branch, '200'));
+  // Fastify sets no Content-Type for an answer from a custom serializer.
+  reply.type('application/json; charset=utf-8');
 }
 
 export function listResponse<T>(

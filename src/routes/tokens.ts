@@ -8,6 +8,7 @@ import { usersRepository } from '../repositories/users.js';
 import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
 import { listResponse, pageRequest, sortOf } from './lists.js';
+import { PRIVATE } from '../plugins/http-caching.js';
 
 const secured = [{ bearerAuth: [] }];
 
@@ -18,7 +19,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
   app.post(
     '/tokens',
     {
-      config: { authRateLimit: true },
+      config: { authRateLimit: true, cacheControl: PRIVATE },
       schema: {
         tags: ['tokens'],
         summary: 'Log in: exchange e-mail and password for a bearer token',
@@ -48,6 +49,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
     r.get(
       '/tokens',
       {
+        config: { cacheControl: PRIVATE },
         schema: {
           tags: ['tokens'],
           summary: 'List own live tokens (never their secrets)',

@@ -97,6 +97,8 @@ const HEARTBEAT_MS = 1_000;
 const FENCE_TIMEOUT_MS = 1_000;
 /** Hits need a fence sent within this: a heartbeat is due every second and has a second to return. */
 const SURE_FOR_MS = HEARTBEAT_MS + FENCE_TIMEOUT_MS;
+/** A peer not heard from for this long (heartbeats come every second) is no longer waited for. */
+const PEER_TTL_MS = 2_500;
 /** NOTIFY payloads must stay under 8 000 bytes. */
 const MAX_PAYLOAD = 7_900;
 const FLUSH_ALL = '*';
@@ -187,6 +189,9 @@ function fingerprint(text: string): number {
   for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
   return h >>> 0 || 1;
 }
+
+/** Closes a client's socket at once, without waiting for the server. */
+const destroy = (client: pg.Client) => (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
 
 /** `promise`'s value, or false once `ms` have passed. */
 async function within(promise: Promise<boolean>, ms: number): Promise<boolean> {
@@ -283,13 +288,58 @@ export default fp<ResponseCacheOptions>(
     let retry: NodeJS.Timeout | undefined;
     /** performance.now() when the last fence that came back was sent: every change committed before it has been heard. */
     let sureAt = -Infinity;
-    /** Fences in flight, by id: resolved true when the notification came back, false when it never will. */
-    const fences = new Map<string, (back: boolean) => void>();
+    interface Fence {
+      sentAt: number;
+      /** This instance (its own notification has not come back) and the peers that have not confirmed it. */
+      awaiting: Set<string>;
+      done(confirmed: boolean): void;
+    }
+    const fences = new Map<string, Fence>();
     const releaseFences = () => {
-      for (const release of fences.values()) release(false);
+      for (const fence of fences.values()) fence.done(false);
       fences.clear();
     };
+    /** Other caching instances, by id: when their last notification (a heartbeat at least) arrived. */
+    const peers = new Map<string, number>();
+    const livePeers = () => {
+      const now = performance.now();
+      for (const [peer, seen] of peers) if (now - seen > PEER_TTL_MS) peers.delete(peer);
+      return peers.keys();
+    };
     const healthy = () => listening && performance.now() - sureAt < SURE_FOR_MS;
+
+    function confirmed(id: string, by: string): void {
+      const fence = fences.get(id);
+      if (!fence) return;
+      if (by === instance) sureAt = Math.max(sureAt, fence.sentAt);
+      fence.awaiting.delete(by);
+      if (fence.awaiting.size === 0) fence.done(true);
+    }
+
+    /**
+     * Payloads: `<fence>` (heartbeat), `<fence> <tag>…` (changes; `*` flushes
+     * all), `<fence> @<fence>` (a peer confirms it has evicted what that fence
+     * named), `<fence> @bye` (a peer stops), `` (a trigger: flush all). A fence
+     * id is `<instance>.<sequence>`.
+     */
+    function onNotification(client: pg.Client, payload: string): void {
+      if (payload === '') return evict(null);
+      const [id = '', ...tags] = payload.split(' ');
+      const sender = id.slice(0, id.indexOf('.'));
+      // Our own fences: their tags were evicted here before they were sent.
+      if (sender === instance) return confirmed(id, instance);
+      peers.set(sender, performance.now());
+      const first = tags[0];
+      if (first === undefined) return;
+      if (first === '@bye') {
+        peers.delete(sender);
+      } else if (first.startsWith('@')) {
+        confirmed(first.slice(1), sender);
+      } else {
+        evict(tags);
+        client.query(NOTIFY, [CHANGES_CHANNEL, `${instance}.${++seq} @${id}`]).catch(() => undefined);
+      }
+    }
 
     function drop(client: pg.Client, why: string): void {
       if (client !== listener) return;
@@ -299,7 +349,7 @@ export default fp<ResponseCacheOptions>(
       evict(null);
       releaseFences();
       // end() waits for the server, which a stalled connection never answers.
-      (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+      destroy(client);
       client.end().catch(() => undefined);
       if (!closing) retry = setTimeout(() => void listen(), RECONNECT_DELAY_MS);
     }
@@ -316,15 +366,7 @@ export default fp<ResponseCacheOptions>(
       listener = client;
       client.on('error', () => drop(client, 'listener lost'));
       client.on('end', () => drop(client, 'listener lost'));
-      client.on('notification', ({ payload = '' }) => {
-        const space = payload.indexOf(' ');
-        const fence = space === -1 ? payload : payload.slice(0, space);
-        const back = fences.get(fence);
-        // Our own fences: their tags were evicted here before they were sent.
-        if (back) return back(true);
-        if (payload === '') evict(null);
-        else if (space !== -1) evict(payload.slice(space + 1).split(' '));
-      });
+      client.on('notification', ({ payload = '' }) => onNotification(client, payload));
       try {
         await client.connect();
         await client.query(`LISTEN ${CHANGES_CHANNEL}`);
@@ -340,9 +382,15 @@ export default fp<ResponseCacheOptions>(
       evict(null);
       sureAt = performance.now();
       listening = true;
+      // Let the other instances know at once that they have one more to wait for.
+      void publish([]);
     }
 
-    /** NOTIFYs `tags` and waits (bounded) until it is back on our listener, or merely sent when we do not listen. */
+    /**
+     * NOTIFYs `tags` and waits, a second at most, until the notification is back
+     * on this instance's listener and every live peer has confirmed it (for
+     * changes), or merely until it is sent when this instance does not listen.
+     */
     async function sendFence(tags: Set<string>): Promise<void> {
       const id = `${instance}.${++seq}`;
       let payload = tags.size ? `${id} ${[...tags].join(' ')}` : id;
@@ -362,13 +410,14 @@ export default fp<ResponseCacheOptions>(
         if (!(await within(sent, FENCE_TIMEOUT_MS))) app.log.warn('announcing a change timed out');
         return;
       }
-      const sentAt = performance.now();
-      const back = new Promise<boolean>((resolve) => fences.set(id, resolve));
-      client.query(NOTIFY, [CHANGES_CHANNEL, payload]).catch(() => fences.get(id)?.(false));
-      const arrived = await within(back, FENCE_TIMEOUT_MS);
+      const awaiting = new Set([instance, ...(tags.size ? livePeers() : [])]);
+      const back = new Promise<boolean>((done) => fences.set(id, { sentAt: performance.now(), awaiting, done }));
+      client.query(NOTIFY, [CHANGES_CHANNEL, payload]).catch(() => fences.get(id)?.done(false));
+      const complete = await within(back, FENCE_TIMEOUT_MS);
       fences.delete(id);
-      if (arrived) sureAt = Math.max(sureAt, sentAt);
-      else drop(client, 'listener stalled');
+      if (complete) return;
+      if (awaiting.has(instance)) drop(client, 'listener stalled');
+      else app.log.warn({ peers: [...awaiting] }, 'instances did not confirm a change in time; they may serve it stale until their max age');
     }
 
     /**
@@ -491,7 +540,12 @@ export default fp<ResponseCacheOptions>(
       releaseFences();
       const client = listener;
       listener = undefined;
-      await client?.end().catch(() => undefined);
+      if (!client) return;
+      // Bounded: a stalled connection answers neither.
+      const bye = client.query(NOTIFY, [CHANGES_CHANNEL, `${instance}.${++seq} @bye`]).then(() => client.end());
+      if (!(await within(bye.then(() => true, () => true), FENCE_TIMEOUT_MS))) {
+        destroy(client);
+      }
     });
 
     await listen();

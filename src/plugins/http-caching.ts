@@ -45,7 +45,8 @@ export default fp(
         const condition = request.headers['if-none-match'];
         if (condition !== undefined && namesTag(condition, tag)) {
           reply.code(304).removeHeader('content-type');
-          return done(null, null);
+          // HEAD: Fastify's own hook then drops the body, keeping its length (allowed on a 304).
+          return done(null, request.method === 'HEAD' ? payload : null);
         }
       }
       done(null, payload);

@@ -34,15 +34,19 @@
  * requests, idempotent replays and empty PATCHes record none.
  *
  * Announcement and read-your-writes: the writer evicts its own entries, then
- * NOTIFYs the tags (a "fence" with a unique id; over 7 900 bytes it says `*`,
- * flush all) on its listening connection and holds the answer until that
- * notification comes back through PostgreSQL's queue. By then PostgreSQL has
- * queued it for and signalled every listening instance, which applies it as
- * soon as it reads its socket. The wait is bounded (1 s): past it the listener
- * counts as stalled and the answer goes anyway. Notifications are batched:
- * writes arriving while one is in flight share the next. Writes from outside the
- * service are announced by statement triggers (migrations/*_change_notifications.sql)
- * with an empty payload, which flushes everything.
+ * NOTIFYs the tags (with a unique "fence" id; over 7 900 bytes it says `*`,
+ * flush all) on its listening connection, and holds the answer until that
+ * notification has come back to it and every live peer (an instance heard
+ * from within 2.5 s; heartbeats come every second) has confirmed it with a
+ * NOTIFY of its own, sent once it has evicted. Merely having our own
+ * notification back is not enough: another instance's backend or event loop
+ * may lag (3 stale reads in 60 in the two-instance test). The wait is bounded
+ * (1 s): past it the answer goes anyway, and our listener counts as stalled if
+ * it was ours that did not come back. Writes arriving while a fence is in
+ * flight share the next one. Writes from outside the service are announced by
+ * statement triggers (migrations/*_change_notifications.sql) with an empty
+ * payload, which flushes everything. An instance with the cache off announces
+ * through its pool and waits for no one.
  *
  * Bounded staleness whatever happens to notifications: entries expire after
  * the max age; a heartbeat fence goes round every second, and hits are served
@@ -144,7 +148,13 @@ export function changeTags(how: ChangeKind, collection: string, resource: { id: 
   return tags;
 }
 
-interface RouteShape {
+/** A fence's NOTIFY payload: its id and tags, or `*` (flush all) when they would not fit. */
+export function fencePayload(id: string, tags: Set<string>): string {
+  const payload = tags.size ? `${id} ${[...tags].join(' ')}` : id;
+  return Buffer.byteLength(payload) > MAX_PAYLOAD ? `${id} ${FLUSH_ALL}` : payload;
+}
+
+export interface RouteShape {
   /** (collection, path parameter) pairs: /posts/:postId/comments → [posts, postId]. */
   pairs: { collection: string; param: string }[];
   /** The last segment is a parameter: one resource, not a list. */
@@ -153,7 +163,7 @@ interface RouteShape {
   collection: string;
 }
 
-function routeShape(url: string): RouteShape {
+export function routeShape(url: string): RouteShape {
   const segments = url.split('/').filter(Boolean);
   const pairs: RouteShape['pairs'] = [];
   segments.forEach((segment, i) => {
@@ -163,7 +173,7 @@ function routeShape(url: string): RouteShape {
   return { pairs, single, collection: (single ? segments.at(-2) : segments.at(-1)) ?? '' };
 }
 
-function entryTags(shape: RouteShape, params: Record<string, string>, query: Record<string, unknown>, body: unknown): string[] {
+export function entryTags(shape: RouteShape, params: Record<string, string>, query: Record<string, unknown>, body: unknown): string[] {
   const tag = (pair: RouteShape['pairs'][number]) => `${pair.collection}/${Number(params[pair.param])}`;
   const parents = shape.single ? shape.pairs.slice(0, -1) : shape.pairs;
   const tags = parents.map((pair) => `${tag(pair)}/*`);
@@ -393,8 +403,7 @@ export default fp<ResponseCacheOptions>(
      */
     async function sendFence(tags: Set<string>): Promise<void> {
       const id = `${instance}.${++seq}`;
-      let payload = tags.size ? `${id} ${[...tags].join(' ')}` : id;
-      if (Buffer.byteLength(payload) > MAX_PAYLOAD) payload = `${id} ${FLUSH_ALL}`;
+      const payload = fencePayload(id, tags);
       const client = listening ? listener : undefined;
       if (!client) {
         if (tags.size === 0) return;

@@ -338,12 +338,15 @@ export default fp<ResponseCacheOptions>(
       const sender = id.slice(0, id.indexOf('.'));
       // Our own fences: their tags were evicted here before they were sent.
       if (sender === instance) return confirmed(id, instance);
-      peers.set(sender, performance.now());
       const first = tags[0];
-      if (first === undefined) return;
-      if (first === '@bye') {
+      // Peers are the instances that listen: they send heartbeats and confirmations, while an
+      // instance with the cache off (or its listener down) announces through its pool and confirms nothing.
+      if (first === undefined) {
+        peers.set(sender, performance.now());
+      } else if (first === '@bye') {
         peers.delete(sender);
       } else if (first.startsWith('@')) {
+        peers.set(sender, performance.now());
         confirmed(first.slice(1), sender);
       } else {
         evict(tags);

@@ -14,20 +14,11 @@
  * request id, security headers, access log); a hit answers If-None-Match
  * with its ETag itself (304).
  *
- * Eviction by tags. An entry is tagged, from its route and body alone, with
- * each item it shows (`posts/7`, `comments/9`), its list's scope (`posts`,
- * `users/3/posts`, `posts/7/comments`, filters ignored), `<scope>#updated` when
- * the list's order or membership depends on mutable fields (a sort on other
- * than id/createdAt, an unknown filter), and the parents it lives under
- * (`posts/7/*`). A write records what it changed with `request.changed(how,
- * collection, resource)`, which turns into tags from the resource's id and its
- * foreign keys (`authorId` names users, `postId` posts):
- * - created/deleted: the item, its scopes (totals and pages change) and the
- *   items it references (their counts change: a new comment evicts its post
- *   and the lists showing that post, not other posts);
- * - updated: the item and `<scope>#updated` of its scopes;
- * - deleted also evicts everything under the item (`posts/7/*`: its comments).
- * So a new resource or list is handled without code here.
+ * Eviction by tags (src/routes/cache-tags.ts): an entry is tagged with what
+ * it shows, derived from its route and body; a write records what it changed
+ * with `request.changed(how, collection, resource)`; a change evicts the
+ * entries sharing one of its tags. A new comment evicts its post and the lists
+ * showing that post, not other posts. A new resource or list needs no code here.
  *
  * Only a committed change is announced: after the handler, for a 2xx (or a 5xx,
  * whose commit may have happened) of a request that recorded changes. Rejected
@@ -64,8 +55,8 @@ import { LRUCache } from 'lru-cache';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CHANGES_CHANNEL } from '../db/pool.js';
 import { namesTag } from '../routes/conditional.js';
+import { changeTags, entryTags, routeShape, type ChangeKind, type RouteShape } from '../routes/cache-tags.js';
 
-export type ChangeKind = 'created' | 'updated' | 'deleted';
 /** on: hits served; bypassed: listener lost, stalled or reconnecting, reads go to the database; off: RESPONSE_CACHE_MB=0. */
 export type CacheState = 'on' | 'bypassed' | 'off';
 
@@ -114,13 +105,6 @@ const TAG_OVERHEAD = 64;
 /** Evictions remembered to decide whether a miss that started earlier may still be stored. */
 const RECENT_EVICTIONS = 256;
 const DOORKEEPER_SLOTS = 1 << 16;
-/** Foreign keys whose name is not their collection's singular. */
-const REFERENCES: Record<string, string> = { authorId: 'users' };
-/** Sort fields no write changes. */
-const IMMUTABLE_SORT = new Set(['id', 'createdAt']);
-/** Query parameters that only page through a list, or filter on something no write changes. */
-const STABLE_QUERY = new Set(['page', 'perPage', 'after', 'before', 'limit', 'author']);
-const UPDATED = '#updated';
 const NOTIFY = 'SELECT pg_notify($1, $2)';
 
 interface Entry {
@@ -129,68 +113,10 @@ interface Entry {
   tags: string[];
 }
 
-/** The collections a resource references, from its `xId` members. */
-function references(resource: object): [string, number][] {
-  const refs: [string, number][] = [];
-  for (const [key, value] of Object.entries(resource)) {
-    if (key.length > 2 && key.endsWith('Id') && typeof value === 'number') refs.push([REFERENCES[key] ?? `${key.slice(0, -2)}s`, value]);
-  }
-  return refs;
-}
-
-export function changeTags(how: ChangeKind, collection: string, resource: { id: number }): string[] {
-  const item = `${collection}/${resource.id}`;
-  const refs = references(resource);
-  const scopes = [collection, ...refs.map(([c, id]) => `${c}/${id}/${collection}`)];
-  if (how === 'updated') return [item, ...scopes.map((scope) => scope + UPDATED)];
-  const tags = [item, ...scopes, ...refs.map(([c, id]) => `${c}/${id}`)];
-  if (how === 'deleted') tags.push(`${item}/*`);
-  return tags;
-}
-
 /** A fence's NOTIFY payload: its id and tags, or `*` (flush all) when they would not fit. */
 export function fencePayload(id: string, tags: Set<string>): string {
   const payload = tags.size ? `${id} ${[...tags].join(' ')}` : id;
   return Buffer.byteLength(payload) > MAX_PAYLOAD ? `${id} ${FLUSH_ALL}` : payload;
-}
-
-export interface RouteShape {
-  /** (collection, path parameter) pairs: /posts/:postId/comments → [posts, postId]. */
-  pairs: { collection: string; param: string }[];
-  /** The last segment is a parameter: one resource, not a list. */
-  single: boolean;
-  /** The collection its items belong to. */
-  collection: string;
-}
-
-export function routeShape(url: string): RouteShape {
-  const segments = url.split('/').filter(Boolean);
-  const pairs: RouteShape['pairs'] = [];
-  segments.forEach((segment, i) => {
-    if (segment.startsWith(':') && i > 0) pairs.push({ collection: segments[i - 1]!, param: segment.slice(1) });
-  });
-  const single = segments.at(-1)?.startsWith(':') ?? false;
-  return { pairs, single, collection: (single ? segments.at(-2) : segments.at(-1)) ?? '' };
-}
-
-export function entryTags(shape: RouteShape, params: Record<string, string>, query: Record<string, unknown>, body: unknown): string[] {
-  const tag = (pair: RouteShape['pairs'][number]) => `${pair.collection}/${Number(params[pair.param])}`;
-  const parents = shape.single ? shape.pairs.slice(0, -1) : shape.pairs;
-  const tags = parents.map((pair) => `${tag(pair)}/*`);
-  if (shape.single) {
-    tags.push(tag(shape.pairs.at(-1)!));
-    return tags;
-  }
-  const parent = parents.at(-1);
-  const scope = parent ? `${tag(parent)}/${shape.collection}` : shape.collection;
-  tags.push(scope);
-  const sort = typeof query.sort === 'string' ? query.sort.split(',').map((f) => f.replace(/^-/, '')) : [];
-  if (sort.some((f) => !IMMUTABLE_SORT.has(f)) || Object.keys(query).some((k) => k !== 'sort' && !STABLE_QUERY.has(k))) {
-    tags.push(scope + UPDATED);
-  }
-  const items = (body as { data?: { id?: unknown }[] }).data ?? [];
-  for (const item of items) tags.push(`${shape.collection}/${String(item.id)}`);
-  return tags;
 }
 
 /** FNV-1a: the doorkeeper's fingerprint of a URL, with no allocation. */

@@ -1,6 +1,7 @@
-/** The response cache's tags (src/plugins/response-cache.ts): what a write names, what an entry shows. */
+/** The response cache's tags: what a write names, what an entry shows; the NOTIFY payload that carries them. */
 import { describe, expect, it } from 'vitest';
-import { changeTags, entryTags, fencePayload, routeShape } from '../../src/plugins/response-cache.js';
+import { changeTags, entryTags, routeShape } from '../../src/routes/cache-tags.js';
+import { fencePayload } from '../../src/plugins/response-cache.js';
 
 describe('changeTags', () => {
   const post = { id: 7, authorId: 3, title: 't', commentCount: 2 };

@@ -259,10 +259,16 @@ describe('what a write evicts', () => {
     expect(await w.evicted()).toEqual(sorted(['newest posts', "Ann's posts", "Ann's page", "Bob's posts", "Bob's posts by update"]));
   });
 
-  it('a PATCH of a post: the post, the lists holding it, and the lists ordered by what a PATCH changes', async () => {
-    const w = await world();
-    expect((await patch(`/posts/${w.P.id}`, ann, { title: 'P2' })).statusCode).toBe(200);
-    expect(await w.evicted()).toEqual(sorted(['P', 'newest posts', "Ann's posts", "Ann's page", "Bob's posts by update"]));
+  it('a PATCH or PUT of a post: the post, the lists holding it, and the lists ordered by what they change', async () => {
+    for (const method of ['PATCH', 'PUT'] as const) {
+      const w = await world();
+      const changed = await t.app.inject({ method, url: `/posts/${w.P.id}`, headers: ann.auth, payload: { title: 'P2', body: 'new' } });
+      expect(changed.statusCode).toBe(200);
+      expect(await w.evicted()).toEqual(sorted(['P', 'newest posts', "Ann's posts", "Ann's page", "Bob's posts by update"]));
+      const read = await get(`/posts/${w.P.id}`);
+      expect(read.json()).toMatchObject({ title: 'P2', body: 'new' });
+      expect(read.headers.etag).toBe(changed.headers.etag);
+    }
   });
 
   it('a DELETE of a post: the post, its comments and their lists, every post list', async () => {

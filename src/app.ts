@@ -18,6 +18,7 @@ import bodyParser from './plugins/body-parser.js';
 import db from './plugins/db.js';
 import rateLimit from './plugins/rate-limit.js';
 import auth from './plugins/auth.js';
+import httpCaching from './plugins/http-caching.js';
 import responseCache from './plugins/response-cache.js';
 import openapi from './plugins/openapi.js';
 import retention from './plugins/retention.js';
@@ -88,8 +89,14 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   // Before auth: its onRequest hook must run first so a 429 comes before a 401.
   await app.register(rateLimit, { rateLimit: config.rateLimit, redisUrl: config.redisUrl, databaseUrl: config.databaseUrl });
   await app.register(auth);
+  // Before the response cache: its onSend hook stores the Cache-Control and ETag this one sets.
+  await app.register(httpCaching);
   // After rate limiting and auth: a cached answer still spends the budget and still needs a valid token, if one is sent.
-  await app.register(responseCache, { connectionString: config.databaseUrl, maxBytes: config.responseCacheBytes });
+  await app.register(responseCache, {
+    connectionString: config.databaseUrl,
+    maxBytes: config.responseCacheBytes,
+    maxAgeMs: config.responseCacheMaxAgeMs,
+  });
   await app.register(requestLog);
   await app.register(openapi, { prefix: config.apiPrefix });
   await app.register(retention, { tombstoneRetentionSeconds: config.tombstoneRetentionSeconds });

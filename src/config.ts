@@ -57,6 +57,11 @@ export const EnvSchema = Type.Object({
     default: 16,
     description: 'memory for cached answers of public post and comment reads, MiB; 0 = off',
   }),
+  RESPONSE_CACHE_MAX_AGE_MS: PositiveInt(
+    5_000,
+    3_600_000,
+    'oldest cached answer served, ms: bounds staleness should change notifications be lost',
+  ),
   EMBEDDED_PG_PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 54329 }),
 });
 export type Env = Static<typeof EnvSchema>;
@@ -113,6 +118,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     publicBaseUrl: e.PUBLIC_BASE_URL,
     tombstoneRetentionSeconds: e.TOMBSTONE_RETENTION,
     responseCacheBytes: e.RESPONSE_CACHE_MB * 1_048_576,
+    responseCacheMaxAgeMs: e.RESPONSE_CACHE_MAX_AGE_MS,
     embeddedPgPort: e.EMBEDDED_PG_PORT,
   };
 }

@@ -1,41 +1,64 @@
 /**
- * A response cache for the public reads of posts and comments, kept exact by
- * invalidation rather than by expiry: no client ever reads data older than the
- * last write it could know about.
+ * A response cache for the public reads of posts and comments, correct first:
+ * a client never reads older data than it wrote, on any instance; nothing is
+ * served that a write committed more than RESPONSE_CACHE_MAX_AGE_MS ago (5 s by
+ * default) changed; a request that changed nothing evicts nothing.
  *
- * What is cached: the 200 answer (body, Content-Type, ETag, Link) of a GET to a
- * route with `config: { cached: true }`, keyed by the request URL. Those reads
- * are public and the same for every viewer. The hooks before it still run on a
- * hit (rate limit, authentication, request id, security headers, access log),
- * so a hit differs from a miss only in the work it skips: validation, SQL,
- * serialization. Requests with If-None-Match, and HEAD, always go through.
+ * What is cached: the 200 answer (body and its Content-Type, ETag, Link,
+ * Cache-Control) of a GET to a route with `config: { cached: true }`, keyed by
+ * the URL, in an LRU (lru-cache) whose byte budget counts bodies, URLs, headers
+ * and tags. Those reads are public and the same for every viewer. A URL is
+ * stored the second time it is missed ("seen twice" doorkeeper), so reads of
+ * one-off URLs (random ids, random cursors) cost what they cost without a
+ * cache. The hooks before it still run on a hit (rate limit, authentication,
+ * request id, security headers, access log); a hit answers If-None-Match
+ * with its ETag itself (304).
  *
- * Invalidation: every write to posts or comments empties the whole cache. Cheap,
- * and sufficient because reads vastly outnumber writes.
- * - Writes through this instance (scopes passed to `trackWrites`) empty it
- *   after their transaction and before their answer is sent, so no answer from
- *   before a write is served once that write has been acknowledged. Before
- *   that answer leaves, the write is also announced to the other instances: a
- *   NOTIFY on the channel they LISTEN on, sent on this instance's listening
- *   connection after the write committed. Sending it inside the write's own
- *   transaction would serialize all commits behind PostgreSQL's notification
- *   lock (pgbench: 691 instead of 1 286 creates/s); sent apart, with synchronous_commit
- *   off (it needs no durability), and shared by the writes that committed
- *   before it started, it costs one short round trip.
- * - Writes from outside the service (psql, a migration) are announced by
- *   statement triggers on posts and comments (migrations/*_change_notifications.sql).
- * - Another instance's write is visible here once its notification arrives,
- *   normally before that writer's client has its answer.
- * - A read that started before an invalidation is not stored (generation check),
- *   so a slow query cannot put back what a write removed.
- * - While the listening connection is down nothing is cached or served; it
- *   reconnects by itself and starts from an empty cache.
+ * Eviction by tags (src/routes/cache-tags.ts): an entry is tagged with what
+ * it shows, derived from its route and body; a write records what it changed
+ * with `request.changed(how, collection, resource)`; a change evicts the
+ * entries sharing one of its tags. A new comment evicts its post and the lists
+ * showing that post, not other posts. A new resource or list needs no code here.
+ *
+ * Only a committed change is announced: after the handler, for a 2xx (or a 5xx,
+ * whose commit may have happened) of a request that recorded changes. Rejected
+ * requests, idempotent replays and empty PATCHes record none.
+ *
+ * Announcement and read-your-writes: the writer evicts its own entries, then
+ * NOTIFYs the tags (with a unique "fence" id; over 7 900 bytes it says `*`,
+ * flush all) on its listening connection, and holds the answer until that
+ * notification has come back to it and every live peer (an instance heard
+ * from within 2.5 s; heartbeats come every second) has confirmed it with a
+ * NOTIFY of its own, sent once it has evicted. Merely having our own
+ * notification back is not enough: another instance's backend or event loop
+ * may lag (3 stale reads in 60 in the two-instance test). The wait is bounded
+ * (1 s): past it the answer goes anyway, and our listener counts as stalled if
+ * it was ours that did not come back. Writes arriving while a fence is in
+ * flight share the next one. Writes from outside the service are announced by
+ * statement triggers (migrations/*_change_notifications.sql) with an empty
+ * payload, which flushes everything. An instance with the cache off announces
+ * through its pool and waits for no one.
+ *
+ * Bounded staleness whatever happens to notifications: entries expire after
+ * the max age; a heartbeat fence goes round every second, and hits are served
+ * only while the last fence that came back was sent less than 2 s ago. An
+ * instance whose listener is lost, stalled (no fence back within 1 s) or
+ * reconnecting serves from the database and stores nothing; it reconnects
+ * every second and starts empty. /health/ready reports this as `cache`.
+ * A read that started before an eviction of one of its tags is not stored.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import fp from 'fastify-plugin';
 import pg from 'pg';
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import { LRUCache } from 'lru-cache';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CHANGES_CHANNEL } from '../db/pool.js';
+import { namesTag } from '../routes/conditional.js';
+import { changeTags, entryTags, routeShape, type ChangeKind, type RouteShape } from '../routes/cache-tags.js';
+
+/** on: hits served; bypassed: listener lost, stalled or reconnecting, reads go to the database; off: RESPONSE_CACHE_MB=0. */
+export type CacheState = 'on' | 'bypassed' | 'off';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -43,83 +66,231 @@ declare module 'fastify' {
     cached?: boolean;
   }
   interface FastifyRequest {
-    /** The cache generation a cacheable miss started in; null when its answer must not be stored. */
-    cacheGeneration: number | null;
+    /**
+     * Records that this request wrote `resource` (its representation: `id` and
+     * foreign keys such as `authorId`) of `collection` (`posts`): once it has
+     * answered 2xx, the entries showing it are evicted on every instance.
+     */
+    changed<R extends { id: number }>(how: ChangeKind, collection: string, resource: R): void;
+    cacheChanges: Set<string> | null;
+    /** The eviction count a storable miss started at; null when its answer must not be stored. */
+    cacheEpoch: number | null;
+    cacheTags: string[] | null;
   }
   interface FastifyInstance {
     responseCache: {
-      /** Marks every route of `scope` as a writer of cached data (posts, comments). */
-      trackWrites(scope: FastifyInstance): void;
-      /**
-       * Resolves once every change committed before the call has reached this
-       * instance's cache: a fence notification sent after them has come back.
-       */
+      /** Resolves once every change committed before the call has reached this instance (or the listener is down). */
       sync(): Promise<void>;
+      state(): CacheState;
     };
   }
 }
 
+const RECONNECT_DELAY_MS = 1_000;
+const HEARTBEAT_MS = 1_000;
+/** How long a fence (a write's announcement, a heartbeat) may take to come back. */
+const FENCE_TIMEOUT_MS = 1_000;
+/** Hits need a fence sent within this: a heartbeat is due every second and has a second to return. */
+const SURE_FOR_MS = HEARTBEAT_MS + FENCE_TIMEOUT_MS;
+/** A peer not heard from for this long (heartbeats come every second) is no longer waited for. */
+const PEER_TTL_MS = 2_500;
+/** NOTIFY payloads must stay under 8 000 bytes. */
+const MAX_PAYLOAD = 7_900;
+const FLUSH_ALL = '*';
+const KEPT_HEADERS = ['content-type', 'etag', 'link', 'cache-control'] as const;
 /** One answer larger than this share of the budget is not worth evicting the others for. */
 const MAX_ENTRY_SHARE = 8;
-const RECONNECT_DELAY_MS = 1_000;
-const KEPT_HEADERS = ['content-type', 'etag', 'link'] as const;
+/** Rough bookkeeping per tag (index sets, strings), counted against the budget. */
+const TAG_OVERHEAD = 64;
+/** Evictions remembered to decide whether a miss that started earlier may still be stored. */
+const RECENT_EVICTIONS = 256;
+const DOORKEEPER_SLOTS = 1 << 16;
+const NOTIFY = 'SELECT pg_notify($1, $2)';
 
 interface Entry {
-  /** Bytes, so a hit is neither encoded nor measured again. */
   body: Buffer;
   headers: Record<string, string>;
-  /** What it counts against the budget: body, key and headers (a URL, and so a Link, can be long: author=000…1). */
-  size: number;
+  tags: string[];
+}
+
+/** A fence's NOTIFY payload: its id and tags, or `*` (flush all) when they would not fit. */
+export function fencePayload(id: string, tags: Set<string>): string {
+  const payload = tags.size ? `${id} ${[...tags].join(' ')}` : id;
+  return Buffer.byteLength(payload) > MAX_PAYLOAD ? `${id} ${FLUSH_ALL}` : payload;
+}
+
+/** FNV-1a: the doorkeeper's fingerprint of a URL, with no allocation. */
+function fingerprint(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
+  return h >>> 0 || 1;
+}
+
+/** Closes a client's socket at once, without waiting for the server. */
+const destroy = (client: pg.Client) => (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+
+/** `promise`'s value, or false once `ms` have passed. */
+async function within(promise: Promise<boolean>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => (timer = setTimeout(resolve, ms, false)));
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export interface ResponseCacheOptions {
   connectionString: string;
-  /** Budget for the cached answers (bodies, URLs, headers), bytes; 0 turns the cache off. */
+  /** Budget for the cached answers (bodies, URLs, headers, tags), bytes; 0 turns the cache off. */
   maxBytes: number;
+  /** No entry is served older than this. */
+  maxAgeMs: number;
 }
 
 export default fp<ResponseCacheOptions>(
-  async (app, { connectionString, maxBytes }) => {
-    const entries = new Map<string, Entry>();
-    let size = 0;
-    let generation = 0;
+  async (app, { connectionString, maxBytes, maxAgeMs }) => {
+    const enabled = maxBytes > 0;
+    const instance = randomBytes(6).toString('base64url');
+    let seq = 0;
+
+    // --- the store and its tag index ---
+    const byTag = new Map<string, Set<string>>();
+    let clearing = false;
+    const entries = new LRUCache<string, Entry>({
+      maxSize: Math.max(maxBytes, 1),
+      maxEntrySize: Math.max(Math.floor(maxBytes / MAX_ENTRY_SHARE), 1),
+      sizeCalculation: (entry, key) => {
+        let size = entry.body.length + key.length;
+        for (const value of Object.values(entry.headers)) size += value.length;
+        for (const tag of entry.tags) size += tag.length + TAG_OVERHEAD;
+        return size;
+      },
+      ttl: maxAgeMs,
+      dispose: (entry, key) => {
+        if (clearing) return;
+        for (const tag of entry.tags) {
+          const keys = byTag.get(tag);
+          keys?.delete(key);
+          if (keys?.size === 0) byTag.delete(tag);
+        }
+      },
+    });
+    const doorkeeper = new Uint32Array(DOORKEEPER_SLOTS);
+    /** Whether this URL was missed recently before (then it is worth storing). */
+    const seenBefore = (url: string) => {
+      const h = fingerprint(url);
+      const slot = h & (DOORKEEPER_SLOTS - 1);
+      if (doorkeeper[slot] === h) return true;
+      doorkeeper[slot] = h;
+      return false;
+    };
+
+    let epoch = 0;
+    const recent: { epoch: number; tags: Set<string> | null }[] = [];
+    function evict(tags: Iterable<string> | null): void {
+      epoch += 1;
+      const set = tags === null ? null : new Set(tags);
+      recent.push({ epoch, tags: set });
+      if (recent.length > RECENT_EVICTIONS) recent.shift();
+      if (set === null || set.has(FLUSH_ALL)) {
+        clearing = true;
+        entries.clear();
+        clearing = false;
+        byTag.clear();
+        return;
+      }
+      for (const tag of set) {
+        const keys = byTag.get(tag);
+        if (keys) for (const key of [...keys]) entries.delete(key);
+      }
+    }
+    /** Whether an eviction since `since` may have touched an answer with these tags. */
+    function evictedSince(since: number, tags: string[]): boolean {
+      if (since === epoch) return false;
+      const oldest = recent[0];
+      if (!oldest || oldest.epoch > since + 1) return true;
+      for (const eviction of recent) {
+        if (eviction.epoch <= since) continue;
+        if (eviction.tags === null || eviction.tags.has(FLUSH_ALL) || tags.some((tag) => eviction.tags!.has(tag))) return true;
+      }
+      return false;
+    }
+
+    // --- the listening connection ---
+    let listener: pg.Client | undefined;
     let listening = false;
     let closing = false;
-    let listener: pg.Client | undefined;
     let retry: NodeJS.Timeout | undefined;
-    /** sync() calls waiting for their fence notification, by payload. */
-    const fences = new Map<string, () => void>();
+    /** performance.now() when the last fence that came back was sent: every change committed before it has been heard. */
+    let sureAt = -Infinity;
+    interface Fence {
+      sentAt: number;
+      /** This instance (its own notification has not come back) and the peers that have not confirmed it. */
+      awaiting: Set<string>;
+      done(confirmed: boolean): void;
+    }
+    const fences = new Map<string, Fence>();
     const releaseFences = () => {
-      for (const release of fences.values()) release();
+      for (const fence of fences.values()) fence.done(false);
       fences.clear();
     };
-
-    const invalidate = () => {
-      generation += 1;
-      entries.clear();
-      size = 0;
+    /** Other caching instances, by id: when their last notification (a heartbeat at least) arrived. */
+    const peers = new Map<string, number>();
+    const livePeers = () => {
+      const now = performance.now();
+      for (const [peer, seen] of peers) if (now - seen > PEER_TTL_MS) peers.delete(peer);
+      return peers.keys();
     };
+    const healthy = () => listening && performance.now() - sureAt < SURE_FOR_MS;
 
-    function store(key: string, payload: string, reply: FastifyReply): void {
-      const body = Buffer.from(payload);
-      const headers: Record<string, string> = {};
-      let entrySize = body.length + key.length;
-      for (const name of KEPT_HEADERS) {
-        const value = reply.getHeader(name);
-        if (typeof value !== 'string') continue;
-        headers[name] = value;
-        entrySize += value.length;
+    function confirmed(id: string, by: string): void {
+      const fence = fences.get(id);
+      if (!fence) return;
+      if (by === instance) sureAt = Math.max(sureAt, fence.sentAt);
+      fence.awaiting.delete(by);
+      if (fence.awaiting.size === 0) fence.done(true);
+    }
+
+    /**
+     * Payloads: `<fence>` (heartbeat), `<fence> <tag>…` (changes; `*` flushes
+     * all), `<fence> @<fence>` (a peer confirms it has evicted what that fence
+     * named), `<fence> @bye` (a peer stops), `` (a trigger: flush all). A fence
+     * id is `<instance>.<sequence>`.
+     */
+    function onNotification(client: pg.Client, payload: string): void {
+      if (payload === '') return evict(null);
+      const [id = '', ...tags] = payload.split(' ');
+      const sender = id.slice(0, id.indexOf('.'));
+      // Our own fences: their tags were evicted here before they were sent.
+      if (sender === instance) return confirmed(id, instance);
+      const first = tags[0];
+      // Peers are the instances that listen: they send heartbeats and confirmations, while an
+      // instance with the cache off (or its listener down) announces through its pool and confirms nothing.
+      if (first === undefined) {
+        peers.set(sender, performance.now());
+      } else if (first === '@bye') {
+        peers.delete(sender);
+      } else if (first.startsWith('@')) {
+        peers.set(sender, performance.now());
+        confirmed(first.slice(1), sender);
+      } else {
+        evict(tags);
+        client.query(NOTIFY, [CHANGES_CHANNEL, `${instance}.${++seq} @${id}`]).catch(() => undefined);
       }
-      if (entrySize > maxBytes / MAX_ENTRY_SHARE) return;
-      const entry = { body, headers, size: entrySize };
-      entries.set(key, entry);
-      size += entry.size;
-      // Map order is insertion order: the oldest entries go first.
-      for (const [oldest, { size: freed }] of entries) {
-        if (size <= maxBytes) break;
-        entries.delete(oldest);
-        size -= freed;
-      }
+    }
+
+    function drop(client: pg.Client, why: string): void {
+      if (client !== listener) return;
+      listener = undefined;
+      if (listening && !closing) app.log.warn(`response cache ${why}: serving from the database until it listens again`);
+      listening = false;
+      evict(null);
+      releaseFences();
+      // end() waits for the server, which a stalled connection never answers.
+      destroy(client);
+      client.end().catch(() => undefined);
+      if (!closing) retry = setTimeout(() => void listen(), RECONNECT_DELAY_MS);
     }
 
     async function listen(): Promise<void> {
@@ -128,138 +299,194 @@ export default fp<ResponseCacheOptions>(
         application_name: 'posts-api-cache',
         connectionTimeoutMillis: 3_000,
         keepAlive: true,
-        // Its only writes are announcements (publish()): they need no durability.
+        // Its only writes are announcements: they need no durability.
         options: '-c synchronous_commit=off',
       });
-      let lost = false;
-      const onLost = () => {
-        if (lost) return;
-        lost = true;
-        listening = false;
-        invalidate();
-        // Nothing is served from the cache until it listens again: nothing to wait for.
-        releaseFences();
-        client.end().catch(() => undefined);
-        if (!closing) retry = setTimeout(() => void listen(), RECONNECT_DELAY_MS);
-      };
-      client.on('error', onLost);
-      client.on('end', onLost);
-      client.on('notification', ({ processId, payload }) => {
-        // Our own announcements: this cache was emptied before they were sent.
-        if (processId === (client as unknown as { processID: number | null }).processID) return;
-        invalidate();
-        if (payload) fences.get(payload)?.();
-      });
+      listener = client;
+      client.on('error', () => drop(client, 'listener lost'));
+      client.on('end', () => drop(client, 'listener lost'));
+      client.on('notification', ({ payload = '' }) => onNotification(client, payload));
       try {
         await client.connect();
         await client.query(`LISTEN ${CHANGES_CHANNEL}`);
       } catch {
-        onLost();
+        drop(client, 'listener could not connect');
         return;
       }
-      if (closing) {
+      if (closing || client !== listener) {
         await client.end().catch(() => undefined);
         return;
       }
-      listener = client;
       // Whatever happened while nobody listened is unknown: start empty.
-      invalidate();
+      evict(null);
+      sureAt = performance.now();
       listening = true;
+      // Let the other instances know at once that they have one more to wait for.
+      void publish([]);
     }
 
-    const announce = async () => {
-      try {
-        await (listening && listener ? listener : app.db).query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, '']);
-      } catch (error) {
-        // The write has committed; its answer must not fail. Instances whose
-        // listener is cut off by the same outage serve nothing from their caches.
-        app.log.warn({ err: error }, 'could not announce a change to the other instances');
-      }
-    };
     /**
-     * Announces the writes committed so far. One NOTIFY is in flight at a time;
-     * a caller arriving meanwhile needs one that starts after its commit, and
-     * every caller arriving during the same flight shares that next one.
+     * NOTIFYs `tags` and waits, a second at most, until the notification is back
+     * on this instance's listener and every live peer has confirmed it (for
+     * changes), or merely until it is sent when this instance does not listen.
      */
-    let inFlight: Promise<void> | null = null;
-    let queued: Promise<void> | null = null;
-    const publish = (): Promise<void> => {
-      if (!inFlight) {
-        inFlight = announce().finally(() => {
-          inFlight = null;
-        });
-        return inFlight;
+    async function sendFence(tags: Set<string>): Promise<void> {
+      const id = `${instance}.${++seq}`;
+      const payload = fencePayload(id, tags);
+      const client = listening ? listener : undefined;
+      if (!client) {
+        if (tags.size === 0) return;
+        const sent = app.db.query(NOTIFY, [CHANGES_CHANNEL, payload]).then(
+          () => true,
+          (error: unknown) => {
+            // The write has committed; its answer must not fail. Instances whose
+            // listener is cut off by the same outage serve nothing from their caches.
+            app.log.warn({ err: error }, 'could not announce a change to the other instances');
+            return true;
+          },
+        );
+        if (!(await within(sent, FENCE_TIMEOUT_MS))) app.log.warn('announcing a change timed out');
+        return;
       }
-      queued ??= inFlight.then(() => {
-        queued = null;
-        return publish();
-      });
-      return queued;
-    };
+      const awaiting = new Set([instance, ...(tags.size ? livePeers() : [])]);
+      const back = new Promise<boolean>((done) => fences.set(id, { sentAt: performance.now(), awaiting, done }));
+      client.query(NOTIFY, [CHANGES_CHANNEL, payload]).catch(() => fences.get(id)?.done(false));
+      const complete = await within(back, FENCE_TIMEOUT_MS);
+      fences.delete(id);
+      if (complete) return;
+      if (awaiting.has(instance)) drop(client, 'listener stalled');
+      else app.log.warn({ peers: [...awaiting] }, 'instances did not confirm a change in time; they may serve it stale until their max age');
+    }
 
-    app.decorateRequest('cacheGeneration', null);
+    /**
+     * One fence in flight at a time; tags arriving meanwhile need one sent after
+     * their commit, and all of them share the next.
+     */
+    let next: { tags: Set<string>; done: Promise<void>; resolve: () => void } | null = null;
+    let flying = false;
+    async function drain(): Promise<void> {
+      flying = true;
+      while (next) {
+        const batch = next;
+        next = null;
+        await sendFence(batch.tags);
+        batch.resolve();
+      }
+      flying = false;
+    }
+    function publish(tags: Iterable<string>): Promise<void> {
+      if (!next) {
+        let resolve!: () => void;
+        const done = new Promise<void>((r) => (resolve = r));
+        next = { tags: new Set(), done, resolve };
+      }
+      for (const tag of tags) next.tags.add(tag);
+      const { done } = next;
+      if (!flying) void drain();
+      return done;
+    }
+
+    app.decorateRequest('cacheChanges', null);
+    app.decorateRequest('cacheEpoch', null);
+    app.decorateRequest('cacheTags', null);
+    app.decorateRequest('changed', function (this: FastifyRequest, how: ChangeKind, collection: string, resource: { id: number }) {
+      this.cacheChanges ??= new Set();
+      for (const tag of changeTags(how, collection, resource)) this.cacheChanges.add(tag);
+    });
     app.decorate('responseCache', {
-      trackWrites(scope: FastifyInstance) {
-        // Also with this instance's cache off: the others' may be on.
-        // After the handler (its transaction has committed) and before the
-        // answer leaves: once a client has its answer, no cache holds what was
-        // before. Failed writes count too, which is merely wasteful.
-        scope.addHook('onSend', async (_request, _reply, payload) => {
-          invalidate();
-          await publish();
-          return payload;
-        });
-      },
-      async sync() {
-        if (!listening) return;
-        const fence = randomUUID();
-        const arrived = new Promise<void>((resolve) => fences.set(fence, resolve));
-        try {
-          await app.db.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, fence]);
-          await arrived;
-        } finally {
-          fences.delete(fence);
-        }
-      },
+      sync: () => (listening ? publish([]) : Promise.resolve()),
+      state: (): CacheState => (!enabled ? 'off' : healthy() ? 'on' : 'bypassed'),
     });
 
-    if (maxBytes === 0) return;
+    // Announce committed changes (also with this instance's cache off: the others' may be on).
+    // A 5xx after changes were recorded may follow a commit whose answer was lost: announce it too.
+    app.addHook('onSend', (request, reply, payload, done) => {
+      const changes = request.cacheChanges;
+      const status = reply.statusCode;
+      if (changes === null || (status >= 300 && status < 500)) return done(null, payload);
+      if (enabled) evict(changes);
+      void publish(changes).then(() => done(null, payload));
+    });
+
+    if (!enabled) return;
+
+    const shapes = new Map<string, RouteShape>();
+    const shapeOf = (url: string) => {
+      let shape = shapes.get(url);
+      if (!shape) shapes.set(url, (shape = routeShape(url)));
+      return shape;
+    };
 
     app.addHook('onRequest', (request, reply, done) => {
-      if (request.method !== 'GET' || !request.routeOptions.config.cached || request.headers['if-none-match'] !== undefined || !listening) {
-        done();
-        return;
-      }
+      if (request.method !== 'GET' || !request.routeOptions.config.cached || !healthy()) return done();
       const entry = entries.get(request.url);
-      if (entry) {
-        reply.headers(entry.headers).send(entry.body);
+      if (!entry) {
+        if (seenBefore(request.url)) request.cacheEpoch = epoch;
+        return done();
+      }
+      const condition = request.headers['if-none-match'];
+      const etag = entry.headers.etag;
+      if (condition !== undefined && etag !== undefined && namesTag(condition, etag)) {
+        const { 'content-type': _none, ...headers } = entry.headers;
+        reply.code(304).headers(headers).send();
         return;
       }
-      request.cacheGeneration = generation;
-      done();
+      reply.headers(entry.headers).send(entry.body);
     });
 
-    app.addHook('onSend', (request, reply, payload, done) => {
-      if (
-        request.cacheGeneration === generation &&
-        reply.statusCode === 200 &&
-        typeof payload === 'string' &&
-        listening
-      ) {
-        store(request.url, payload, reply);
+    app.addHook('preSerialization', (request: FastifyRequest, reply: FastifyReply, payload: unknown, done) => {
+      if (request.cacheEpoch !== null && reply.statusCode === 200 && payload !== null && typeof payload === 'object') {
+        const params = request.params as Record<string, string>;
+        const query = request.query as Record<string, unknown>;
+        request.cacheTags = entryTags(shapeOf(request.routeOptions.url ?? ''), params, query, payload);
       }
       done(null, payload);
     });
 
+    app.addHook('onSend', (request, reply, payload, done) => {
+      const tags = request.cacheTags;
+      if (tags !== null && request.cacheEpoch !== null && reply.statusCode === 200 && typeof payload === 'string' && healthy()) {
+        if (!evictedSince(request.cacheEpoch, tags)) {
+          const headers: Record<string, string> = {};
+          for (const name of KEPT_HEADERS) {
+            const value = reply.getHeader(name);
+            if (typeof value === 'string') headers[name] = value;
+          }
+          const entry = { body: Buffer.from(payload), headers, tags };
+          if (entries.set(request.url, entry).has(request.url)) {
+            for (const tag of tags) {
+              let keys = byTag.get(tag);
+              if (!keys) byTag.set(tag, (keys = new Set()));
+              keys.add(request.url);
+            }
+          }
+        }
+      }
+      done(null, payload);
+    });
+
+    const heartbeat = setInterval(() => {
+      if (listening && !flying) void publish([]);
+    }, HEARTBEAT_MS);
+    heartbeat.unref();
+
     app.addHook('onClose', async () => {
       closing = true;
+      clearInterval(heartbeat);
       clearTimeout(retry);
       listening = false;
       releaseFences();
-      await listener?.end().catch(() => undefined);
+      const client = listener;
+      listener = undefined;
+      if (!client) return;
+      // Bounded: a stalled connection answers neither.
+      const bye = client.query(NOTIFY, [CHANGES_CHANNEL, `${instance}.${++seq} @bye`]).then(() => client.end());
+      if (!(await within(bye.then(() => true, () => true), FENCE_TIMEOUT_MS))) {
+        destroy(client);
+      }
     });
 
     await listen();
   },
-  { name: 'response-cache', dependencies: ['db', 'auth', 'rate-limit'] },
+  { name: 'response-cache', dependencies: ['db', 'auth', 'rate-limit', 'http-caching'] },
 );

@@ -80,7 +80,6 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   await app.register(async (authed) => {
     authed.addHook('onRequest', app.requireUser);
-    app.responseCache.trackWrites(authed);
     const r = authed.withTypeProvider<TypeBoxTypeProvider>();
 
     r.post(
@@ -109,6 +108,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           create: async (tx) => {
             const comment = await commentsRepository(tx).create(postId, request.user!.id, body);
             if (!comment) throw notFound(`post ${postId} does not exist`);
+            request.changed('created', 'comments', comment);
             return { id: comment.id, etag: commentTag(comment), body: comment };
           },
         });
@@ -140,7 +140,9 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
             denied: 'only its author or an admin may change this comment',
           });
           requireMatch(request, commentTag(current));
-          return (await repo.update(postId, id, { body: request.body.body }))!;
+          const updated = (await repo.update(postId, id, { body: request.body.body }))!;
+          if (updated.version !== current.version) request.changed('updated', 'comments', updated);
+          return updated;
         });
         return tagged(reply, commentTag(comment), comment);
       },
@@ -170,6 +172,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           });
           requireMatch(request, commentTag(current));
           await repo.delete(postId, id);
+          request.changed('deleted', 'comments', { id, postId, authorId: current.authorId });
         });
         return reply.code(204).send(null);
       },

@@ -11,6 +11,8 @@
  *   with e-mail (the user themself, admins) and the public one never share a
  *   tag, and a public tag moves only when public fields do (a password or
  *   e-mail change is not betrayed by it).
+ * - any other 200 GET, lists above all: a digest of the body as sent
+ *   (src/plugins/http-caching.ts), so it changes when an item or a total does.
  * Nothing in a tag is secret: ids, edit counts and counts are public, and a
  * digest reveals nothing about its input.
  */
@@ -32,6 +34,11 @@ export function userTag(user: { id: number; name: string; role: string; email?: 
   return `"u${user.id}-${digest}"`;
 }
 
+/** A digest of a serialized answer: strong, since equal bytes are the same representation. */
+export function bodyTag(payload: string): string {
+  return `"b${createHash('sha256').update(payload).digest('base64url').slice(0, 22)}"`;
+}
+
 const ENTITY_TAG = /(W\/)?("[^"]*")/g;
 
 /**
@@ -47,6 +54,9 @@ function matches(header: string, tag: string, comparison: 'weak' | 'strong'): bo
   return false;
 }
 
+/** Whether an If-None-Match value names this tag (weak comparison). */
+export const namesTag = (header: string, tag: string) => matches(header, tag, 'weak');
+
 /**
  * GET and HEAD of one resource: sends its ETag, and a 304 with no body when
  * If-None-Match names it.
@@ -54,7 +64,7 @@ function matches(header: string, tag: string, comparison: 'weak' | 'strong'): bo
 export function conditionalGet<T>(request: FastifyRequest, reply: FastifyReply, tag: string, body: T): T | FastifyReply {
   reply.header('etag', tag);
   const header = request.headers['if-none-match'];
-  if (header !== undefined && matches(header, tag, 'weak')) return reply.code(304).send();
+  if (header !== undefined && namesTag(header, tag)) return reply.code(304).send();
   return body;
 }
 

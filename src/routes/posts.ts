@@ -46,7 +46,9 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const repo = postsRepository(tx);
       const current = await loadOwned(repo.lock(id, 'update'), request.user!, ownPost(id));
       requireMatch(request, postTag(current));
-      return (await repo.update(id, changes))!;
+      const updated = (await repo.update(id, changes))!;
+      if (updated.version !== current.version) request.changed('updated', 'posts', updated);
+      return updated;
     });
   }
 
@@ -115,7 +117,6 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   await app.register(async (authed) => {
     authed.addHook('onRequest', app.requireUser);
-    app.responseCache.trackWrites(authed);
     const r = authed.withTypeProvider<TypeBoxTypeProvider>();
 
     r.post(
@@ -138,6 +139,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           input: { title, body },
           create: async (tx) => {
             const post = await postsRepository(tx).create(request.user!.id, { title, body });
+            request.changed('created', 'posts', post);
             return { id: post.id, etag: postTag(post), body: post };
           },
         });
@@ -208,6 +210,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           const current = await loadOwned(repo.lock(id, 'delete'), request.user!, ownPost(id));
           requireMatch(request, postTag(current));
           await repo.delete(id);
+          request.changed('deleted', 'posts', current);
         });
         return reply.code(204).send(null);
       },

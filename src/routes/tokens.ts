@@ -7,6 +7,7 @@ import { usersRepository } from '../repositories/users.js';
 import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
 import { listResponse, pageRequest, sortOf } from './lists.js';
+import { PRIVATE } from '../plugins/http-caching.js';
 
 const secured = [{ bearerAuth: [] }];
 
@@ -17,7 +18,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
   app.post(
     '/tokens',
     {
-      config: { authRateLimit: true },
+      config: { authRateLimit: true, cacheControl: PRIVATE },
       schema: {
         tags: ['tokens'],
         operationId: 'createToken',
@@ -48,6 +49,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
     r.get(
       '/tokens',
       {
+        config: { cacheControl: PRIVATE },
         schema: {
           tags: ['tokens'],
           operationId: 'listTokens',

@@ -10,6 +10,7 @@ import { withTransaction } from '../db/pool.js';
 import { listResponse, pageRequest, sortOf } from './lists.js';
 import { conditionalGet, requireMatch, tagged, userTag } from './conditional.js';
 import { createOnce } from './idempotency.js';
+import { PRIVATE, keepPrivate } from '../plugins/http-caching.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,
@@ -37,7 +38,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/users',
     {
-      config: { authRateLimit: true },
+      config: { authRateLimit: true, cacheControl: PRIVATE },
       schema: {
         tags: ['users'],
         operationId: 'createUser',
@@ -83,7 +84,9 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const result = await users.list(sortOf(request.query), page);
       if (!result) throw new Error('users list has no parent');
       const envelope = listResponse(request, reply, result, page);
-      return { ...envelope, data: envelope.data.map(visibleTo(request.user)) };
+      const data = envelope.data.map(visibleTo(request.user));
+      if (data.some((user) => user.email !== undefined)) keepPrivate(reply);
+      return { ...envelope, data };
     },
   );
 
@@ -104,6 +107,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const user = await users.findById(id);
       if (!user) throw notFound(`user ${id} does not exist`);
       const visible = visibleTo(request.user)(user);
+      if (visible.email !== undefined) keepPrivate(reply);
       return conditionalGet(request, reply, userTag(visible), visible);
     },
   );
@@ -115,6 +119,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     r.get(
       '/users/me',
       {
+        config: { cacheControl: PRIVATE },
         schema: {
           tags: ['users'],
           operationId: 'getMe',
@@ -134,6 +139,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     r.patch(
       '/users/:userId',
       {
+        config: { cacheControl: PRIVATE },
         schema: {
           tags: ['users'],
           operationId: 'updateUser',

@@ -20,6 +20,7 @@ describe('loadConfig', () => {
       publicBaseUrl: undefined,
       tombstoneRetentionSeconds: 86_400,
       responseCacheBytes: 16 * 1_048_576,
+      responseCacheMaxAgeMs: 5_000,
       embeddedPgPort: 54329,
     });
   });
@@ -32,6 +33,7 @@ describe('loadConfig', () => {
       TRUST_PROXY: '10.0.0.0/8, 127.0.0.1',
       CORS_ORIGINS: 'https://a.example, https://b.example',
       REDIS_URL: 'redis://127.0.0.1:6379',
+      RESPONSE_CACHE_MAX_AGE_MS: '250',
     });
     expect(c).toMatchObject({
       databaseUrl: 'postgres://u@h/db',
@@ -40,6 +42,7 @@ describe('loadConfig', () => {
       trustProxy: ['10.0.0.0/8', '127.0.0.1'],
       corsOrigins: ['https://a.example', 'https://b.example'],
       redisUrl: 'redis://127.0.0.1:6379',
+      responseCacheMaxAgeMs: 250,
     });
     expect(loadConfig({ TRUST_PROXY: 'true' }).trustProxy).toBe(true);
     expect(loadConfig({ TRUST_PROXY: '2' }).trustProxy).toBe(2);
@@ -61,6 +64,8 @@ describe('loadConfig', () => {
     ['TRUST_PROXY', 'maybe'],
     ['REDIS_URL', 'http://x'],
     ['PG_POOL_MAX', '0'],
+    ['RESPONSE_CACHE_MAX_AGE_MS', '0'],
+    ['RESPONSE_CACHE_MAX_AGE_MS', '5s'],
   ])('a bad %s=%s stops start-up naming the variable', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^invalid environment variable ${name}=`));

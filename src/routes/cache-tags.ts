@@ -1,0 +1,81 @@
+/**
+ * The response cache's tags (src/plugins/response-cache.ts), derived without
+ * per-route code. An entry is tagged, from its route and body, with each item
+ * it shows (`posts/7`, `comments/9`), its list's scope (`posts`,
+ * `users/3/posts`, `posts/7/comments`; filters are not tracked),
+ * `<scope>#updated` when the list's order or membership depends on fields a
+ * write may change (a sort on other than id/createdAt, an unknown filter), and
+ * the parents it lives under (`posts/7/*`). A change is tagged from the
+ * resource's id and foreign keys (`postId` names posts, `authorId` users):
+ * - created/deleted: the item, its scopes (their totals and pages change) and
+ *   the items it references (their counts change);
+ * - updated: the item and `<scope>#updated` of its scopes;
+ * - deleted also names everything under the item (`posts/7/*`).
+ */
+
+export type ChangeKind = 'created' | 'updated' | 'deleted';
+
+/** Foreign keys whose name is not their collection's singular. */
+const REFERENCES: Record<string, string> = { authorId: 'users' };
+/** Sort fields no write changes. */
+const IMMUTABLE_SORT = new Set(['id', 'createdAt']);
+/** Query parameters that only page through a list, or filter on something no write changes. */
+const STABLE_QUERY = new Set(['page', 'perPage', 'after', 'before', 'limit', 'author']);
+const UPDATED = '#updated';
+/** The collections a resource references, from its `xId` members. */
+function references(resource: object): [string, number][] {
+  const refs: [string, number][] = [];
+  for (const [key, value] of Object.entries(resource)) {
+    if (key.length > 2 && key.endsWith('Id') && typeof value === 'number') refs.push([REFERENCES[key] ?? `${key.slice(0, -2)}s`, value]);
+  }
+  return refs;
+}
+
+export function changeTags(how: ChangeKind, collection: string, resource: { id: number }): string[] {
+  const item = `${collection}/${resource.id}`;
+  const refs = references(resource);
+  const scopes = [collection, ...refs.map(([c, id]) => `${c}/${id}/${collection}`)];
+  if (how === 'updated') return [item, ...scopes.map((scope) => scope + UPDATED)];
+  const tags = [item, ...scopes, ...refs.map(([c, id]) => `${c}/${id}`)];
+  if (how === 'deleted') tags.push(`${item}/*`);
+  return tags;
+}
+
+export interface RouteShape {
+  /** (collection, path parameter) pairs: /posts/:postId/comments → [posts, postId]. */
+  pairs: { collection: string; param: string }[];
+  /** The last segment is a parameter: one resource, not a list. */
+  single: boolean;
+  /** The collection its items belong to. */
+  collection: string;
+}
+
+export function routeShape(url: string): RouteShape {
+  const segments = url.split('/').filter(Boolean);
+  const pairs: RouteShape['pairs'] = [];
+  segments.forEach((segment, i) => {
+    if (segment.startsWith(':') && i > 0) pairs.push({ collection: segments[i - 1]!, param: segment.slice(1) });
+  });
+  const single = segments.at(-1)?.startsWith(':') ?? false;
+  return { pairs, single, collection: (single ? segments.at(-2) : segments.at(-1)) ?? '' };
+}
+
+export function entryTags(shape: RouteShape, params: Record<string, string>, query: Record<string, unknown>, body: unknown): string[] {
+  const tag = (pair: RouteShape['pairs'][number]) => `${pair.collection}/${Number(params[pair.param])}`;
+  const parents = shape.single ? shape.pairs.slice(0, -1) : shape.pairs;
+  const tags = parents.map((pair) => `${tag(pair)}/*`);
+  if (shape.single) {
+    tags.push(tag(shape.pairs.at(-1)!));
+    return tags;
+  }
+  const parent = parents.at(-1);
+  const scope = parent ? `${tag(parent)}/${shape.collection}` : shape.collection;
+  tags.push(scope);
+  const sort = typeof query.sort === 'string' ? query.sort.split(',').map((f) => f.replace(/^-/, '')) : [];
+  if (sort.some((f) => !IMMUTABLE_SORT.has(f)) || Object.keys(query).some((k) => k !== 'sort' && !STABLE_QUERY.has(k))) {
+    tags.push(scope + UPDATED);
+  }
+  const items = (body as { data?: { id?: unknown }[] }).data ?? [];
+  for (const item of items) tags.push(`${shape.collection}/${String(item.id)}`);
+  return tags;
+}

@@ -1,0 +1,55 @@
+/** The response cache's tags: what a write names, what an entry shows; the NOTIFY payload that carries them. */
+import { describe, expect, it } from 'vitest';
+import { changeTags, entryTags, routeShape } from '../../src/routes/cache-tags.js';
+import { fencePayload } from '../../src/plugins/response-cache.js';
+
+describe('changeTags', () => {
+  const post = { id: 7, authorId: 3, title: 't', commentCount: 2 };
+  const comment = { id: 9, postId: 7, authorId: 4 };
+
+  it('created: the item, its lists and what it references', () => {
+    expect(changeTags('created', 'posts', post)).toEqual(['posts/7', 'posts', 'users/3/posts', 'users/3']);
+    expect(changeTags('created', 'comments', comment)).toEqual([
+      'comments/9', 'comments', 'posts/7/comments', 'users/4/comments', 'posts/7', 'users/4',
+    ]);
+  });
+
+  it('updated: the item and the lists ordered or filtered by mutable fields', () => {
+    expect(changeTags('updated', 'posts', post)).toEqual(['posts/7', 'posts#updated', 'users/3/posts#updated']);
+  });
+
+  it('deleted: as created, plus everything under the item', () => {
+    expect(changeTags('deleted', 'posts', post)).toEqual(['posts/7', 'posts', 'users/3/posts', 'users/3', 'posts/7/*']);
+  });
+});
+
+describe('entryTags', () => {
+  const list = { data: [{ id: 1 }, { id: 2 }] };
+
+  it('a single resource: itself and the parents it lives under, API prefix or not', () => {
+    expect(entryTags(routeShape('/posts/:postId'), { postId: '7' }, {}, { id: 7 })).toEqual(['posts/7']);
+    expect(entryTags(routeShape('/v1/posts/:postId/comments/:commentId'), { postId: '7', commentId: '9' }, {}, {})).toEqual([
+      'posts/7/*',
+      'comments/9',
+    ]);
+  });
+
+  it('a list: its scope (filters ignored), its items, and #updated when its order can change', () => {
+    expect(entryTags(routeShape('/posts'), {}, { author: 3, page: 2 }, list)).toEqual(['posts', 'posts/1', 'posts/2']);
+    expect(entryTags(routeShape('/users/:userId/posts'), { userId: '3' }, { sort: '-createdAt' }, list)).toEqual([
+      'users/3/*', 'users/3/posts', 'posts/1', 'posts/2',
+    ]);
+    expect(entryTags(routeShape('/posts/:postId/comments'), { postId: '7' }, {}, { data: [] })).toEqual(['posts/7/*', 'posts/7/comments']);
+    expect(entryTags(routeShape('/posts'), {}, { sort: '-updatedAt' }, { data: [] })).toEqual(['posts', 'posts#updated']);
+    expect(entryTags(routeShape('/posts'), {}, { q: 'word' }, { data: [] })).toEqual(['posts', 'posts#updated']);
+  });
+});
+
+describe('fencePayload', () => {
+  it('the id and its tags; `*` (flush all) when they would not fit in a NOTIFY', () => {
+    expect(fencePayload('a.1', new Set())).toBe('a.1');
+    expect(fencePayload('a.1', new Set(['posts/1', 'posts']))).toBe('a.1 posts/1 posts');
+    const many = new Set(Array.from({ length: 1_000 }, (_, i) => `posts/${i}`));
+    expect(fencePayload('a.1', many)).toBe('a.1 *');
+  });
+});

@@ -39,7 +39,8 @@ export default fp(
         const policy = request.routeOptions.config.cacheControl ?? (read && (status === 200 || status === 304) ? 'no-cache' : 'no-store');
         reply.header('cache-control', policy);
       }
-      if (read && status === 200 && typeof payload === 'string' && !reply.hasHeader('etag')) {
+      // Nothing stores a no-store answer (health), so a validator would never be sent back.
+      if (read && status === 200 && typeof payload === 'string' && !reply.hasHeader('etag') && reply.getHeader('cache-control') !== 'no-store') {
         const tag = bodyTag(payload);
         reply.header('etag', tag);
         const condition = request.headers['if-none-match'];

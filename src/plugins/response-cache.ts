@@ -417,13 +417,21 @@ export default fp<ResponseCacheOptions>(
       return shape;
     };
 
+    // X-Cache (hit, miss, bypass) on every cacheable GET: operators and the
+    // bench read hit rates off the answers without a metrics endpoint.
     app.addHook('onRequest', (request, reply, done) => {
-      if (request.method !== 'GET' || !request.routeOptions.config.cached || !healthy()) return done();
+      if (request.method !== 'GET' || !request.routeOptions.config.cached) return done();
+      if (!healthy()) {
+        reply.header('x-cache', 'bypass');
+        return done();
+      }
       const entry = entries.get(request.url);
       if (!entry) {
+        reply.header('x-cache', 'miss');
         if (seenBefore(request.url)) request.cacheEpoch = epoch;
         return done();
       }
+      reply.header('x-cache', 'hit');
       const condition = request.headers['if-none-match'];
       const etag = entry.headers.etag;
       if (condition !== undefined && etag !== undefined && namesTag(condition, etag)) {

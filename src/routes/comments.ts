@@ -1,6 +1,6 @@
 /** /posts/{postId}/comments (docs/api.md §4, §5): comments exist only under their post. */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { BODY_ERRORS, COMMON_ERRORS, ListValidationError, NoContent, errorResponses } from '../schemas/common.js';
+import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
 import {
   CommentBody,
   CommentList,
@@ -24,6 +24,7 @@ import {
   IdempotentHeaders,
   NotModified,
   Tagged,
+  listResponses,
 } from '../schemas/conditional.js';
 
 const Comment = Tagged(CommentSchema, 'the comment');
@@ -45,7 +46,8 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'List the comments of a post',
         params: PostParams,
         querystring: CommentListQuery,
-        response: { 200: CommentList, ...errorResponses(...COMMON_ERRORS, 404), 422: ListValidationError },
+        headers: ConditionalGetHeaders,
+        response: listResponses(CommentList, 404),
       },
     },
     async (request, reply) => {

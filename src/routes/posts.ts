@@ -1,6 +1,6 @@
 /** /posts and /users/{userId}/posts (docs/api.md §4, §5). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { BODY_ERRORS, COMMON_ERRORS, ListValidationError, NoContent, errorResponses } from '../schemas/common.js';
+import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
 import {
   PostBody,
   PostList,
@@ -26,6 +26,7 @@ import {
   IdempotentHeaders,
   NotModified,
   Tagged,
+  listResponses,
 } from '../schemas/conditional.js';
 
 const Post = Tagged(PostSchema, 'the post');
@@ -61,7 +62,8 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'listPosts',
         summary: 'List posts',
         querystring: PostListQuery,
-        response: { 200: PostList, ...errorResponses(...COMMON_ERRORS), 422: ListValidationError },
+        headers: ConditionalGetHeaders,
+        response: listResponses(PostList),
       },
     },
     async (request, reply) => {
@@ -103,7 +105,8 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         summary: 'The posts of one author',
         params: UserPostsParams,
         querystring: UserPostListQuery,
-        response: { 200: PostList, ...errorResponses(...COMMON_ERRORS, 404), 422: ListValidationError },
+        headers: ConditionalGetHeaders,
+        response: listResponses(PostList, 404),
       },
     },
     async (request, reply) => {

@@ -1,12 +1,13 @@
 /** /tokens: log in (issue a token), list own tokens, revoke one (docs/api.md §4, §6). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { BODY_ERRORS, COMMON_ERRORS, ListValidationError, NoContent, errorResponses } from '../schemas/common.js';
+import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
 import { CreateTokenBody, IssuedTokenSchema, TokenList, TokenListQuery, TokenParams } from '../schemas/users.js';
 import { tokensRepository } from '../repositories/tokens.js';
 import { usersRepository } from '../repositories/users.js';
 import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
 import { listResponse, pageRequest, sortOf } from './lists.js';
+import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
 import { PRIVATE } from '../plugins/http-caching.js';
 
 const secured = [{ bearerAuth: [] }];
@@ -56,7 +57,8 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
           summary: 'List own live tokens (never their secrets)',
           security: secured,
           querystring: TokenListQuery,
-          response: { 200: TokenList, ...errorResponses(...COMMON_ERRORS), 422: ListValidationError },
+          headers: ConditionalGetHeaders,
+        response: listResponses(TokenList),
         },
       },
       async (request, reply) => {

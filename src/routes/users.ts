@@ -1,6 +1,6 @@
 /** /users: sign-up, profiles, own profile, profile changes (docs/api.md §4). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { BODY_ERRORS, COMMON_ERRORS, ListValidationError, errorResponses } from '../schemas/common.js';
+import { BODY_ERRORS, COMMON_ERRORS, errorResponses } from '../schemas/common.js';
 import { CreateUserBody, UpdateUserBody, UserList, UserListQuery, UserParams, UserSchema } from '../schemas/users.js';
 import { usersRepository, type User } from '../repositories/users.js';
 import { tokensRepository, type AuthUser } from '../repositories/tokens.js';
@@ -18,6 +18,7 @@ import {
   IdempotentHeaders,
   NotModified,
   Tagged,
+  listResponses,
 } from '../schemas/conditional.js';
 
 const User = Tagged(UserSchema, 'the user (with e-mail only for the user themself and admins)');
@@ -76,7 +77,8 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'listUsers',
         summary: 'List users',
         querystring: UserListQuery,
-        response: { 200: UserList, ...errorResponses(...COMMON_ERRORS), 422: ListValidationError },
+        headers: ConditionalGetHeaders,
+        response: listResponses(UserList),
       },
     },
     async (request, reply) => {

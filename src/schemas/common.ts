@@ -120,6 +120,22 @@ export const AuthorFilter = {
   author: Type.Optional({ ...Id, description: 'only items by this user id' }),
 };
 
+/** An entity-tag (RFC 9110 §8.8.3): etagc is visible ASCII except the double quote. */
+export const ETag = {
+  type: 'string',
+  pattern: '^"[!#-~]*"$',
+  maxLength: 64,
+  description: 'strong validator of this representation, for If-None-Match (and If-Match on single resources)',
+};
+
+export const LinkHeader = {
+  type: 'string',
+  // Comma-separated <URI-reference>; rel="..." links (RFC 8288 §3).
+  pattern: '^<[^<>]+>; rel="[a-z]+"(, <[^<>]+>; rel="[a-z]+")*$',
+  maxLength: 4096,
+  description: 'RFC 8288: next; in offset mode also prev, first and last (paths, or URLs under PUBLIC_BASE_URL)',
+};
+
 export function ListEnvelope<T extends TSchema>(item: T) {
   const offset = Type.Object(
     {
@@ -144,13 +160,8 @@ export function ListEnvelope<T extends TSchema>(item: T) {
     description: 'offset mode (page/perPage) or cursor mode (after/limit), as the query selects',
     // Read by @fastify/swagger into the response's documented headers (docs/api.md §5).
     headers: {
-      Link: {
-        type: 'string',
-        // Comma-separated <URI-reference>; rel="..." links (RFC 8288 §3).
-        pattern: '^<[^<>]+>; rel="[a-z]+"(, <[^<>]+>; rel="[a-z]+")*$',
-        maxLength: 4096,
-        description: 'RFC 8288: next; in offset mode also prev, first and last (path-absolute URLs)',
-      },
+      ETag,
+      Link: LinkHeader,
     },
   });
 }

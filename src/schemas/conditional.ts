@@ -7,6 +7,7 @@
  * does not lower-case schemas compiled by a custom validator compiler (ours).
  */
 import { Type, type TSchema } from '@sinclair/typebox';
+import { COMMON_ERRORS, ETag, LinkHeader, ListValidationError, errorResponses } from './common.js';
 
 const optionalHeaders = (properties: Record<string, TSchema>) =>
   Type.Object(
@@ -38,13 +39,6 @@ export const ConditionalGetHeaders = optionalHeaders({ 'if-none-match': IfNoneMa
 export const ConditionalWriteHeaders = optionalHeaders({ 'if-match': IfMatch });
 export const IdempotentHeaders = optionalHeaders({ 'idempotency-key': IdempotencyKey });
 
-const ETag = {
-  type: 'string',
-  // An entity-tag (RFC 9110 §8.8.3): etagc is visible ASCII except the double quote.
-  pattern: '^"[!#-~]*"$',
-  maxLength: 64,
-  description: 'strong validator of this representation, for If-None-Match and If-Match',
-};
 
 /** A single resource with its ETag (GET, PATCH, PUT). */
 export const Tagged = <T extends TSchema>(schema: T, description: string) =>
@@ -68,4 +62,12 @@ export const Created = <T extends TSchema>(schema: T, description: string) =>
 export const NotModified = Type.Null({
   description: 'Not Modified: If-None-Match matched the current ETag; no body',
   headers: { ETag },
+});
+
+/** Every list answers 200, or 304 to an If-None-Match naming its ETag (docs/api.md §11), and the list errors. */
+export const listResponses = <T extends TSchema>(list: T, ...errors: number[]) => ({
+  200: list,
+  304: Type.Null({ description: 'Not Modified: If-None-Match matched the ETag of this page; no body', headers: { ETag, Link: LinkHeader } }),
+  ...errorResponses(...COMMON_ERRORS, ...errors),
+  422: ListValidationError,
 });

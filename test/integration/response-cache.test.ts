@@ -149,6 +149,17 @@ describe('hits', () => {
     }
   });
 
+  it('X-Cache says miss, miss, then hit on cacheable reads, and nothing on others', async () => {
+    const post = await createPost('Counted');
+    await settle();
+    const url = `/posts/${post.id}/comments?limit=3`;
+    const seen = [];
+    for (let i = 0; i < 3; i++) seen.push((await get(url)).headers['x-cache']);
+    expect(seen).toEqual(['miss', 'miss', 'hit']);
+    expect((await get('/users')).headers['x-cache']).toBeUndefined();
+    expect((await t.app.inject({ method: 'HEAD', url })).headers['x-cache']).toBeUndefined();
+  });
+
   it('a URL missed once is not stored (seen-twice admission)', async () => {
     const post = await createPost('Once');
     await settle();
@@ -388,7 +399,9 @@ describe('bounded staleness', () => {
 
       await sql('SELECT pg_terminate_backend($1)', [listener.pid]);
       await waitUntil('the cache is bypassed', async () => (await readyOf(other)) === 'bypassed', 40, 25);
-      expect(await titleOf(post.id, other)).toBe('v2');
+      const bypassed = await get(`/posts/${post.id}`, other);
+      expect(bypassed.json().title).toBe('v2');
+      expect(bypassed.headers['x-cache']).toBe('bypass');
       const ready = await other.inject({ url: '/health/ready' });
       expect(ready.statusCode).toBe(200);
       expect(ready.json()).toEqual({ status: 'ok', cache: 'bypassed' });

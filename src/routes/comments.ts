@@ -101,8 +101,8 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const postId = Number(request.params.postId);
-        return createOnce(request, reply, async (tx) => {
-          const comment = await commentsRepository(tx).create(postId, request.user!.id, request.body.body);
+        return createOnce(request, reply, async (db) => {
+          const comment = await commentsRepository(db).create(postId, request.user!.id, request.body.body);
           if (!comment) throw notFound(`post ${postId} does not exist`);
           return { id: comment.id, etag: commentTag(comment), body: comment };
         });

@@ -18,8 +18,7 @@
  */
 import { createHash, scrypt } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type pg from 'pg';
-import { withTransaction } from '../db/pool.js';
+import { withTransaction, type Queryable } from '../db/pool.js';
 import { conflict, validation } from '../errors.js';
 import { idempotencyKeysRepository, type StoredResponse } from '../repositories/idempotency-keys.js';
 
@@ -72,16 +71,21 @@ function send(reply: FastifyReply, response: StoredResponse, replayed: boolean):
 
 /**
  * Answers a POST with 201, Location and ETag for what `create` made with the
- * transaction client it is given, at most once per Idempotency-Key.
+ * database handle it is given, at most once per Idempotency-Key.
+ *
+ * `create` must be one statement (atomic by itself): without a key it runs on
+ * the pool, outside any transaction, which saves the BEGIN and COMMIT round
+ * trips (and the database's work for them) on the common path; with a key it
+ * runs in the transaction that also stores the response.
  */
 export async function createOnce(
   request: FastifyRequest,
   reply: FastifyReply,
-  create: (tx: pg.PoolClient) => Promise<Created>,
+  create: (db: Queryable) => Promise<Created>,
   options: { secretFields?: readonly string[] } = {},
 ): Promise<FastifyReply> {
-  const respond = async (tx: pg.PoolClient): Promise<StoredResponse> => {
-    const created = await create(tx);
+  const respond = async (db: Queryable): Promise<StoredResponse> => {
+    const created = await create(db);
     const headers = { location: `${request.url.split('?')[0]}/${created.id}`, etag: created.etag, 'content-type': JSON_TYPE };
     // Serialized by the route's 201 schema now, so a replay sends these exact bytes.
     return { status: 201, headers, body: reply.serializeInput(created.body as Record<string, unknown>, '201') as string };
@@ -89,7 +93,7 @@ export async function createOnce(
 
   // Validated by the route's headers schema (IdempotentHeaders).
   const key = request.headers['idempotency-key'] as string | undefined;
-  if (key === undefined) return send(reply, await withTransaction(request.server.db, respond), false);
+  if (key === undefined) return send(reply, await respond(request.server.db), false);
 
   const scope = request.user ? `user:${request.user.id}` : 'anonymous';
   const requestHash = await fingerprint(request, scope, key, options.secretFields ?? []);

@@ -130,8 +130,8 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const { title, body } = request.body;
-        return createOnce(request, reply, async (tx) => {
-          const post = await postsRepository(tx).create(request.user!.id, { title, body });
+        return createOnce(request, reply, async (db) => {
+          const post = await postsRepository(db).create(request.user!.id, { title, body });
           return { id: post.id, etag: postTag(post), body: post };
         });
       },

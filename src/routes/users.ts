@@ -55,8 +55,8 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       return createOnce(
         request,
         reply,
-        async (tx) => {
-          const user = await usersRepository(tx).create({ name, email, passwordHash });
+        async (db) => {
+          const user = await usersRepository(db).create({ name, email, passwordHash });
           return { id: user.id, etag: userTag(user), body: user };
         },
         { secretFields: ['password'] },

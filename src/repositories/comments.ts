@@ -8,7 +8,7 @@
  * post then keeps commentCount exact.
  */
 import type { Queryable } from '../db/pool.js';
-import { runList, type ListSource, type PageRequest, type Sort } from '../db/pagination.js';
+import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
 import { sql, prepared } from '../db/sql.js';
 
 export interface Comment {
@@ -41,7 +41,7 @@ const list: ListSource<CommentSortField, CommentFilter> = {
   table: 'comments',
   tombstones: 'deleted_comments',
   columns: LIST_COLUMNS,
-  sortColumns: { id: 'id', createdAt: 'created_at' },
+  sortColumns: { id: idColumn, createdAt: timestampColumn('created_at') },
   scope: ({ postId, author }) =>
     author === undefined ? [sql`post_id = ${postId}`] : [sql`post_id = ${postId}`, sql`author_id = ${author}`],
   // NULL when the post is missing. By author there is no kept counter, but the

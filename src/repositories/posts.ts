@@ -7,7 +7,7 @@
  * write see the same post and a conditional-request check can slot in between.
  */
 import type { Queryable } from '../db/pool.js';
-import { runList, type ListSource, type PageRequest, type Sort } from '../db/pagination.js';
+import { type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
 import { join, raw, sql, toQuery, type SqlFragment, prepared } from '../db/sql.js';
 
 export interface Post {
@@ -47,7 +47,12 @@ const listBase = {
   table: 'posts',
   tombstones: 'deleted_posts',
   columns: LIST_COLUMNS,
-  sortColumns: { id: 'id', createdAt: 'created_at', updatedAt: 'updated_at', title: 'title' },
+  sortColumns: {
+    id: idColumn,
+    createdAt: timestampColumn('created_at'),
+    updatedAt: timestampColumn('updated_at'),
+    title: textColumn('title'),
+  },
 } satisfies Partial<ListSource<PostSortField, unknown>>;
 
 const byAuthor = (author: number) => [sql`author_id = ${author}`];

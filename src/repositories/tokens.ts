@@ -1,6 +1,6 @@
 /** All SQL about access tokens. Only SHA-256 hashes of the secrets are stored. */
 import type { Queryable } from '../db/pool.js';
-import { runList, type ListSource, type PageRequest, type Sort } from '../db/pagination.js';
+import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
 import { sql, prepared } from '../db/sql.js';
 
 export interface Token {
@@ -25,7 +25,7 @@ const LIVE = sql`revoked_at IS NULL AND expires_at > now()`;
 const list: ListSource<TokenSortField, number> = {
   table: 'tokens',
   columns: COLUMNS,
-  sortColumns: { id: 'id', createdAt: 'created_at' },
+  sortColumns: { id: idColumn, createdAt: timestampColumn('created_at') },
   // Revoked and expired tokens stay in the table, so they still anchor a cursor.
   scope: (userId) => [sql`user_id = ${userId}`],
   live: [LIVE],

@@ -1,6 +1,6 @@
 /** All SQL about users. Factory over a Queryable so callers choose pool or transaction. */
 import type { Queryable } from '../db/pool.js';
-import { runList, type ListSource, type PageRequest, type Sort } from '../db/pagination.js';
+import { type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
 import { join, raw, sql, toQuery, type SqlFragment, prepared } from '../db/sql.js';
 
 export interface User {
@@ -19,7 +19,7 @@ const COLUMNS = `id, name, role, email, iso_utc(created_at) AS "createdAt"`;
 const list: ListSource<UserSortField, void> = {
   table: 'users',
   columns: COLUMNS,
-  sortColumns: { id: 'id', createdAt: 'created_at', name: 'name' },
+  sortColumns: { id: idColumn, createdAt: timestampColumn('created_at'), name: textColumn('name') },
   scope: () => [],
   total: () => sql`SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'users'`,
 };

@@ -10,8 +10,8 @@
  * parses and analyzes each text once per connection instead of per request,
  * and after a few runs keeps a generic plan where it costs no more than a
  * custom one (plan_cache_mode = auto: point lookups, inserts, updates, the
- * triggers' statements). Lists stay planned for their own values: their LIMIT
- * is a parameter, whose generic estimate never beats a custom plan.
+ * triggers' statements, and lists, whose page size is part of the text for
+ * that reason: see src/db/pagination.ts).
  */
 export interface SqlFragment {
   readonly strings: readonly string[];

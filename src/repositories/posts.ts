@@ -103,15 +103,18 @@ export function postsRepository(db: Queryable) {
     /**
      * Only the given fields change; a real change bumps version and updated_at,
      * an empty one (e.g. only read-only members sent) leaves the post as it is.
+     * With `author`, only a post of that author is changed (undefined otherwise):
+     * the statement locks, checks and writes at once.
      */
-    async update(id: number, changes: PostChanges): Promise<VersionedPost | undefined> {
+    async update(id: number, changes: PostChanges, author?: number): Promise<VersionedPost | undefined> {
       const sets: SqlFragment[] = [];
       if (changes.title !== undefined) sets.push(sql`title = ${changes.title}`);
       if (changes.body !== undefined) sets.push(sql`body = ${changes.body}`);
       if (sets.length === 0) return findById(id);
       sets.push(sql`version = version + 1`, sql`updated_at = now()`);
+      const whose = author === undefined ? sql`` : sql` AND author_id = ${author}`;
       const { rows } = await db.query<VersionedPost>(
-        toQuery(sql`UPDATE posts SET ${join(sets)} WHERE id = ${id} RETURNING ${raw(COLUMNS)}`),
+        toQuery(sql`UPDATE posts SET ${join(sets)} WHERE id = ${id}${whose} RETURNING ${raw(COLUMNS)}`),
       );
       return rows[0];
     },

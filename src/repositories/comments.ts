@@ -56,10 +56,9 @@ const list: ListSource<CommentSortField, CommentFilter> = {
 
 export function commentsRepository(db: Queryable) {
   async function find(postId: number, id: number): Promise<VersionedComment | undefined> {
-    const { rows } = await db.query<VersionedComment>(prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2`, [
-      id,
-      postId,
-    ]));
+    const { rows } = await db.query<VersionedComment>(
+      prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2`, [id, postId]),
+    );
     return rows[0];
   }
 
@@ -71,9 +70,11 @@ export function commentsRepository(db: Queryable) {
      */
     async create(postId: number, authorId: number, body: string): Promise<VersionedComment | undefined> {
       const { rows } = await db.query<VersionedComment>(
-        prepared(`WITH post AS (SELECT id FROM posts WHERE id = $1 FOR NO KEY UPDATE)
-         INSERT INTO comments (post_id, author_id, body) SELECT id, $2, $3 FROM post RETURNING ${COLUMNS}`,
-        [postId, authorId, body]),
+        prepared(
+          `WITH post AS (SELECT id FROM posts WHERE id = $1 FOR NO KEY UPDATE)
+           INSERT INTO comments (post_id, author_id, body) SELECT id, $2, $3 FROM post RETURNING ${COLUMNS}`,
+          [postId, authorId, body],
+        ),
       );
       return rows[0];
     },
@@ -83,8 +84,10 @@ export function commentsRepository(db: Queryable) {
     /** Reads and row-locks a comment for a change of its own columns (the post is not involved). */
     async lockForUpdate(postId: number, id: number): Promise<VersionedComment | undefined> {
       const { rows } = await db.query<VersionedComment>(
-        prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR NO KEY UPDATE`,
-        [id, postId]),
+        prepared(
+          `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR NO KEY UPDATE`,
+          [id, postId],
+        ),
       );
       return rows[0];
     },
@@ -92,13 +95,17 @@ export function commentsRepository(db: Queryable) {
     /** Locks the post, then the comment (see the lock order above); carries the post's author for the delete rule. */
     async lockForDelete(postId: number, id: number): Promise<(VersionedComment & { postAuthorId: number }) | undefined> {
       const post = await db.query<{ authorId: number }>(
-        prepared('SELECT author_id AS "authorId" FROM posts WHERE id = $1 FOR NO KEY UPDATE',
-        [postId]),
+        prepared(
+          'SELECT author_id AS "authorId" FROM posts WHERE id = $1 FOR NO KEY UPDATE',
+          [postId],
+        ),
       );
       if (!post.rows[0]) return undefined;
       const { rows } = await db.query<VersionedComment>(
-        prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR UPDATE`,
-        [id, postId]),
+        prepared(
+          `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR UPDATE`,
+          [id, postId],
+        ),
       );
       return rows[0] && { ...rows[0], postAuthorId: post.rows[0].authorId };
     },
@@ -107,9 +114,11 @@ export function commentsRepository(db: Queryable) {
     async update(postId: number, id: number, changes: { body?: string | undefined }): Promise<VersionedComment | undefined> {
       if (changes.body === undefined) return find(postId, id);
       const { rows } = await db.query<VersionedComment>(
-        prepared(`UPDATE comments SET body = $3, version = version + 1, updated_at = now()
-         WHERE id = $1 AND post_id = $2 RETURNING ${COLUMNS}`,
-        [id, postId, changes.body]),
+        prepared(
+          `UPDATE comments SET body = $3, version = version + 1, updated_at = now()
+           WHERE id = $1 AND post_id = $2 RETURNING ${COLUMNS}`,
+          [id, postId, changes.body],
+        ),
       );
       return rows[0];
     },

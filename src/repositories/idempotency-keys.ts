@@ -35,18 +35,20 @@ export function idempotencyKeysRepository(db: Queryable) {
   return {
     /** false when another transaction is processing this key right now. */
     async tryLock(scope: string, key: string): Promise<boolean> {
-      const { rows } = await db.query<{ locked: boolean }>(prepared('SELECT pg_try_advisory_xact_lock($1::bigint) AS "locked"', [
-        idempotencyLockId(scope, key),
-      ]));
+      const { rows } = await db.query<{ locked: boolean }>(
+        prepared('SELECT pg_try_advisory_xact_lock($1::bigint) AS "locked"', [idempotencyLockId(scope, key)]),
+      );
       return rows[0]!.locked;
     },
 
     /** The unexpired record of this key, if any. */
     async find(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
       const { rows } = await db.query<IdempotencyRecord>(
-        prepared(`SELECT scope, key, request_hash AS "requestHash", status, headers, body FROM idempotency_keys
-         WHERE scope = $1 AND key = $2 AND created_at > now() - make_interval(secs => $3)`,
-        [scope, key, IDEMPOTENCY_TTL_SECONDS]),
+        prepared(
+          `SELECT scope, key, request_hash AS "requestHash", status, headers, body FROM idempotency_keys
+           WHERE scope = $1 AND key = $2 AND created_at > now() - make_interval(secs => $3)`,
+          [scope, key, IDEMPOTENCY_TTL_SECONDS],
+        ),
       );
       return rows[0];
     },
@@ -54,11 +56,13 @@ export function idempotencyKeysRepository(db: Queryable) {
     /** Under the key's lock the only row that can exist is an expired one, which is replaced. */
     async save(record: IdempotencyRecord): Promise<void> {
       await db.query(
-        prepared(`INSERT INTO idempotency_keys (scope, key, request_hash, status, headers, body)
-         VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status = EXCLUDED.status,
-           headers = EXCLUDED.headers, body = EXCLUDED.body, created_at = EXCLUDED.created_at`,
-        [record.scope, record.key, record.requestHash, record.status, JSON.stringify(record.headers), record.body]),
+        prepared(
+          `INSERT INTO idempotency_keys (scope, key, request_hash, status, headers, body)
+           VALUES ($1, $2, $3, $4, $5, $6)
+           ON CONFLICT (scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status = EXCLUDED.status,
+             headers = EXCLUDED.headers, body = EXCLUDED.body, created_at = EXCLUDED.created_at`,
+          [record.scope, record.key, record.requestHash, record.status, JSON.stringify(record.headers), record.body],
+        ),
       );
     },
 
@@ -68,10 +72,12 @@ export function idempotencyKeysRepository(db: Queryable) {
      */
     async purgeExpired(batch: number): Promise<number> {
       const { rowCount } = await db.query(
-        prepared(`DELETE FROM idempotency_keys WHERE (scope, key) IN (
-           SELECT scope, key FROM idempotency_keys WHERE created_at <= now() - make_interval(secs => $1)
-           LIMIT $2 FOR UPDATE SKIP LOCKED)`,
-        [IDEMPOTENCY_TTL_SECONDS, batch]),
+        prepared(
+          `DELETE FROM idempotency_keys WHERE (scope, key) IN (
+             SELECT scope, key FROM idempotency_keys WHERE created_at <= now() - make_interval(secs => $1)
+             LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+          [IDEMPOTENCY_TTL_SECONDS, batch],
+        ),
       );
       return rowCount ?? 0;
     },

@@ -86,8 +86,10 @@ export function postsRepository(db: Queryable) {
   return {
     async create(authorId: number, input: { title: string; body: string }): Promise<VersionedPost> {
       const { rows } = await db.query<VersionedPost>(
-        prepared(`INSERT INTO posts (author_id, title, body) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`,
-        [authorId, input.title, input.body]),
+        prepared(
+          `INSERT INTO posts (author_id, title, body) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`,
+          [authorId, input.title, input.body],
+        ),
       );
       return rows[0]!;
     },

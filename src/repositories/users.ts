@@ -28,8 +28,10 @@ export function usersRepository(db: Queryable) {
   return {
     async create(input: { name: string; email: string; passwordHash: string }): Promise<User> {
       const { rows } = await db.query<User>(
-        prepared(`INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`,
-        [input.name, input.email, input.passwordHash]),
+        prepared(
+          `INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`,
+          [input.name, input.email, input.passwordHash],
+        ),
       );
       return rows[0]!;
     },
@@ -47,8 +49,10 @@ export function usersRepository(db: Queryable) {
 
     async findCredentials(email: string): Promise<{ id: number; passwordHash: string } | undefined> {
       const { rows } = await db.query<{ id: number; passwordHash: string }>(
-        prepared('SELECT id, password_hash AS "passwordHash" FROM users WHERE lower(email) = lower($1)',
-        [email]),
+        prepared(
+          'SELECT id, password_hash AS "passwordHash" FROM users WHERE lower(email) = lower($1)',
+          [email],
+        ),
       );
       return rows[0];
     },
@@ -67,8 +71,10 @@ export function usersRepository(db: Queryable) {
 
     async setRole(email: string, role: 'user' | 'admin'): Promise<User | undefined> {
       const { rows } = await db.query<User>(
-        prepared(`UPDATE users SET role = $2, version = version + 1, updated_at = now() WHERE lower(email) = lower($1) RETURNING ${COLUMNS}`,
-        [email, role]),
+        prepared(
+          `UPDATE users SET role = $2, version = version + 1, updated_at = now() WHERE lower(email) = lower($1) RETURNING ${COLUMNS}`,
+          [email, role],
+        ),
       );
       return rows[0];
     },

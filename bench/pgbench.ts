@@ -137,7 +137,7 @@ export async function runPgbench(
   const dir = await mkdtemp(join(tmpdir(), 'bench-pgbench-'));
   try {
     // As the service's pool does (src/db/pool.ts): named prepared statements,
-    // each execution still planned for its own values.
+    // with its session settings (plan_cache_mode left at PostgreSQL's default).
     const args = ['-n', '-M', 'prepared', '-c', String(clients), '-j', '2', '-T', String(seconds)];
     // Several scripts: pgbench picks one at random for each transaction.
     for (const file of scriptFiles) args.push('-f', file);

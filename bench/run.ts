@@ -655,8 +655,8 @@ async function scenarioContext(big: Dataset): Promise<Omit<Context, 'big' | 'big
   // The least prolific author who still has a 20th page (or the most prolific, on a small data set).
   const author = await one<{ id: number; posts: number }>(
     big.url,
-    `SELECT id::int, post_count::int AS posts FROM users ORDER BY post_count >= 400 DESC,
-       CASE WHEN post_count >= 400 THEN post_count END ASC, post_count DESC LIMIT 1`,
+    `SELECT author_id::int AS id, n::int AS posts FROM (SELECT author_id, sum(n) AS n FROM author_post_counts GROUP BY 1) c
+       ORDER BY n >= 400 DESC, CASE WHEN n >= 400 THEN n END ASC, n DESC LIMIT 1`,
   );
   const nth = (n: number) => one<{ id: number }>(big.url, 'SELECT id::int FROM posts ORDER BY id OFFSET $1 - 1 LIMIT 1', [n]);
   const [deep, second] = [await nth(PLAN.depth), await nth(20)];

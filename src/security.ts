@@ -37,9 +37,18 @@ export async function verifyPassword(password: string, stored: string | undefine
   return stored !== undefined && actual.length === expected.length && timingSafeEqual(actual, expected);
 }
 
+const TOKEN_PREFIX = 'pat_';
+/** What newToken issues: the prefix, then 32 bytes in unpadded base64url (43 characters). */
+const TOKEN_FORMAT = /^pat_[A-Za-z0-9_-]{43}$/;
+
 export function newToken(): { token: string; hash: Buffer } {
-  const token = `pat_${randomBytes(32).toString('base64url')}`;
+  const token = `${TOKEN_PREFIX}${randomBytes(32).toString('base64url')}`;
   return { token, hash: hashToken(token) };
+}
+
+/** Whether a presented token could have been issued by newToken: anything else is refused without a lookup. */
+export function isWellFormedToken(token: string): boolean {
+  return TOKEN_FORMAT.test(token);
 }
 
 export function hashToken(token: string): Buffer {

@@ -5,11 +5,28 @@
  * keeps (ListSource.total), never a COUNT(*) over a big table.
  *
  * Cursor mode: a row-value keyset `(sort_col, id) > (anchor)` in the requested
- * direction, fetching limit + 1 rows to know whether more follow. The anchor's
- * sort key is resolved inside the same query, so timestamps keep their full
- * microsecond precision; it is looked up among live rows and then among the
- * tombstones of deleted ones, so a cursor stays valid after its item is gone.
- * An `after` found in neither never named an item of the list: 422.
+ * direction, fetching limit + 1 rows to know whether more follow.
+ *
+ * Where the walk resumes. `after` is an id, as the contract says. Sorted by id,
+ * the id is the position: the page starts right after it, and the id is only
+ * checked to have named an item (live, or deleted: tombstones keep the sort
+ * keys of deleted rows), else 422. Sorted by anything else, the position is
+ * the anchor's sort key, and that key may change (an edit moves an item in
+ * `-updatedAt` or `title` order): looked up at request time, a walk whose
+ * anchor was edited between two pages would repeat items or skip the rest.
+ * So every cursor page also answers with the anchor's key as it was when the
+ * page was read, and the `next` Link carries it as `afterKey` (timestamps in
+ * UTC with microseconds, `2026-11-22T10:00:00.123456Z`, which is the stored
+ * precision; text as is). With `afterKey` the page resumes at exactly
+ * (afterKey, after), whatever happened to that item since: a client that
+ * follows `next` links never skips an item present throughout, and gets each
+ * once, except that an item edited mid-walk to a key ahead of the walk shows up
+ * again at its new place (as it would with any keyset cursor). It is not
+ * looked up (it is a position, not a claim about an item), which also
+ * saves the anchor lookup. Without it (a client building URLs from
+ * `nextCursor`) the anchor's current key is used, looked up among live rows,
+ * then tombstones, as before. A malformed `afterKey`, one without `after`, or
+ * one on a sort by id (where it would mean nothing) is a 422.
  */
 import { join, raw, sql, toQuery, type SqlFragment } from './sql.js';
 import type { Queryable } from './pool.js';
@@ -17,7 +34,17 @@ import { validation } from '../errors.js';
 
 export type PageRequest =
   | { kind: 'offset'; page: number; perPage: number }
-  | { kind: 'cursor'; after: number | undefined; limit: number };
+  | { kind: 'cursor'; after: number | undefined; afterKey: string | undefined; limit: number };
+
+/** How a sort column's values travel in `afterKey`. */
+export interface SortColumn {
+  /** Constant SQL: the column. */
+  column: string;
+  key: 'id' | 'timestamp' | 'text';
+}
+export const idColumn: SortColumn = { column: 'id', key: 'id' };
+export const timestampColumn = (column: string): SortColumn => ({ column, key: 'timestamp' });
+export const textColumn = (column: string): SortColumn => ({ column, key: 'text' });
 
 export interface Sort<F extends string> {
   field: F;
@@ -29,10 +56,10 @@ export interface ListSource<F extends string, Filter> {
   table: string;
   /** Table keeping the sort keys of deleted items, if items can be deleted. */
   tombstones?: string;
-  /** Select list (constant SQL), columns aliased to the JSON names. Must not use found/parent/total. */
+  /** Select list (constant SQL), columns aliased to the JSON names. Must not use found/parent/total/cursor_key. */
   columns: string;
   /** The allow-list: API sort field → column. Only these constants reach the SQL text. */
-  sortColumns: Record<F, string>;
+  sortColumns: Record<F, SortColumn>;
   /** Conditions that make an item part of this list, ever (checked on rows and tombstones). */
   scope(filter: Filter): SqlFragment[];
   /** Extra conditions for items listed now (e.g. tokens not yet revoked). */
@@ -44,9 +71,29 @@ export interface ListSource<F extends string, Filter> {
 }
 
 export type OffsetResult<T> = { kind: 'offset'; items: T[]; total: number };
-export type CursorResult<T> = { kind: 'cursor'; items: T[]; hasMore: boolean; nextCursor: number | null };
+export type CursorResult<T> = {
+  kind: 'cursor';
+  items: T[];
+  hasMore: boolean;
+  nextCursor: number | null;
+  /** The sort key of the nextCursor item as read (sorts other than id). */
+  nextKey: string | null;
+};
 /** null: the parent resource does not exist. */
 export type ListResult<T> = OffsetResult<T> | CursorResult<T> | null;
+
+/**
+ * A page size, written into the SQL text rather than bound. PostgreSQL plans
+ * a bound LIMIT for "10 % of the rows", so a list statement never got a
+ * reusable generic plan and was planned again on every request (about half of
+ * a cursor page's database time); with the size in the text, a page size gets
+ * its own prepared statement and plan. Only integers of the validated range
+ * (1–100, plus the look-ahead row) can get here.
+ */
+function pageSize(n: number): SqlFragment {
+  if (!Number.isInteger(n) || n < 1 || n > 101) throw new Error(`page size out of range: ${n}`);
+  return raw(String(n));
+}
 
 function where(parts: SqlFragment[]): SqlFragment {
   return parts.length ? join(parts, ' AND ') : raw('TRUE');
@@ -59,7 +106,8 @@ export async function runList<T extends { id: number }, F extends string, Filter
   sort: Sort<F>,
   page: PageRequest,
 ): Promise<ListResult<T>> {
-  const column = raw(source.sortColumns[sort.field]);
+  const sortColumn = source.sortColumns[sort.field];
+  const column = raw(sortColumn.column);
   const dir = raw(sort.descending ? 'DESC' : 'ASC');
   const orderBy = sort.field === 'id' ? sql`ORDER BY id ${dir}` : sql`ORDER BY ${column} ${dir}, id ${dir}`;
   const scope = source.scope(filter);
@@ -79,10 +127,10 @@ export async function runList<T extends { id: number }, F extends string, Filter
     const items =
       offset === 0
         ? sql`SELECT ${columns} FROM ${from} WHERE h.total IS NOT NULL AND ${conditions}
-            ${orderBy} LIMIT ${page.perPage}`
+            ${orderBy} LIMIT ${pageSize(page.perPage)}`
         : sql`SELECT ${columns} FROM ${from} WHERE id IN (
               SELECT id FROM ${from} WHERE h.total IS NOT NULL AND ${conditions}
-              ${orderBy} LIMIT ${page.perPage} OFFSET ${offset}
+              ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
             ) ${orderBy}`;
     const query = sql`SELECT h.total, r.* FROM (SELECT (${source.total(filter)})::int8 AS total OFFSET 0) h
       LEFT JOIN LATERAL (${items}) r ON TRUE`;
@@ -93,38 +141,85 @@ export async function runList<T extends { id: number }, F extends string, Filter
   }
 
   const parent = source.parentExists ? source.parentExists(filter) : raw('TRUE');
+  const cmp = raw(sort.descending ? '<' : '>');
+  const keyed = sortColumn.key !== 'id';
   let anchor = sql``;
   let found = raw('TRUE');
   let after = raw('TRUE');
-  if (page.after !== undefined) {
+  if (page.afterKey !== undefined) {
+    if (!keyed) throw validation({ afterKey: ['applies only to sorts other than id'] });
+    if (page.after === undefined) throw validation({ afterKey: ['needs after'] });
+    after = sql`(${column}, id) ${cmp} (${parseKey(sortColumn.key, page.afterKey)}, ${page.after}::int8)`;
+  } else if (page.after !== undefined) {
     const anchorWhere = where([sql`id = ${page.after}`, ...scope]);
-    const tomb = source.tombstones
-      ? sql` UNION ALL SELECT ${column} AS k, id FROM ${raw(source.tombstones)} WHERE ${anchorWhere}`
-      : sql``;
-    anchor = sql`WITH anchor AS (SELECT ${column} AS k, id FROM ${from} WHERE ${anchorWhere}${tomb} LIMIT 1) `;
-    found = raw('EXISTS (SELECT 1 FROM anchor)');
-    const cmp = raw(sort.descending ? '<' : '>');
-    after =
-      sort.field === 'id'
-        ? sql`id ${cmp} (SELECT id FROM anchor)`
-        : sql`(${column}, id) ${cmp} (SELECT k, id FROM anchor)`;
+    const tomb = source.tombstones ? raw(source.tombstones) : undefined;
+    if (!keyed) {
+      after = sql`id ${cmp} ${page.after}::int8`;
+      found = tomb
+        ? sql`(EXISTS (SELECT 1 FROM ${from} WHERE ${anchorWhere}) OR EXISTS (SELECT 1 FROM ${tomb} WHERE ${anchorWhere}))`
+        : sql`EXISTS (SELECT 1 FROM ${from} WHERE ${anchorWhere})`;
+    } else {
+      const tombRows = tomb ? sql` UNION ALL SELECT ${column} AS k, id FROM ${tomb} WHERE ${anchorWhere}` : sql``;
+      anchor = sql`WITH anchor AS (SELECT ${column} AS k, id FROM ${from} WHERE ${anchorWhere}${tombRows} LIMIT 1) `;
+      found = raw('EXISTS (SELECT 1 FROM anchor)');
+      after = sql`(${column}, id) ${cmp} (SELECT k, id FROM anchor)`;
+    }
   }
+  const key = keyed ? sql`, ${keyText(sortColumn)} AS cursor_key` : sql``;
   const query = sql`${anchor}SELECT h.found, h.parent, r.* FROM (SELECT ${found} AS found, (${parent}) AS parent OFFSET 0) h
     LEFT JOIN LATERAL (
-      SELECT ${columns} FROM ${from} WHERE h.found AND h.parent AND ${conditions} AND ${after}
-      ${orderBy} LIMIT ${page.limit + 1}
+      SELECT ${columns}${key} FROM ${from} WHERE h.found AND h.parent AND ${conditions} AND ${after}
+      ${orderBy} LIMIT ${pageSize(page.limit + 1)}
     ) r ON TRUE`;
   const { rows } = await db.query(toQuery(query));
   const head = rows[0] as { found: boolean; parent: boolean | null };
   if (!head.parent) return null;
   if (!head.found) throw validation({ after: ['does not name an item of this list'] });
-  const items = (rows[0] as T).id === null ? [] : rows.map(strip<T>);
-  const hasMore = items.length > page.limit;
-  if (hasMore) items.length = page.limit;
-  return { kind: 'cursor', items, hasMore, nextCursor: hasMore ? items[items.length - 1]!.id : null };
+  const present = (rows[0] as { id: number | null }).id !== null;
+  const hasMore = rows.length > page.limit;
+  const last = hasMore ? (rows[page.limit - 1] as { id: number; cursor_key?: string }) : undefined;
+  const items = present ? rows.slice(0, page.limit).map(strip<T>) : [];
+  return { kind: 'cursor', items, hasMore, nextCursor: last?.id ?? null, nextKey: last?.cursor_key ?? null };
+}
+
+/** The column as afterKey carries it: timestamps with all six stored decimals, so no two distinct keys collide. */
+function keyText({ column, key }: SortColumn): SqlFragment {
+  return key === 'timestamp'
+    ? sql`to_char(${raw(column)} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`
+    : raw(column);
+}
+
+const KEY_TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,6})?Z$/;
+
+/** afterKey as a typed SQL value; anything PostgreSQL would not read back as that key is a 422. */
+function parseKey(key: SortColumn['key'], value: string): SqlFragment {
+  if (key === 'text') return sql`${value}::text`;
+  if (!isExactTimestamp(value)) {
+    throw validation({ afterKey: ['must be a UTC timestamp such as 2026-11-22T10:00:00.123456Z'] });
+  }
+  return sql`${value}::timestamptz`;
+}
+
+/** The calendar and clock fields exist as written (no 24:00, no 31 February, no year 0). */
+function isExactTimestamp(value: string): boolean {
+  const m = KEY_TIMESTAMP.exec(value);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day);
+  date.setUTCHours(hour, minute, second);
+  return (
+    year >= 1 &&
+    date.getUTCFullYear() === year &&
+    date.getUTCMonth() === month - 1 &&
+    date.getUTCDate() === day &&
+    date.getUTCHours() === hour &&
+    date.getUTCMinutes() === minute &&
+    date.getUTCSeconds() === second
+  );
 }
 
 function strip<T>(row: Record<string, unknown>): T {
-  const { total: _t, found: _f, parent: _p, ...item } = row;
+  const { total: _t, found: _f, parent: _p, cursor_key: _k, ...item } = row;
   return item as T;
 }

@@ -21,8 +21,11 @@ export const CHANGES_CHANNEL = 'posts_api_changed';
  * change_notifications migration's triggers that this session announces its
  * changes itself, after they commit: a NOTIFY inside the writing transaction
  * would serialize every commit behind PostgreSQL's single notification lock.
+ * Statements are prepared by name (src/db/sql.ts `prepared`) and planned under
+ * PostgreSQL's default plan_cache_mode (auto): forcing a custom plan for every
+ * execution made a point lookup spend three times as long planning as running.
  */
-export const SESSION_OPTIONS = '-c plan_cache_mode=force_custom_plan -c posts_api.notifies=after_commit';
+export const SESSION_OPTIONS = '-c posts_api.notifies=after_commit';
 
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 
@@ -30,43 +33,6 @@ const types = {
   getTypeParser: ((oid: number, format?: string) =>
     oid === 20 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
-
-/** A guard: SQL texts are built from constant fragments only, so there are a few dozen. */
-const MAX_PREPARED_STATEMENTS = 500;
-
-/**
- * Statements with parameters run as named prepared statements, one per distinct
- * SQL text and connection, so PostgreSQL parses and analyzes each text once per
- * connection instead of on every request (a third of the database's work for a
- * list page). They are still planned for each execution's own values
- * (plan_cache_mode = force_custom_plan), exactly as unnamed statements are.
- */
-function prepareStatements(pool: pg.Pool): void {
-  const names = new Map<string, string>();
-  const nameOf = (text: string): string | undefined => {
-    let name = names.get(text);
-    if (name === undefined && names.size < MAX_PREPARED_STATEMENTS) {
-      name = `posts_api_${names.size + 1}`;
-      names.set(text, name);
-    }
-    return name;
-  };
-  pool.on('connect', (client) => {
-    const query = client.query as (...args: unknown[]) => unknown;
-    client.query = function (this: pg.PoolClient, ...args: unknown[]) {
-      const [config, values] = args;
-      if (typeof config === 'string' && Array.isArray(values) && values.length > 0) {
-        const name = nameOf(config);
-        if (name !== undefined) return query.call(this, { name, text: config, values }, ...args.slice(2));
-      } else if (config !== null && typeof config === 'object' && !('name' in config) && 'text' in config) {
-        const q = config as { text: string; values?: unknown[] };
-        const name = q.values?.length ? nameOf(q.text) : undefined;
-        if (name !== undefined) return query.call(this, { ...q, name }, ...args.slice(1));
-      }
-      return query.apply(this, args);
-    } as typeof client.query;
-  });
-}
 
 export interface PoolOptions {
   /** Longest a statement may run (ms) before PostgreSQL cancels it (SQLSTATE 57014). */
@@ -87,7 +53,6 @@ export function createPool(connectionString: string, max: number, options: PoolO
     application_name: 'posts-api',
     options: SESSION_OPTIONS,
   });
-  prepareStatements(pool);
   // An idle client losing its connection (database restart) must not crash the
   // process; the pool drops it and the next query opens a fresh one.
   const onIdleError = options.onIdleError ?? (() => undefined);
@@ -107,10 +72,19 @@ const isRetryable = (error: unknown) => RETRYABLE_SQLSTATES.has((error as { code
  * partial kept) if it throws. Serialization failures and deadlocks re-run it
  * after a short random pause, so two colliding requests do not collide again.
  */
-export async function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  return retryingConflicts(() => transactionOnce(pool, fn));
+}
+
+/**
+ * Runs an atomic unit (a transaction, or one statement in autocommit, which
+ * PostgreSQL also aborts for a conflict under REPEATABLE READ or SERIALIZABLE)
+ * again after a serialization failure or deadlock, a bounded number of times.
+ */
+export async function retryingConflicts<T>(unit: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await transactionOnce(pool, fn);
+      return await unit();
     } catch (error) {
       if (!isRetryable(error) || attempt >= TRANSACTION_ATTEMPTS) throw error;
       await sleep(attempt * (5 + Math.random() * 20));

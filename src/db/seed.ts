@@ -14,7 +14,7 @@
  * Speed: the counting triggers (and, for a superuser, the foreign-key checks)
  * are switched off for the load, which is safe because every id is generated
  * from rows inserted in the same transaction; then every total the triggers
- * keep (`counters`, `users.post_count`, `posts.comment_count`) is recomputed
+ * keep (`counters`, `author_post_counts`, `posts.comment_count`) is recomputed
  * exactly from the rows before COMMIT, so the result is indistinguishable from
  * data created through the API.
  *
@@ -235,9 +235,8 @@ const RECOMPUTE_TOTALS = [
    FROM posts p2 LEFT JOIN (SELECT post_id, count(*) AS n FROM comments WHERE post_id BETWEEN $lo::int8 AND $hi::int8 GROUP BY post_id) c
      ON c.post_id = p2.id
    WHERE p2.id BETWEEN $lo::int8 AND $hi::int8 AND p.id = p2.id AND p.comment_count <> COALESCE(c.n, 0)`,
-  `UPDATE users u SET post_count = COALESCE(c.n, 0)
-   FROM users u2 LEFT JOIN (SELECT author_id, count(*) AS n FROM posts GROUP BY author_id) c ON c.author_id = u2.id
-   WHERE u.id = u2.id AND u.post_count <> COALESCE(c.n, 0)`,
+  `DELETE FROM author_post_counts`,
+  `INSERT INTO author_post_counts (author_id, slot, n) SELECT author_id, 0, count(*) FROM posts GROUP BY author_id`,
   `DELETE FROM counters WHERE name IN ('posts', 'users')`,
   `INSERT INTO counters (name, slot, n)
    SELECT 'posts', 0, (SELECT count(*) FROM posts) UNION ALL SELECT 'users', 0, (SELECT count(*) FROM users)`,
@@ -298,7 +297,7 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     await client.query(`SET LOCAL maintenance_work_mem = '256MB'`);
     await client.query(`SET LOCAL jit = off`);
     // Writers wait (the ids below must stay contiguous and the totals exact); readers go on.
-    await client.query('LOCK TABLE users, posts, comments, counters IN EXCLUSIVE MODE');
+    await client.query('LOCK TABLE users, posts, comments, counters, author_post_counts IN EXCLUSIVE MODE');
     const { rows: su } = await client.query<{ on: string }>(`SELECT current_setting('is_superuser') AS on`);
     if (su[0]?.on === 'on') {
       // Skips user triggers and foreign-key checks, for this transaction only.
@@ -378,7 +377,7 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     // Fresh statistics, so the planner sees the new sizes before the first request does.
     progress({ phase: 'analyze', done: 0, total: 1 });
     await client.query('SET statement_timeout = 0');
-    await client.query('ANALYZE users, posts, comments, counters');
+    await client.query('ANALYZE users, posts, comments, counters, author_post_counts');
     await client.query('RESET statement_timeout');
     progress({ phase: 'analyze', done: 1, total: 1 });
 

@@ -4,6 +4,14 @@
  * Interpolated values are always bound parameters; only fragments made by this
  * module (sql, raw with a constant, join) are spliced as SQL text, so user
  * input can never become SQL.
+ *
+ * Every statement with parameters goes out as a named prepared statement (pg's
+ * own `{ name, text, values }`), one name per distinct SQL text, so PostgreSQL
+ * parses and analyzes each text once per connection instead of per request,
+ * and after a few runs keeps a generic plan where it costs no more than a
+ * custom one (plan_cache_mode = auto: point lookups, inserts, updates, the
+ * triggers' statements, and lists, whose page size is part of the text for
+ * that reason: see src/db/pagination.ts).
  */
 export interface SqlFragment {
   readonly strings: readonly string[];
@@ -41,7 +49,29 @@ export function join(parts: readonly SqlFragment[], separator = ', '): SqlFragme
   return fragment(strings, values);
 }
 
-export function toQuery(root: SqlFragment): { text: string; values: unknown[] } {
+export interface Statement {
+  name?: string;
+  text: string;
+  values: unknown[];
+}
+
+/** A guard: SQL texts are built from constant fragments only, so there are a few dozen. */
+const MAX_PREPARED_STATEMENTS = 500;
+const names = new Map<string, string>();
+
+/** The statement, named after its text so that each connection prepares it once. */
+export function prepared(text: string, values: unknown[]): Statement {
+  if (values.length === 0) return { text, values };
+  let name = names.get(text);
+  if (name === undefined) {
+    if (names.size >= MAX_PREPARED_STATEMENTS) return { text, values };
+    name = `posts_api_${names.size + 1}`;
+    names.set(text, name);
+  }
+  return { name, text, values };
+}
+
+export function toQuery(root: SqlFragment): Statement {
   const values: unknown[] = [];
   const walk = (f: SqlFragment): string => {
     let text = f.strings[0] ?? '';
@@ -51,6 +81,5 @@ export function toQuery(root: SqlFragment): { text: string; values: unknown[] } 
     });
     return text;
   };
-  const text = walk(root);
-  return { text, values };
+  return prepared(walk(root), values);
 }

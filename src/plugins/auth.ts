@@ -4,13 +4,16 @@
  * a 401 anywhere. Routes that need a user live in a plugin scope that adds
  * `app.requireUser` as an onRequest hook, so no hook matches URL strings.
  *
+ * A token is checked against the issued format first (src/security.ts), so a
+ * malformed one costs no query; a well-formed one is one indexed lookup.
+ *
  * `request.authenticate()` is memoized so the rate limiter can key clients by
  * user id with the same single lookup.
  */
 import fp from 'fastify-plugin';
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { invalidToken, unauthorized } from '../errors.js';
-import { hashToken } from '../security.js';
+import { hashToken, isWellFormedToken } from '../security.js';
 import { tokensRepository, type AuthUser } from '../repositories/tokens.js';
 
 declare module 'fastify' {
@@ -35,6 +38,8 @@ export default fp(
       if (header === undefined) return null;
       const match = BEARER.exec(header);
       if (!match?.[1]) throw invalidToken('the Authorization header must be "Bearer <token>"');
+      // A token we could never have issued is unknown without asking the database.
+      if (!isWellFormedToken(match[1])) throw invalidToken();
       const user = await tokens.authenticate(hashToken(match[1]));
       if (!user) throw invalidToken();
       return user;

@@ -8,8 +8,8 @@
  * post then keeps commentCount exact.
  */
 import type { Queryable } from '../db/pool.js';
-import { runList, type ListSource, type PageRequest, type Sort } from '../db/pagination.js';
-import { sql } from '../db/sql.js';
+import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
+import { sql, prepared } from '../db/sql.js';
 
 export interface Comment {
   id: number;
@@ -41,7 +41,7 @@ const list: ListSource<CommentSortField, CommentFilter> = {
   table: 'comments',
   tombstones: 'deleted_comments',
   columns: LIST_COLUMNS,
-  sortColumns: { id: 'id', createdAt: 'created_at' },
+  sortColumns: { id: idColumn, createdAt: timestampColumn('created_at') },
   scope: ({ postId, author }) =>
     author === undefined ? [sql`post_id = ${postId}`] : [sql`post_id = ${postId}`, sql`author_id = ${author}`],
   // NULL when the post is missing. By author there is no kept counter, but the
@@ -56,10 +56,9 @@ const list: ListSource<CommentSortField, CommentFilter> = {
 
 export function commentsRepository(db: Queryable) {
   async function find(postId: number, id: number): Promise<VersionedComment | undefined> {
-    const { rows } = await db.query<VersionedComment>(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2`, [
-      id,
-      postId,
-    ]);
+    const { rows } = await db.query<VersionedComment>(
+      prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2`, [id, postId]),
+    );
     return rows[0];
   }
 
@@ -71,9 +70,11 @@ export function commentsRepository(db: Queryable) {
      */
     async create(postId: number, authorId: number, body: string): Promise<VersionedComment | undefined> {
       const { rows } = await db.query<VersionedComment>(
-        `WITH post AS (SELECT id FROM posts WHERE id = $1 FOR NO KEY UPDATE)
-         INSERT INTO comments (post_id, author_id, body) SELECT id, $2, $3 FROM post RETURNING ${COLUMNS}`,
-        [postId, authorId, body],
+        prepared(
+          `WITH post AS (SELECT id FROM posts WHERE id = $1 FOR NO KEY UPDATE)
+           INSERT INTO comments (post_id, author_id, body) SELECT id, $2, $3 FROM post RETURNING ${COLUMNS}`,
+          [postId, authorId, body],
+        ),
       );
       return rows[0];
     },
@@ -83,8 +84,10 @@ export function commentsRepository(db: Queryable) {
     /** Reads and row-locks a comment for a change of its own columns (the post is not involved). */
     async lockForUpdate(postId: number, id: number): Promise<VersionedComment | undefined> {
       const { rows } = await db.query<VersionedComment>(
-        `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR NO KEY UPDATE`,
-        [id, postId],
+        prepared(
+          `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR NO KEY UPDATE`,
+          [id, postId],
+        ),
       );
       return rows[0];
     },
@@ -92,13 +95,17 @@ export function commentsRepository(db: Queryable) {
     /** Locks the post, then the comment (see the lock order above); carries the post's author for the delete rule. */
     async lockForDelete(postId: number, id: number): Promise<(VersionedComment & { postAuthorId: number }) | undefined> {
       const post = await db.query<{ authorId: number }>(
-        'SELECT author_id AS "authorId" FROM posts WHERE id = $1 FOR NO KEY UPDATE',
-        [postId],
+        prepared(
+          'SELECT author_id AS "authorId" FROM posts WHERE id = $1 FOR NO KEY UPDATE',
+          [postId],
+        ),
       );
       if (!post.rows[0]) return undefined;
       const { rows } = await db.query<VersionedComment>(
-        `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR UPDATE`,
-        [id, postId],
+        prepared(
+          `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR UPDATE`,
+          [id, postId],
+        ),
       );
       return rows[0] && { ...rows[0], postAuthorId: post.rows[0].authorId };
     },
@@ -110,15 +117,17 @@ export function commentsRepository(db: Queryable) {
     async update(postId: number, id: number, changes: { body?: string | undefined }): Promise<VersionedComment | undefined> {
       if (changes.body === undefined) return find(postId, id);
       const { rows } = await db.query<VersionedComment>(
-        `UPDATE comments SET body = $3, version = version + 1, updated_at = now()
-         WHERE id = $1 AND post_id = $2 AND body IS DISTINCT FROM $3 RETURNING ${COLUMNS}`,
-        [id, postId, changes.body],
+        prepared(
+          `UPDATE comments SET body = $3, version = version + 1, updated_at = now()
+           WHERE id = $1 AND post_id = $2 AND body IS DISTINCT FROM $3 RETURNING ${COLUMNS}`,
+          [id, postId, changes.body],
+        ),
       );
       return rows[0] ?? find(postId, id);
     },
 
     async delete(postId: number, id: number): Promise<boolean> {
-      const { rowCount } = await db.query('DELETE FROM comments WHERE id = $1 AND post_id = $2', [id, postId]);
+      const { rowCount } = await db.query(prepared('DELETE FROM comments WHERE id = $1 AND post_id = $2', [id, postId]));
       return rowCount === 1;
     },
 

@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Queryable } from '../db/pool.js';
+import { prepared } from '../db/sql.js';
 
 /** How long a stored response is replayed; older rows are ignored, then purged. */
 export const IDEMPOTENCY_TTL_SECONDS = 24 * 60 * 60;
@@ -42,18 +43,20 @@ export function idempotencyKeysRepository(db: Queryable) {
   return {
     /** false when another transaction is processing this key right now. */
     async tryLock(scope: string, key: string): Promise<boolean> {
-      const { rows } = await db.query<{ locked: boolean }>('SELECT pg_try_advisory_xact_lock($1::bigint) AS "locked"', [
-        idempotencyLockId(scope, key),
-      ]);
+      const { rows } = await db.query<{ locked: boolean }>(
+        prepared('SELECT pg_try_advisory_xact_lock($1::bigint) AS "locked"', [idempotencyLockId(scope, key)]),
+      );
       return rows[0]!.locked;
     },
 
     /** The unexpired record of this key, if any. */
     async find(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
       const { rows } = await db.query<IdempotencyRecord>(
-        `SELECT ${RECORD} FROM idempotency_keys
-         WHERE scope = $1 AND key = $2 AND created_at > now() - make_interval(secs => $3)`,
-        [scope, key, IDEMPOTENCY_TTL_SECONDS],
+        prepared(
+          `SELECT ${RECORD} FROM idempotency_keys
+           WHERE scope = $1 AND key = $2 AND created_at > now() - make_interval(secs => $3)`,
+          [scope, key, IDEMPOTENCY_TTL_SECONDS],
+        ),
       );
       return rows[0];
     },
@@ -65,10 +68,12 @@ export function idempotencyKeysRepository(db: Queryable) {
      */
     async peek(scope: string, key: string): Promise<{ record?: IdempotencyRecord; inUse: boolean }> {
       const { rows } = await db.query<IdempotencyRecord & { free: boolean }>(
-        `SELECT pg_try_advisory_xact_lock($1::bigint) AS free, r.* FROM (SELECT 1) one LEFT JOIN LATERAL (
-           SELECT ${RECORD} FROM idempotency_keys
-           WHERE scope = $2 AND key = $3 AND created_at > now() - make_interval(secs => $4)) r ON TRUE`,
-        [idempotencyLockId(scope, key), scope, key, IDEMPOTENCY_TTL_SECONDS],
+        prepared(
+          `SELECT pg_try_advisory_xact_lock($1::bigint) AS free, r.* FROM (SELECT 1) one LEFT JOIN LATERAL (
+             SELECT ${RECORD} FROM idempotency_keys
+             WHERE scope = $2 AND key = $3 AND created_at > now() - make_interval(secs => $4)) r ON TRUE`,
+          [idempotencyLockId(scope, key), scope, key, IDEMPOTENCY_TTL_SECONDS],
+        ),
       );
       const { free, ...record } = rows[0]!;
       return record.scope === null ? { inUse: !free } : { record, inUse: false };
@@ -77,21 +82,23 @@ export function idempotencyKeysRepository(db: Queryable) {
     /** Under the key's lock the only row that can exist is an expired one, which is replaced. */
     async save(record: IdempotencyRecord): Promise<void> {
       await db.query(
-        `INSERT INTO idempotency_keys (scope, key, request_hash, status, headers, body, resource, secret_hash)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-         ON CONFLICT (scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status = EXCLUDED.status,
-           headers = EXCLUDED.headers, body = EXCLUDED.body, resource = EXCLUDED.resource,
-           secret_hash = EXCLUDED.secret_hash, created_at = EXCLUDED.created_at`,
-        [
-          record.scope,
-          record.key,
-          record.requestHash,
-          record.status,
-          JSON.stringify(record.headers),
-          record.body,
-          record.resource,
-          record.secretHash,
-        ],
+        prepared(
+          `INSERT INTO idempotency_keys (scope, key, request_hash, status, headers, body, resource, secret_hash)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+           ON CONFLICT (scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status = EXCLUDED.status,
+             headers = EXCLUDED.headers, body = EXCLUDED.body, resource = EXCLUDED.resource,
+             secret_hash = EXCLUDED.secret_hash, created_at = EXCLUDED.created_at`,
+          [
+            record.scope,
+            record.key,
+            record.requestHash,
+            record.status,
+            JSON.stringify(record.headers),
+            record.body,
+            record.resource,
+            record.secretHash,
+          ],
+        ),
       );
     },
 
@@ -101,10 +108,12 @@ export function idempotencyKeysRepository(db: Queryable) {
      */
     async purgeExpired(batch: number): Promise<number> {
       const { rowCount } = await db.query(
-        `DELETE FROM idempotency_keys WHERE (scope, key) IN (
-           SELECT scope, key FROM idempotency_keys WHERE created_at <= now() - make_interval(secs => $1)
-           LIMIT $2 FOR UPDATE SKIP LOCKED)`,
-        [IDEMPOTENCY_TTL_SECONDS, batch],
+        prepared(
+          `DELETE FROM idempotency_keys WHERE (scope, key) IN (
+             SELECT scope, key FROM idempotency_keys WHERE created_at <= now() - make_interval(secs => $1)
+             LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+          [IDEMPOTENCY_TTL_SECONDS, batch],
+        ),
       );
       return rowCount ?? 0;
     },

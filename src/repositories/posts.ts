@@ -1,13 +1,14 @@
 /**
- * All SQL about posts. Totals never count rows: the global one is the sharded
- * `counters` row, a user's is `users.post_count`, and `commentCount` is
- * `posts.comment_count`, all kept exact by triggers (see the initial migration).
+ * All SQL about posts. Totals never count rows: the global one is the sum of
+ * the `counters` slots named 'posts', a user's the sum of their
+ * `author_post_counts` slots (at most 16 rows each), and `commentCount` is
+ * `posts.comment_count`, all kept exact by triggers (see the migrations).
  * Writes that check ownership first lock the row (`lock`), so the check and the
  * write see the same post and a conditional-request check can slot in between.
  */
 import type { Queryable } from '../db/pool.js';
-import { runList, type ListSource, type PageRequest, type Sort } from '../db/pagination.js';
-import { join, raw, sql, toQuery } from '../db/sql.js';
+import { type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
+import { join, raw, sql, toQuery, prepared } from '../db/sql.js';
 
 export interface Post {
   id: number;
@@ -46,10 +47,17 @@ const listBase = {
   table: 'posts',
   tombstones: 'deleted_posts',
   columns: LIST_COLUMNS,
-  sortColumns: { id: 'id', createdAt: 'created_at', updatedAt: 'updated_at', title: 'title' },
+  sortColumns: {
+    id: idColumn,
+    createdAt: timestampColumn('created_at'),
+    updatedAt: timestampColumn('updated_at'),
+    title: textColumn('title'),
+  },
 } satisfies Partial<ListSource<PostSortField, unknown>>;
 
 const byAuthor = (author: number) => [sql`author_id = ${author}`];
+const authorTotal = (author: number) =>
+  sql`(SELECT COALESCE(sum(n), 0) FROM author_post_counts WHERE author_id = ${author})`;
 
 /** GET /posts[?author=]: an unknown author is an empty list, not a missing parent. */
 const allPosts: ListSource<PostSortField, number | undefined> = {
@@ -58,28 +66,30 @@ const allPosts: ListSource<PostSortField, number | undefined> = {
   total: (author) =>
     author === undefined
       ? sql`SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'posts'`
-      : sql`SELECT COALESCE((SELECT post_count FROM users WHERE id = ${author}), 0)`,
+      : authorTotal(author),
 };
 
 /** GET /users/{userId}/posts: the user is the parent, so a missing one is a 404. */
 const postsOfUser: ListSource<PostSortField, number> = {
   ...listBase,
   scope: byAuthor,
-  total: (userId) => sql`SELECT post_count FROM users WHERE id = ${userId}`,
+  total: (userId) => sql`SELECT ${authorTotal(userId)} FROM users WHERE id = ${userId}`,
   parentExists: (userId) => sql`EXISTS (SELECT 1 FROM users WHERE id = ${userId})`,
 };
 
 export function postsRepository(db: Queryable) {
   async function findById(id: number): Promise<VersionedPost | undefined> {
-    const { rows } = await db.query<VersionedPost>(`SELECT ${COLUMNS} FROM posts WHERE id = $1`, [id]);
+    const { rows } = await db.query<VersionedPost>(prepared(`SELECT ${COLUMNS} FROM posts WHERE id = $1`, [id]));
     return rows[0];
   }
 
   return {
     async create(authorId: number, input: { title: string; body: string }): Promise<VersionedPost> {
       const { rows } = await db.query<VersionedPost>(
-        `INSERT INTO posts (author_id, title, body) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`,
-        [authorId, input.title, input.body],
+        prepared(
+          `INSERT INTO posts (author_id, title, body) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`,
+          [authorId, input.title, input.body],
+        ),
       );
       return rows[0]!;
     },
@@ -88,33 +98,36 @@ export function postsRepository(db: Queryable) {
 
     /** Reads and row-locks a post for the rest of the caller's transaction. */
     async lock(id: number, purpose: keyof typeof LOCKS): Promise<VersionedPost | undefined> {
-      const { rows } = await db.query<VersionedPost>(`SELECT ${COLUMNS} FROM posts WHERE id = $1 ${LOCKS[purpose]}`, [id]);
+      const { rows } = await db.query<VersionedPost>(prepared(`SELECT ${COLUMNS} FROM posts WHERE id = $1 ${LOCKS[purpose]}`, [id]));
       return rows[0];
     },
 
     /**
-     * Only the given fields change; a real change bumps version and updated_at.
-     * An empty one (e.g. only read-only members sent) or one to the values
-     * already stored (e.g. a PUT of what GET gave) writes nothing.
+     * Only the given fields change; a real change bumps version and updated_at
+     * and returns the post as written. An empty one (e.g. only read-only members
+     * sent) or one to the values already stored (e.g. a PUT of what GET gave)
+     * writes nothing and returns undefined, as does a post that is missing or,
+     * with `author`, not that author's: the statement locks, checks and writes at once.
      */
-    async update(id: number, changes: PostChanges): Promise<VersionedPost | undefined> {
+    async update(id: number, changes: PostChanges, author?: number): Promise<VersionedPost | undefined> {
       const fields = [
         ['title', changes.title],
         ['body', changes.body],
       ].filter((field): field is [string, string] => field[1] !== undefined);
-      if (fields.length === 0) return findById(id);
+      if (fields.length === 0) return undefined;
       const sets = fields.map(([column, value]) => sql`${raw(column)} = ${value}`);
       const differs = fields.map(([column, value]) => sql`${raw(column)} IS DISTINCT FROM ${value}`);
+      const whose = author === undefined ? sql`` : sql` AND author_id = ${author}`;
       const { rows } = await db.query<VersionedPost>(
         toQuery(sql`UPDATE posts SET ${join([...sets, sql`version = version + 1`, sql`updated_at = now()`])}
-          WHERE id = ${id} AND (${join(differs, ' OR ')}) RETURNING ${raw(COLUMNS)}`),
+          WHERE id = ${id}${whose} AND (${join(differs, ' OR ')}) RETURNING ${raw(COLUMNS)}`),
       );
-      return rows[0] ?? findById(id);
+      return rows[0];
     },
 
     /** Its comments go with it (ON DELETE CASCADE); triggers keep every total and tombstone. */
     async delete(id: number): Promise<boolean> {
-      const { rowCount } = await db.query('DELETE FROM posts WHERE id = $1', [id]);
+      const { rowCount } = await db.query(prepared('DELETE FROM posts WHERE id = $1', [id]));
       return rowCount === 1;
     },
 

@@ -1,7 +1,7 @@
 /** All SQL about access tokens. Only SHA-256 hashes of the secrets are stored. */
 import type { Queryable } from '../db/pool.js';
-import { runList, type ListSource, type PageRequest, type Sort } from '../db/pagination.js';
-import { sql } from '../db/sql.js';
+import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
+import { sql, prepared } from '../db/sql.js';
 
 export interface Token {
   id: number;
@@ -25,7 +25,7 @@ const LIVE = sql`revoked_at IS NULL AND expires_at > now()`;
 const list: ListSource<TokenSortField, number> = {
   table: 'tokens',
   columns: COLUMNS,
-  sortColumns: { id: 'id', createdAt: 'created_at' },
+  sortColumns: { id: idColumn, createdAt: timestampColumn('created_at') },
   // Revoked and expired tokens stay in the table, so they still anchor a cursor.
   scope: (userId) => [sql`user_id = ${userId}`],
   live: [LIVE],
@@ -37,9 +37,11 @@ export function tokensRepository(db: Queryable) {
   return {
     async create(userId: number, hash: Buffer, ttlSeconds: number): Promise<Token> {
       const { rows } = await db.query<Token>(
-        `INSERT INTO tokens (user_id, token_hash, expires_at)
-         VALUES ($1, $2, now() + make_interval(secs => $3)) RETURNING ${COLUMNS}`,
-        [userId, hash, ttlSeconds],
+        prepared(
+          `INSERT INTO tokens (user_id, token_hash, expires_at)
+           VALUES ($1, $2, now() + make_interval(secs => $3)) RETURNING ${COLUMNS}`,
+          [userId, hash, ttlSeconds],
+        ),
       );
       return rows[0]!;
     },
@@ -47,9 +49,11 @@ export function tokensRepository(db: Queryable) {
     /** The user a live token belongs to, or undefined for unknown, expired and revoked tokens. */
     async authenticate(hash: Buffer): Promise<AuthUser | undefined> {
       const { rows } = await db.query<AuthUser>(
-        `SELECT u.id, u.role, t.id AS "tokenId" FROM tokens t JOIN users u ON u.id = t.user_id
-         WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()`,
-        [hash],
+        prepared(
+          `SELECT u.id, u.role, t.id AS "tokenId" FROM tokens t JOIN users u ON u.id = t.user_id
+           WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()`,
+          [hash],
+        ),
       );
       return rows[0];
     },
@@ -57,18 +61,17 @@ export function tokensRepository(db: Queryable) {
     /** Revokes one live token of this user; false when there is none (another user's included). */
     async revoke(userId: number, tokenId: number): Promise<boolean> {
       const { rowCount } = await db.query(
-        'UPDATE tokens SET revoked_at = now() WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now()',
-        [tokenId, userId],
+        prepared(
+          'UPDATE tokens SET revoked_at = now() WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now()',
+          [tokenId, userId],
+        ),
       );
       return rowCount === 1;
     },
 
     /** After a password change: every other session of that user ends. */
     async revokeAllExcept(userId: number, keepTokenId: number): Promise<void> {
-      await db.query('UPDATE tokens SET revoked_at = now() WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL', [
-        userId,
-        keepTokenId,
-      ]);
+      await db.query(prepared('UPDATE tokens SET revoked_at = now() WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL', [userId, keepTokenId]));
     },
 
     list(userId: number, sort: Sort<TokenSortField>, page: PageRequest) {

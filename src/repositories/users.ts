@@ -1,7 +1,7 @@
 /** All SQL about users. Factory over a Queryable so callers choose pool or transaction. */
 import type { Queryable } from '../db/pool.js';
-import { runList, type ListSource, type PageRequest, type Sort } from '../db/pagination.js';
-import { join, raw, sql, toQuery } from '../db/sql.js';
+import { type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
+import { join, raw, sql, toQuery, prepared } from '../db/sql.js';
 
 export interface User {
   id: number;
@@ -19,22 +19,24 @@ const COLUMNS = `id, name, role, email, iso_utc(created_at) AS "createdAt"`;
 const list: ListSource<UserSortField, void> = {
   table: 'users',
   columns: COLUMNS,
-  sortColumns: { id: 'id', createdAt: 'created_at', name: 'name' },
+  sortColumns: { id: idColumn, createdAt: timestampColumn('created_at'), name: textColumn('name') },
   scope: () => [],
   total: () => sql`SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'users'`,
 };
 
 export function usersRepository(db: Queryable) {
   async function findById(id: number): Promise<User | undefined> {
-    const { rows } = await db.query<User>(`SELECT ${COLUMNS} FROM users WHERE id = $1`, [id]);
+    const { rows } = await db.query<User>(prepared(`SELECT ${COLUMNS} FROM users WHERE id = $1`, [id]));
     return rows[0];
   }
 
   return {
     async create(input: { name: string; email: string; passwordHash: string }): Promise<User> {
       const { rows } = await db.query<User>(
-        `INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`,
-        [input.name, input.email, input.passwordHash],
+        prepared(
+          `INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`,
+          [input.name, input.email, input.passwordHash],
+        ),
       );
       return rows[0]!;
     },
@@ -43,14 +45,16 @@ export function usersRepository(db: Queryable) {
 
     /** Reads and row-locks a user for a change in the caller's transaction (If-Match is checked in between). */
     async lock(id: number): Promise<User | undefined> {
-      const { rows } = await db.query<User>(`SELECT ${COLUMNS} FROM users WHERE id = $1 FOR NO KEY UPDATE`, [id]);
+      const { rows } = await db.query<User>(prepared(`SELECT ${COLUMNS} FROM users WHERE id = $1 FOR NO KEY UPDATE`, [id]));
       return rows[0];
     },
 
     async findCredentials(email: string): Promise<{ id: number; passwordHash: string } | undefined> {
       const { rows } = await db.query<{ id: number; passwordHash: string }>(
-        'SELECT id, password_hash AS "passwordHash" FROM users WHERE lower(email) = lower($1)',
-        [email],
+        prepared(
+          'SELECT id, password_hash AS "passwordHash" FROM users WHERE lower(email) = lower($1)',
+          [email],
+        ),
       );
       return rows[0];
     },
@@ -58,8 +62,7 @@ export function usersRepository(db: Queryable) {
     /** Whether another user has this e-mail address (compared as the unique index does). */
     async emailTaken(email: string, exceptId = 0): Promise<boolean> {
       const { rows } = await db.query<{ taken: boolean }>(
-        'SELECT EXISTS (SELECT 1 FROM users WHERE lower(email) = lower($1) AND id <> $2) AS taken',
-        [email, exceptId],
+        prepared('SELECT EXISTS (SELECT 1 FROM users WHERE lower(email) = lower($1) AND id <> $2) AS taken', [email, exceptId]),
       );
       return rows[0]!.taken;
     },
@@ -87,8 +90,10 @@ export function usersRepository(db: Queryable) {
 
     async setRole(email: string, role: 'user' | 'admin'): Promise<User | undefined> {
       const { rows } = await db.query<User>(
-        `UPDATE users SET role = $2, version = version + 1, updated_at = now() WHERE lower(email) = lower($1) RETURNING ${COLUMNS}`,
-        [email, role],
+        prepared(
+          `UPDATE users SET role = $2, version = version + 1, updated_at = now() WHERE lower(email) = lower($1) RETURNING ${COLUMNS}`,
+          [email, role],
+        ),
       );
       return rows[0];
     },

@@ -107,8 +107,8 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         return createOnce(request, reply, {
           kind: 'comment',
           input: { body },
-          create: async (tx) => {
-            const comment = await commentsRepository(tx).create(postId, request.user!.id, body);
+          create: async (db) => {
+            const comment = await commentsRepository(db).create(postId, request.user!.id, body);
             if (!comment) throw notFound(`post ${postId} does not exist`);
             request.changed('created', 'comments', comment);
             return { id: comment.id, etag: commentTag(comment), body: comment };

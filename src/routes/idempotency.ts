@@ -30,8 +30,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type pg from 'pg';
-import { withTransaction } from '../db/pool.js';
+import { retryingConflicts, withTransaction, type Queryable } from '../db/pool.js';
 import { linkTo } from '../http/links.js';
 import { conflict, validation } from '../errors.js';
 import { hashPassword, verifyPassword } from '../security.js';
@@ -52,7 +51,11 @@ export interface Creation {
   password?: string;
   /** Cheap checks that must pass before the password is hashed. */
   precheck?: () => Promise<void>;
-  create(tx: pg.PoolClient, passwordHash: string | undefined): Promise<Created>;
+  /**
+   * Makes the resource with one statement on `db`: the pool in autocommit when
+   * there is no Idempotency-Key, the transaction that also stores the record otherwise.
+   */
+  create(db: Queryable, passwordHash: string | undefined): Promise<Created>;
 }
 
 const FIELD = 'Idempotency-Key';
@@ -97,12 +100,17 @@ function send(reply: FastifyReply, response: StoredResponse, replayed: boolean):
 
 /**
  * Answers a POST with 201, Location and ETag for what `create` made with the
- * transaction client it is given, at most once per Idempotency-Key.
+ * database handle it is given, at most once per Idempotency-Key.
+ *
+ * `create` must be one statement (atomic by itself): without a key it runs on
+ * the pool, outside any transaction, which saves the BEGIN and COMMIT round
+ * trips (and the database's work for them) on the common path; with a key it
+ * runs in the transaction that also stores the response.
  */
 export async function createOnce(request: FastifyRequest, reply: FastifyReply, creation: Creation): Promise<FastifyReply> {
   const db = request.server.db;
-  const respond = async (tx: pg.PoolClient, passwordHash: string | undefined) => {
-    const created = await creation.create(tx, passwordHash);
+  const respond = async (db: Queryable, passwordHash: string | undefined) => {
+    const created = await creation.create(db, passwordHash);
     const headers = { location: linkTo(request, `/${created.id}`), etag: created.etag, 'content-type': JSON_TYPE };
     // Serialized by the route's 201 schema now, so a replay sends these exact bytes.
     const body = reply.serializeInput(created.body as Record<string, unknown>, '201') as string;
@@ -116,8 +124,9 @@ export async function createOnce(request: FastifyRequest, reply: FastifyReply, c
   // Validated by the route's headers schema (IdempotentHeaders).
   const key = request.headers['idempotency-key'] as string | undefined;
   if (key === undefined) {
+    // No record to keep with it: the create is one statement, committed on its own.
     const passwordHash = await prepare();
-    return send(reply, (await withTransaction(db, (tx) => respond(tx, passwordHash))).response, false);
+    return send(reply, (await retryingConflicts(() => respond(db, passwordHash))).response, false);
   }
 
   const scope = request.user ? `user:${request.user.id}` : 'anonymous';

@@ -14,20 +14,19 @@ interface PageQuery {
   page?: number;
   perPage?: number;
   after?: number;
+  afterKey?: string;
   limit?: number;
 }
 
 export function pageRequest(query: PageQuery): PageRequest {
   const offset = query.page !== undefined || query.perPage !== undefined;
-  const cursor = query.after !== undefined || query.limit !== undefined;
-  if (offset && cursor) {
+  const cursorParams = (['after', 'afterKey', 'limit'] as const).filter((name) => query[name] !== undefined);
+  if (offset && cursorParams.length) {
     const message = 'cannot be combined with page or perPage';
-    const fieldErrors: Record<string, string[]> = {};
-    if (query.after !== undefined) fieldErrors.after = [message];
-    if (query.limit !== undefined) fieldErrors.limit = [message];
+    const fieldErrors = Object.fromEntries(cursorParams.map((name) => [name, [message]]));
     throw validation(fieldErrors, 'use either page/perPage (offset mode) or after/limit (cursor mode)');
   }
-  if (cursor) return { kind: 'cursor', after: query.after, limit: query.limit ?? 20 };
+  if (cursorParams.length) return { kind: 'cursor', after: query.after, afterKey: query.afterKey, limit: query.limit ?? 20 };
   return { kind: 'offset', page: query.page ?? 1, perPage: query.perPage ?? 20 };
 }
 
@@ -37,9 +36,13 @@ export function sortOf<F extends string>(query: PageQuery): Sort<F> {
   return sort.startsWith('-') ? { field: sort.slice(1) as F, descending: true } : { field: sort as F, descending: false };
 }
 
-function link(request: FastifyRequest, params: Record<string, number>, rel: string): string {
+/** Params set to null are removed from the request's query. */
+function link(request: FastifyRequest, params: Record<string, number | string | null>, rel: string): string {
   const query = new URLSearchParams(request.url.split('?')[1]);
-  for (const [key, value] of Object.entries(params)) query.set(key, String(value));
+  for (const [key, value] of Object.entries(params)) {
+    if (value === null) query.delete(key);
+    else query.set(key, String(value));
+  }
   return `<${linkTo(request, '', query)}>; rel="${rel}"`;
 }
 
@@ -72,7 +75,11 @@ export function listResponse<T>(
   serializeAs(reply, result.kind === 'offset' ? 'OffsetPage' : 'CursorPage');
   const links: string[] = [];
   if (result.kind === 'cursor' && page.kind === 'cursor') {
-    if (result.nextCursor !== null) links.push(link(request, { after: result.nextCursor, limit: page.limit }, 'next'));
+    // The anchor's key as read travels with it, so the walk stays put when the anchor is edited (src/db/pagination.ts).
+    if (result.nextCursor !== null) {
+      const next = { after: result.nextCursor, afterKey: result.nextKey, limit: page.limit };
+      links.push(link(request, next, 'next'));
+    }
     if (links.length) reply.header('link', links.join(', '));
     return { data: result.items, limit: page.limit, hasMore: result.hasMore, nextCursor: result.nextCursor };
   }

@@ -61,8 +61,8 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         precheck: async () => {
           if (await users.emailTaken(email)) throw emailTaken();
         },
-        create: async (tx, passwordHash) => {
-          const user = await usersRepository(tx).create({ name, email, passwordHash: passwordHash! });
+        create: async (db, passwordHash) => {
+          const user = await usersRepository(db).create({ name, email, passwordHash: passwordHash! });
           return { id: user.id, etag: userTag(user), body: user };
         },
       });

@@ -110,6 +110,16 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
         ...Id,
         description: 'cursor mode: id of the last item already received; not with page/perPage (422)',
       }),
+      afterKey: Type.Optional(
+        Type.String({
+          minLength: 1,
+          maxLength: 200,
+          allOf: [Storable],
+          description:
+            'cursor mode, with after and a sort other than id: the sort key of that item as the next Link gave it ' +
+            '(a UTC timestamp with microseconds, or the text), so the walk resumes where it was even if the item changed since',
+        }),
+      ),
       limit: Type.Optional(SmallInt(1, 100, { description: 'cursor mode, default 20; not with page/perPage (422)' })),
     },
     { additionalProperties: false },

@@ -318,7 +318,13 @@ describe('comment lists', () => {
       hasMore: true,
       nextCursor: order[11],
     });
-    expect(res.headers.link).toBe(`</posts/${postId}/comments?sort=-createdAt&after=${order[11]}&limit=5>; rel="next"`);
+    // The next link carries the anchor's sort key as stored (microseconds), so the walk resumes there.
+    const { rows } = await t.app.db.query(
+      `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS k FROM comments WHERE id = $1`,
+      [order[11]],
+    );
+    const afterKey = encodeURIComponent(rows[0].k);
+    expect(res.headers.link).toBe(`</posts/${postId}/comments?sort=-createdAt&after=${order[11]}&limit=5&afterKey=${afterKey}>; rel="next"`);
     const [foreign] = await idsOf(`/posts/${otherPostId}/comments`);
     const after = ['does not name an item of this list'];
     expect422(await get(`/posts/${postId}/comments?after=${foreign}`), { after });

@@ -4,7 +4,7 @@
  * while PostgreSQL is unreachable with recovery once it is back.
  */
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import type { FastifyInstance } from 'fastify';
@@ -82,6 +82,25 @@ describe('401 unauthorized', () => {
     const res = await t.app.inject({ url: '/users', headers: { authorization } });
     expectError(res, 401, 'unauthorized');
     expect(res.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
+  });
+
+  it('a token that could never have been issued is refused without a database query', async () => {
+    const malformed = ['pat_unknown', `pat_${'a'.repeat(42)}`, `pat_${'a'.repeat(44)}`, `tok_${'a'.repeat(43)}`, 'a'.repeat(47)];
+    const query = vi.spyOn(t.app.db, 'query');
+    try {
+      for (const token of malformed) {
+        const res = await t.app.inject({ url: '/posts/1', headers: { authorization: `Bearer ${token}` } });
+        expectError(res, 401, 'unauthorized');
+        expect(res.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
+      }
+      expect(query).not.toHaveBeenCalled();
+      // A well-formed unknown token is looked up (and refused the same way).
+      const res = await t.app.inject({ url: '/posts/1', headers: { authorization: `Bearer pat_${'a'.repeat(43)}` } });
+      expectError(res, 401, 'unauthorized');
+      expect(query).toHaveBeenCalledTimes(1);
+    } finally {
+      query.mockRestore();
+    }
   });
 
   it('comes before 415 and 422 (order: 401, 400/413/415, 422)', async () => {

@@ -132,7 +132,7 @@ describe('GET /posts: offset arithmetic and Link headers (45 posts)', () => {
     expect(rows[0].n).toBe(45);
   });
 
-  it('author filters, with the total from users.post_count', async () => {
+  it('author filters, with the total from the author_post_counts slots', async () => {
     const anns = posts.filter((p) => p.authorId === ann.user.id);
     const res = await get(`/posts?author=${ann.user.id}&perPage=10&page=3`);
     expect(res.json()).toEqual({ data: anns.slice(20, 30), page: 3, perPage: 10, total: 23, totalPages: 3 });
@@ -266,6 +266,41 @@ describe('cursors stay valid', () => {
     expect(res.json().hasMore).toBe(true);
   });
 
+  // The anchor (last item of page 1) is edited before page 2 is read: sorted
+  // by -updatedAt it used to repeat the whole list, by updatedAt or title skip
+  // the rest. The next link carries its key as it was (afterKey), so the walk
+  // resumes at the old place: every item once, in order; the edited anchor
+  // shows up once more only if it moved ahead of the walk (as any edited item would).
+  it.each([
+    ['-updatedAt', { body: 'edited' }, 'behind'],
+    ['updatedAt', { body: 'edited' }, 'ahead'],
+    ['title', { title: 'zzz edited' }, 'ahead'],
+    ['-title', { title: 'zzz edited' }, 'behind'],
+  ] as const)('sort=%s: an anchor edited between two pages neither repeats nor skips the rest', async (sort, change, moved) => {
+    const before = await idsOf(`/posts?sort=${sort}&perPage=100`);
+    const anchor = before[4]!;
+    const ids = await walk(`/posts?sort=${sort}&limit=5`, async (page) => {
+      if (page !== 1) return;
+      const res = await t.app.inject({ method: 'PATCH', url: `/posts/${anchor}`, headers: admin.auth, payload: change });
+      expect(res.statusCode).toBe(200);
+    });
+    expect(ids).toEqual(moved === 'ahead' ? [...before, anchor] : before);
+  });
+
+  it('a next link carries the sort key with microseconds, and resumes there without the anchor', async () => {
+    const first = await get('/posts?sort=createdAt&limit=3');
+    const next = /<([^>]+)>; rel="next"/.exec(first.headers.link as string)![1]!;
+    const afterKey = new URL(next, 'http://x').searchParams.get('afterKey')!;
+    expect(afterKey).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/);
+    const { rows } = await t.app.db.query(
+      `SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS k FROM posts WHERE id = $1`,
+      [first.json().nextCursor],
+    );
+    expect(afterKey).toBe(rows[0].k);
+    const all = await idsOf('/posts?sort=createdAt&perPage=100');
+    expect(await idsOf(next)).toEqual(all.slice(3, 6));
+  });
+
   it("a deleted post anchors its author's lists, not another author's", async () => {
     const post = await createPost(ann, 'short-lived');
     await t.app.inject({ method: 'DELETE', url: `/posts/${post.id}`, headers: ann.auth });
@@ -284,6 +319,7 @@ describe('cursors stay valid', () => {
 });
 
 describe('list parameters: every 422', () => {
+  const TIMESTAMP_KEY = 'must be a UTC timestamp such as 2026-11-22T10:00:00.123456Z';
   const SORT_VALUES = 'id, -id, createdAt, -createdAt, updatedAt, -updatedAt, title, -title';
   it.each([
     ['/posts?foo=1', { foo: ['is not allowed'] }],
@@ -301,6 +337,12 @@ describe('list parameters: every 422', () => {
     ['/posts?perPage=0&sort=x&foo=1', { perPage: ['must be at least 1'], sort: [`must be one of: ${SORT_VALUES}`], foo: ['is not allowed'] }],
     ['/users/1/posts?author=1', { author: ['is not allowed'] }],
     ['/users/999999/posts?perPage=101', { perPage: ['must be at most 100'] }],
+    ['/posts?sort=createdAt&after=3&afterKey=yesterday', { afterKey: [TIMESTAMP_KEY] }],
+    ['/posts?sort=updatedAt&after=3&afterKey=2026-02-30T10:00:00.000000Z', { afterKey: [TIMESTAMP_KEY] }],
+    ['/posts?sort=-createdAt&after=3&afterKey=2026-11-22T24:00:00Z', { afterKey: [TIMESTAMP_KEY] }],
+    ['/posts?sort=createdAt&after=3&afterKey=2026-11-22T10:00:00.1234567Z', { afterKey: [TIMESTAMP_KEY] }],
+    ['/posts?after=3&afterKey=alpha', { afterKey: ['applies only to sorts other than id'] }],
+    ['/posts?sort=title&afterKey=alpha', { afterKey: ['needs after'] }],
   ])('%s', async (url, fieldErrors) => {
     expect422(await get(url), fieldErrors);
   });
@@ -313,6 +355,7 @@ describe('list parameters: every 422', () => {
       { after: ['cannot be combined with page or perPage'], limit: ['cannot be combined with page or perPage'] },
       message,
     );
+    expect422(await get('/posts?page=2&sort=title&afterKey=alpha'), { afterKey: ['cannot be combined with page or perPage'] }, message);
   });
 });
 
@@ -583,7 +626,8 @@ describe('totals under concurrent writes', () => {
     const { rows } = await t.app.db.query(`SELECT
       (SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'posts')::int AS kept,
       (SELECT count(*) FROM posts)::int AS counted,
-      (SELECT count(*) FROM users u WHERE post_count <> (SELECT count(*) FROM posts p WHERE p.author_id = u.id))::int AS "badUsers",
+      (SELECT count(*) FROM users u
+        WHERE (SELECT COALESCE(sum(n), 0) FROM author_post_counts a WHERE a.author_id = u.id) <> (SELECT count(*) FROM posts p WHERE p.author_id = u.id))::int AS "badUsers",
       (SELECT count(*) FROM posts p WHERE comment_count <> (SELECT count(*) FROM comments c WHERE c.post_id = p.id))::int AS "badPosts",
       (SELECT count(*) FROM comments WHERE post_id = $1)::int AS orphans`, [busy.id]);
     expect(rows[0]).toEqual({ kept: rows[0].counted, counted: expect.any(Number), badUsers: 0, badPosts: 0, orphans: 0 });

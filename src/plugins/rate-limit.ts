@@ -27,8 +27,8 @@
  * sign-up) spend only the stricter "auth" policy (RATE_LIMIT_AUTH_MAX, same
  * window, one budget shared by those routes), so password guessing cannot eat
  * the general budget nor the other way round; their headers describe "auth".
- * Routes with `config: { rateLimit: false }` (health, the OpenAPI document and
- * the docs page) are neither counted nor given headers.
+ * Routes with `config: { rateLimit: false }` (health, and the docs page with its
+ * assets; not /openapi.json, plugins/openapi.ts) are neither counted nor given headers.
  *
  * Headers, on every other response including 401, 404 and 429, describing the
  * policy the request spent:

@@ -1,6 +1,6 @@
 /**
  * Data is kept only as long as it serves a purpose, without an external cron:
- * - idempotency records: 24 h, the replay window (API.md §8); lookups ignore
+ * - idempotency records: 24 h, the replay window (docs/api.md §8); lookups ignore
  *   older rows anyway. A record whose resource is deleted loses its copy of
  *   the content at once (a trigger, migration idempotency_retention).
  * - tombstones of deleted posts and comments (their sort keys, titles

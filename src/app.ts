@@ -88,7 +88,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   await app.register(db, { connectionString: config.databaseUrl, max: config.pgPoolMax, statementTimeoutMs: config.pgStatementTimeoutMs });
   // Before auth: its onRequest hook must run first so a 429 comes before a 401.
   await app.register(rateLimit, { rateLimit: config.rateLimit, redisUrl: config.redisUrl, databaseUrl: config.databaseUrl });
-  await app.register(auth);
+  await app.register(auth, { cacheMs: config.authCacheMs });
   // Before the response cache: its onSend hook stores the Cache-Control and ETag this one sets.
   await app.register(httpCaching);
   // After rate limiting and auth: a cached answer still spends the budget and still needs a valid token, if one is sent.

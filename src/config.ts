@@ -62,6 +62,14 @@ export const EnvSchema = Type.Object({
     3_600_000,
     'oldest cached answer served, ms: bounds staleness should change notifications be lost',
   ),
+  AUTH_CACHE_MS: Type.Integer({
+    minimum: 0,
+    maximum: 60_000,
+    default: 1_000,
+    description:
+      'how long an instance trusts a token it has checked, ms (0 = ask the database every time): ' +
+      'the bound on how long another instance may still accept a token after it was revoked',
+  }),
   EMBEDDED_PG_PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 54329 }),
 });
 export type Env = Static<typeof EnvSchema>;
@@ -119,6 +127,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     tombstoneRetentionSeconds: e.TOMBSTONE_RETENTION,
     responseCacheBytes: e.RESPONSE_CACHE_MB * 1_048_576,
     responseCacheMaxAgeMs: e.RESPONSE_CACHE_MAX_AGE_MS,
+    authCacheMs: e.AUTH_CACHE_MS,
     embeddedPgPort: e.EMBEDDED_PG_PORT,
   };
 }

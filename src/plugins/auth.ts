@@ -5,12 +5,19 @@
  * `app.requireUser` as an onRequest hook, so no hook matches URL strings.
  *
  * A token is checked against the issued format first (src/security.ts), so a
- * malformed one costs no query; a well-formed one is one indexed lookup.
+ * malformed one costs no query; a well-formed one is one indexed lookup, whose
+ * answer this instance then trusts for AUTH_CACHE_MS (default 1 s, never past
+ * the token's expiry). That spares a query on nearly every request of an active
+ * client. The price is bounded: a token revoked here (DELETE /tokens/{id}, a
+ * password change) is forgotten here at once, while another instance may still
+ * accept it for at most AUTH_CACHE_MS; a role changed by the operator command
+ * likewise. AUTH_CACHE_MS=0 asks the database every time.
  *
  * `request.authenticate()` is memoized so the rate limiter can key clients by
  * user id with the same single lookup.
  */
 import fp from 'fastify-plugin';
+import { LRUCache } from 'lru-cache';
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { invalidToken, unauthorized } from '../errors.js';
 import { hashToken, isWellFormedToken } from '../security.js';
@@ -23,15 +30,22 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     requireUser: onRequestAsyncHookHandler;
+    /** Stops trusting the checked tokens `which` picks: call after revoking them commits. */
+    forgetTokens(which: (user: AuthUser) => boolean): void;
   }
 }
+
+/** Checked tokens kept at most; each entry is a few hundred bytes. */
+const AUTH_CACHE_ENTRIES = 10_000;
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/-]{1,512}=*) *$/i;
 const memo = new WeakMap<FastifyRequest, Promise<AuthUser | null>>();
 
-export default fp(
-  async (app) => {
+export default fp<{ cacheMs: number }>(
+  async (app, { cacheMs }) => {
     const tokens = tokensRepository(app.db);
+    // Keyed by the token's SHA-256, like the table: the secret itself is not kept.
+    const trusted = cacheMs > 0 ? new LRUCache<string, AuthUser>({ max: AUTH_CACHE_ENTRIES, ttl: cacheMs }) : undefined;
 
     async function resolve(request: FastifyRequest): Promise<AuthUser | null> {
       const header = request.headers.authorization;
@@ -40,10 +54,21 @@ export default fp(
       if (!match?.[1]) throw invalidToken('the Authorization header must be "Bearer <token>"');
       // A token we could never have issued is unknown without asking the database.
       if (!isWellFormedToken(match[1])) throw invalidToken();
-      const user = await tokens.authenticate(hashToken(match[1]));
-      if (!user) throw invalidToken();
+      const hash = hashToken(match[1]);
+      const key = hash.toString('base64');
+      const known = trusted?.get(key);
+      if (known) return known;
+      const found = await tokens.authenticate(hash);
+      if (!found) throw invalidToken();
+      const { expiresAtMs, ...user } = found;
+      trusted?.set(key, user, { ttl: Math.max(1, Math.min(cacheMs, Math.floor(expiresAtMs - Date.now()))) });
       return user;
     }
+
+    app.decorate('forgetTokens', (which: (user: AuthUser) => boolean) => {
+      if (!trusted) return;
+      for (const [key, user] of trusted.entries()) if (which(user)) trusted.delete(key);
+    });
 
     app.decorateRequest('user', null);
     app.decorateRequest('authenticate', function (this: FastifyRequest) {

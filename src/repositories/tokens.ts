@@ -46,11 +46,15 @@ export function tokensRepository(db: Queryable) {
       return rows[0]!;
     },
 
-    /** The user a live token belongs to, or undefined for unknown, expired and revoked tokens. */
-    async authenticate(hash: Buffer): Promise<AuthUser | undefined> {
-      const { rows } = await db.query<AuthUser>(
+    /**
+     * The user a live token belongs to, with the token's expiry (epoch ms), or
+     * undefined for unknown, expired and revoked tokens.
+     */
+    async authenticate(hash: Buffer): Promise<(AuthUser & { expiresAtMs: number }) | undefined> {
+      const { rows } = await db.query<AuthUser & { expiresAtMs: number }>(
         prepared(
-          `SELECT u.id, u.role, t.id AS "tokenId" FROM tokens t JOIN users u ON u.id = t.user_id
+          `SELECT u.id, u.role, t.id AS "tokenId", extract(epoch FROM t.expires_at)::float8 * 1000 AS "expiresAtMs"
+           FROM tokens t JOIN users u ON u.id = t.user_id
            WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()`,
           [hash],
         ),

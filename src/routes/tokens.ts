@@ -85,6 +85,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
         const id = request.params.tokenId;
         // Another user's token is reported as missing: its existence is not ours to reveal.
         if (!(await tokens.revoke(request.user!.id, id))) throw notFound(`token ${id} does not exist`);
+        app.forgetTokens((user) => user.tokenId === id);
         return reply.code(204).send(null);
       },
     );

@@ -180,6 +180,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           if (passwordHash !== undefined) await tokensRepository(tx).revokeAllExcept(id, viewer.tokenId);
           return changed!;
         });
+        if (passwordHash !== undefined) app.forgetTokens((user) => user.id === id && user.tokenId !== viewer.tokenId);
         return tagged(reply, userTag(updated), updated);
       },
     );

@@ -21,6 +21,7 @@ describe('loadConfig', () => {
       tombstoneRetentionSeconds: 86_400,
       responseCacheBytes: 16 * 1_048_576,
       responseCacheMaxAgeMs: 5_000,
+      authCacheMs: 1_000,
       embeddedPgPort: 54329,
     });
   });
@@ -66,6 +67,8 @@ describe('loadConfig', () => {
     ['PG_POOL_MAX', '0'],
     ['RESPONSE_CACHE_MAX_AGE_MS', '0'],
     ['RESPONSE_CACHE_MAX_AGE_MS', '5s'],
+    ['AUTH_CACHE_MS', '-1'],
+    ['AUTH_CACHE_MS', '60001'],
   ])('a bad %s=%s stops start-up naming the variable', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^invalid environment variable ${name}=`));

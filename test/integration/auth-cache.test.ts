@@ -1,0 +1,99 @@
+/**
+ * The checked-token cache (src/plugins/auth.ts): an instance trusts a token it
+ * has checked for AUTH_CACHE_MS, never past the token's expiry; revoking a token
+ * through the service is seen at once by the instance that did it, and by every
+ * other instance within the bound; AUTH_CACHE_MS=0 asks the database every time.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { signUp, startTestApp, type TestApp } from '../helpers/factories.js';
+
+let t: TestApp;
+let other: FastifyInstance;
+const BOUND_MS = 300;
+
+beforeAll(async () => {
+  t = await startTestApp({ AUTH_CACHE_MS: String(BOUND_MS) });
+  const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', AUTH_CACHE_MS: String(BOUND_MS) });
+  other = (await buildApp({ ...config, databaseUrl: t.db.url })) as unknown as FastifyInstance;
+  await other.ready();
+});
+afterAll(async () => {
+  await other.close();
+  await t.close();
+});
+
+async function sql(text: string, values: unknown[] = []): Promise<void> {
+  const client = new pg.Client({ connectionString: t.db.url });
+  await client.connect();
+  try {
+    await client.query(text, values);
+  } finally {
+    await client.end();
+  }
+}
+const me = (app: FastifyInstance, auth: Record<string, string>) => app.inject({ url: '/users/me', headers: auth });
+
+describe('checked tokens', () => {
+  it('are trusted for the bound: a revocation behind the service’s back shows only after it', async () => {
+    const ann = await signUp(t.app);
+    expect((await me(t.app, ann.auth)).statusCode).toBe(200);
+    await sql('UPDATE tokens SET revoked_at = now() WHERE id = $1', [ann.tokenId]);
+    expect((await me(t.app, ann.auth)).statusCode).toBe(200); // trusted: no query
+    await sleep(BOUND_MS + 50);
+    const res = await me(t.app, ann.auth);
+    expect(res.statusCode).toBe(401);
+    expect(res.headers['www-authenticate']).toMatch(/^Bearer/);
+  });
+
+  it('revoked through the service: refused at once here, within the bound on another instance', async () => {
+    const bob = await signUp(t.app);
+    expect((await me(t.app, bob.auth)).statusCode).toBe(200);
+    expect((await me(other, bob.auth)).statusCode).toBe(200);
+    expect((await t.app.inject({ method: 'DELETE', url: `/tokens/${bob.tokenId}`, headers: bob.auth })).statusCode).toBe(204);
+    expect((await me(t.app, bob.auth)).statusCode).toBe(401);
+    await sleep(BOUND_MS + 50);
+    expect((await me(other, bob.auth)).statusCode).toBe(401);
+  });
+
+  it('a password change ends the other sessions at once on this instance, keeps the one that made it', async () => {
+    const cy = await signUp(t.app);
+    const login = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: cy.user.email, password: cy.password } });
+    const second = { authorization: `Bearer ${login.json().token as string}` };
+    expect((await me(t.app, second)).statusCode).toBe(200);
+    const change = await t.app.inject({
+      method: 'PATCH',
+      url: `/users/${cy.user.id}`,
+      headers: cy.auth,
+      payload: { password: 'another-password-1' },
+    });
+    expect(change.statusCode).toBe(200);
+    expect((await me(t.app, second)).statusCode).toBe(401);
+    expect((await me(t.app, cy.auth)).statusCode).toBe(200);
+  });
+
+  it('never past the token’s own expiry', async () => {
+    const dee = await signUp(t.app);
+    await sql("UPDATE tokens SET expires_at = now() + interval '150 milliseconds' WHERE id = $1", [dee.tokenId]);
+    expect((await me(t.app, dee.auth)).statusCode).toBe(200);
+    await sleep(200);
+    expect((await me(t.app, dee.auth)).statusCode).toBe(401);
+  });
+
+  it('AUTH_CACHE_MS=0: every request asks the database', async () => {
+    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', AUTH_CACHE_MS: '0' });
+    const uncached = (await buildApp({ ...config, databaseUrl: t.db.url })) as unknown as FastifyInstance;
+    try {
+      const eve = await signUp(t.app);
+      expect((await me(uncached, eve.auth)).statusCode).toBe(200);
+      await sql('UPDATE tokens SET revoked_at = now() WHERE id = $1', [eve.tokenId]);
+      expect((await me(uncached, eve.auth)).statusCode).toBe(401);
+    } finally {
+      await uncached.close();
+    }
+  });
+});

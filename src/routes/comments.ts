@@ -13,10 +13,10 @@ import {
 import { commentsRepository } from '../repositories/comments.js';
 import { notFound } from '../errors.js';
 import { withTransaction } from '../db/pool.js';
-import { listResponse, pageRequest, sortOf } from './lists.js';
-import { loadOwned } from './ownership.js';
-import { commentTag, conditionalGet, requireMatch, tagged } from './conditional.js';
-import { createOnce } from './idempotency.js';
+import { listResponse, pageRequest, sortOf } from '../http/lists.js';
+import { loadOwned } from '../http/ownership.js';
+import { commentTag, conditionalGet, requireMatch, tagged } from '../http/conditional.js';
+import { createOnce } from '../http/idempotency.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,

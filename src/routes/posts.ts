@@ -15,10 +15,10 @@ import { postsRepository, type PostChanges, type VersionedPost } from '../reposi
 import type { FastifyRequest } from 'fastify';
 import { notFound } from '../errors.js';
 import { retryingConflicts, withTransaction } from '../db/pool.js';
-import { listResponse, pageRequest, sortOf } from './lists.js';
-import { loadOwned, type OwnershipRule } from './ownership.js';
-import { conditionalGet, postTag, requireMatch, tagged } from './conditional.js';
-import { createOnce } from './idempotency.js';
+import { listResponse, pageRequest, sortOf } from '../http/lists.js';
+import { loadOwned, type OwnershipRule } from '../http/ownership.js';
+import { conditionalGet, postTag, requireMatch, tagged } from '../http/conditional.js';
+import { createOnce } from '../http/idempotency.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,

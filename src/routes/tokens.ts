@@ -6,7 +6,7 @@ import { tokensRepository } from '../repositories/tokens.js';
 import { usersRepository } from '../repositories/users.js';
 import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
-import { listResponse, pageRequest, sortOf } from './lists.js';
+import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
 import { PRIVATE } from '../plugins/http-caching.js';
 

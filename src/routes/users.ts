@@ -7,9 +7,9 @@ import { tokensRepository, type AuthUser } from '../repositories/tokens.js';
 import { emailTaken, forbidden, notFound } from '../errors.js';
 import { hashPassword } from '../security.js';
 import { withTransaction } from '../db/pool.js';
-import { listResponse, pageRequest, sortOf } from './lists.js';
-import { conditionalGet, requireMatch, tagged, userTag } from './conditional.js';
-import { createOnce } from './idempotency.js';
+import { listResponse, pageRequest, sortOf } from '../http/lists.js';
+import { conditionalGet, requireMatch, tagged, userTag } from '../http/conditional.js';
+import { createOnce } from '../http/idempotency.js';
 import { PRIVATE, keepPrivate } from '../plugins/http-caching.js';
 import {
   ConditionalGetHeaders,

@@ -31,7 +31,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { retryingConflicts, withTransaction, type Queryable } from '../db/pool.js';
-import { linkTo } from '../http/links.js';
+import { linkTo } from './links.js';
 import { conflict, validation } from '../errors.js';
 import { hashPassword, verifyPassword } from '../security.js';
 import { idempotencyKeysRepository, type IdempotencyRecord, type StoredResponse } from '../repositories/idempotency-keys.js';

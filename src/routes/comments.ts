@@ -1,15 +1,8 @@
 /** /posts/{postId}/comments (docs/api.md §4, §5): comments exist only under their post. */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
-import {
-  CommentBody,
-  CommentList,
-  CommentListQuery,
-  CommentParams,
-  CommentPatchBody,
-  CommentSchema,
-  PostParams,
-} from '../schemas/posts.js';
+import { CommentBody, CommentList, CommentListQuery, CommentParams, CommentPatchBody, CommentSchema } from '../schemas/comments.js';
+import { PostParams } from '../schemas/posts.js';
 import { commentsRepository } from '../repositories/comments.js';
 import { notFound } from '../errors.js';
 import { withTransaction } from '../db/pool.js';

@@ -1,7 +1,7 @@
 /** /tokens: log in (issue a token), list own tokens, revoke one (docs/api.md §4, §6). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
-import { CreateTokenBody, IssuedTokenSchema, TokenList, TokenListQuery, TokenParams } from '../schemas/users.js';
+import { CreateTokenBody, IssuedTokenSchema, TokenList, TokenListQuery, TokenParams } from '../schemas/tokens.js';
 import { tokensRepository } from '../repositories/tokens.js';
 import { usersRepository } from '../repositories/users.js';
 import { notFound, unauthorized } from '../errors.js';

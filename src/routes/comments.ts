@@ -9,12 +9,10 @@ import { withTransaction } from '../db/pool.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { loadOwned } from '../http/ownership.js';
 import { commentTag, conditionalGet, requireMatch, tagged } from '../http/conditional.js';
-import { createOnce } from '../http/idempotency.js';
+import { Created, IdempotentHeaders, createOnce } from '../http/idempotency.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,
-  Created,
-  IdempotentHeaders,
   NotModified,
   Tagged,
   listResponses,

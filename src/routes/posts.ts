@@ -18,12 +18,10 @@ import { retryingConflicts, withTransaction } from '../db/pool.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { loadOwned, type OwnershipRule } from '../http/ownership.js';
 import { conditionalGet, postTag, requireMatch, tagged } from '../http/conditional.js';
-import { createOnce } from '../http/idempotency.js';
+import { Created, IdempotentHeaders, createOnce } from '../http/idempotency.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,
-  Created,
-  IdempotentHeaders,
   NotModified,
   Tagged,
   listResponses,

@@ -9,13 +9,11 @@ import { hashPassword } from '../security.js';
 import { withTransaction } from '../db/pool.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { conditionalGet, requireMatch, tagged, userTag } from '../http/conditional.js';
-import { createOnce } from '../http/idempotency.js';
+import { Created, IdempotentHeaders, createOnce } from '../http/idempotency.js';
 import { PRIVATE, keepPrivate } from '../plugins/http-caching.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,
-  Created,
-  IdempotentHeaders,
   NotModified,
   Tagged,
   listResponses,

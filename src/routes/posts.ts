@@ -39,9 +39,10 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const posts = postsRepository(app.db);
 
   /**
-   * PATCH and PUT. A real change without If-Match, the common case, is one
-   * UPDATE that writes only a post the user may change (its author's, or any
-   * for an admin): changeOwned's direct path.
+   * PATCH and PUT (`changes` may carry read-only members: only title and body
+   * are read). A real change without If-Match, the common case, is one UPDATE
+   * that writes only a post the user may change (its author's, or any for an
+   * admin): changeOwned's direct path.
    */
   async function changePost(request: FastifyRequest, reply: FastifyReply, id: number, changes: PostChanges) {
     const changed = (updated: VersionedPost | undefined) => {
@@ -175,10 +176,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           body: PostPatchBody,
         },
       },
-      async (request, reply) => {
-        const { title, body } = request.body;
-        return changePost(request, reply, request.params.postId, { title, body });
-      },
+      async (request, reply) => changePost(request, reply, request.params.postId, request.body),
     );
 
     r.put(
@@ -192,10 +190,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           body: PostBody,
         },
       },
-      async (request, reply) => {
-        const { title, body } = request.body;
-        return changePost(request, reply, request.params.postId, { title, body });
-      },
+      async (request, reply) => changePost(request, reply, request.params.postId, request.body),
     );
 
     r.delete(

@@ -24,6 +24,7 @@ const missingComment = (postId: number, id: number) => `comment ${id} of post ${
 const ids = (params: { postId: number; commentId: number }) => [params.postId, params.commentId] as const;
 
 const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.addSchema(CommentSchema);
   const comments = commentsRepository(app.db);
 
   app.get(

@@ -36,6 +36,7 @@ const ownPost = (id: number): OwnershipRule<VersionedPost> => ({
 });
 
 const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.addSchema(PostSchema);
   const posts = postsRepository(app.db);
 
   /**

@@ -1,7 +1,8 @@
 /** /tokens: log in (issue a token), list own tokens, revoke one (docs/api.md §4, §6). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
-import { CreateTokenBody, IssuedTokenSchema, TokenList, TokenListQuery, TokenParams } from '../schemas/tokens.js';
+import { CreateTokenBody, IssuedTokenSchema, TokenList, TokenListQuery, TokenParams, TokenSchema } from '../schemas/tokens.js';
+import { UserSchema } from '../schemas/users.js';
 import { tokensRepository } from '../repositories/tokens.js';
 import { usersRepository } from '../repositories/users.js';
 import { notFound, unauthorized } from '../errors.js';
@@ -13,6 +14,9 @@ import { PRIVATE } from '../plugins/http-caching.js';
 const secured = [{ bearerAuth: [] }];
 
 const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = async (app, { tokenTtlSeconds }) => {
+  app.addSchema(TokenSchema);
+  // A new token's answer embeds its user.
+  app.addSchema(UserSchema);
   const tokens = tokensRepository(app.db);
   const users = usersRepository(app.db);
 

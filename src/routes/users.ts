@@ -38,6 +38,7 @@ const ownProfile = (id: number): OwnershipRule<User> => ({
 });
 
 const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.addSchema(UserSchema);
   const users = usersRepository(app.db);
 
   app.post(

@@ -46,8 +46,16 @@ export function loggerOptions(level: string, stream?: DestinationStream): Fastif
   };
 }
 
+/**
+ * What Fastify's options type calls a validator builder: typed for Ajv's own
+ * compile signature, while Fastify calls what it returns with the route's
+ * schema and HTTP part, as a schema compiler expects.
+ */
+type ValidatorBuilder = NonNullable<NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']>;
+
 /** `logStream` lets the server pretty-print on a terminal and tests read the logs. */
 export async function buildApp(config: AppConfig, options: { logStream?: DestinationStream } = {}) {
+  const validator = createValidatorCompiler();
   const app = Fastify({
     logger: loggerOptions(config.logLevel, options.logStream),
     // Our own single line per request (plugins/request-log.ts) replaces Fastify's pair.
@@ -76,9 +84,11 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
     frameworkErrors: (error, request, reply) =>
       void sendError(reply, request, toHttpError(error, request) ?? badRequest('the request is malformed')),
     ajv: { customOptions: {} },
+    // Our validator in every scope: one set by setValidatorCompiler gives way to Ajv's default in a
+    // scope that adds shared schemas, as each route plugin does (its resource's read schema).
+    schemaController: { compilersFactory: { buildValidator: (() => validator) as unknown as ValidatorBuilder } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  app.setValidatorCompiler(createValidatorCompiler());
   app.decorate('publicBaseUrl', config.publicBaseUrl ?? '');
 
   await app.register(errors);

@@ -6,6 +6,9 @@
  */
 export const JSON_MEDIA_TYPE = 'application/json; charset=utf-8';
 
+/** What a body may be sent as; a PATCH body may also come as a JSON merge patch (RFC 7396), which it is anyway. */
+export const PATCH_MEDIA_TYPES = ['application/json', 'application/merge-patch+json'];
+
 const UTF8_NAMES = new Set(['utf-8', 'utf8', 'csutf8']);
 
 /** A media type's parameters as sent: `charset="UTF-8"` → utf-8 (names are case-insensitive, values may be quoted). */

@@ -16,7 +16,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';
 import { HttpError, badRequest } from '../errors.js';
-import { charsetOf, isUtf8 } from '../media-types.js';
+import { PATCH_MEDIA_TYPES, charsetOf, isUtf8 } from '../media-types.js';
 
 // fatal: a malformed sequence throws instead of becoming U+FFFD; a leading BOM is dropped (RFC 8259 allows ignoring it).
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -30,7 +30,7 @@ export default fp(
     const parseJson = app.getDefaultJsonParser('error', 'error');
     app.removeAllContentTypeParsers();
     app.addContentTypeParser(
-      ['application/json', 'application/merge-patch+json'],
+      PATCH_MEDIA_TYPES,
       { parseAs: 'buffer' },
       (request, body, done) => {
         if (noBody(request, (body as Buffer).length)) {

@@ -14,7 +14,7 @@
  */
 import fp from 'fastify-plugin';
 import type { FastifyReply } from 'fastify';
-import { bodyTag, namesTag } from '../routes/conditional.js';
+import { bodyTag, namesTag } from '../http/conditional.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {

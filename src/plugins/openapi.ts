@@ -26,9 +26,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ErrorSchema, NoQuery } from '../schemas/common.js';
-import { TokenSchema, UserSchema } from '../schemas/users.js';
-import { CommentSchema, PATCH_MEDIA_TYPES, PostSchema } from '../schemas/posts.js';
-import { JSON_MEDIA_TYPE } from '../media-types.js';
+import { JSON_MEDIA_TYPE, PATCH_MEDIA_TYPES } from '../media-types.js';
 
 // Bounds as config.ts allows them: RATE_LIMIT_MAX ≤ 1 000 000, RATE_LIMIT_WINDOW ≤ 86 400 s.
 const count = { type: 'integer', format: 'int32', minimum: 0, maximum: 1_000_000 };
@@ -107,10 +105,6 @@ export function chooseEncoding(acceptEncoding: string | undefined): Encoding | u
 export default fp<{ prefix: string }>(
   async (app, { prefix }) => {
     app.addSchema(ErrorSchema);
-    app.addSchema(UserSchema);
-    app.addSchema(TokenSchema);
-    app.addSchema(PostSchema);
-    app.addSchema(CommentSchema);
 
     // Public, not an internal-only deployment (OWASP API9 inventory).
     const server = { url: prefix || '/', 'x-internal': false };

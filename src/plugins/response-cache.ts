@@ -14,7 +14,7 @@
  * request id, security headers, access log); a hit answers If-None-Match
  * with its ETag itself (304).
  *
- * Eviction by tags (src/routes/cache-tags.ts): an entry is tagged with what
+ * Eviction by tags (src/http/cache-tags.ts): an entry is tagged with what
  * it shows, derived from its route and body; a write records what it changed
  * with `request.changed(how, collection, resource)`; a change evicts the
  * entries sharing one of its tags. A new comment evicts its post and the lists
@@ -54,8 +54,8 @@ import pg from 'pg';
 import { LRUCache } from 'lru-cache';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { CHANGES_CHANNEL } from '../db/pool.js';
-import { namesTag } from '../routes/conditional.js';
-import { changeTags, entryTags, routeShape, type ChangeKind, type RouteShape } from '../routes/cache-tags.js';
+import { namesTag } from '../http/conditional.js';
+import { changeTags, entryTags, routeShape, type ChangeKind, type RouteShape } from '../http/cache-tags.js';
 
 /** on: hits served; bypassed: listener lost, stalled or reconnecting, reads go to the database; off: RESPONSE_CACHE_MB=0. */
 export type CacheState = 'on' | 'bypassed' | 'off';

@@ -8,6 +8,7 @@
  * post then keeps commentCount exact.
  */
 import type { Queryable } from '../db/pool.js';
+import type { CommentSortField } from '../schemas/comments.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
 import { sql, prepared } from '../db/sql.js';
 
@@ -22,9 +23,6 @@ export interface Comment {
 
 /** A single comment as read for a request about it: `version` is internal (ETags), never serialized. */
 export type VersionedComment = Comment & { version: number };
-
-export const COMMENT_SORT_FIELDS = ['id', 'createdAt'] as const;
-export type CommentSortField = (typeof COMMENT_SORT_FIELDS)[number];
 
 export interface CommentFilter {
   postId: number;

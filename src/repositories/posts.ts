@@ -7,6 +7,7 @@
  * write see the same post and a conditional-request check can slot in between.
  */
 import type { Queryable } from '../db/pool.js';
+import type { PostSortField } from '../schemas/posts.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
 import { join, raw, sql, toQuery, prepared } from '../db/sql.js';
 
@@ -27,9 +28,6 @@ export interface PostChanges {
   title?: string;
   body?: string;
 }
-
-export const POST_SORT_FIELDS = ['id', 'createdAt', 'updatedAt', 'title'] as const;
-export type PostSortField = (typeof POST_SORT_FIELDS)[number];
 
 // List items are exactly the JSON members: the list envelope is a union, whose
 // serializer rejects items with extra members.

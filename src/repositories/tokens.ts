@@ -1,5 +1,6 @@
 /** All SQL about access tokens. Only SHA-256 hashes of the secrets are stored. */
 import type { Queryable } from '../db/pool.js';
+import type { TokenSortField } from '../schemas/tokens.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
 import { sql, prepared } from '../db/sql.js';
 
@@ -15,9 +16,6 @@ export interface AuthUser {
   /** The token this request authenticated with. */
   tokenId: number;
 }
-
-export const TOKEN_SORT_FIELDS = ['id', 'createdAt'] as const;
-export type TokenSortField = (typeof TOKEN_SORT_FIELDS)[number];
 
 const COLUMNS = `id, iso_utc(created_at) AS "createdAt", iso_utc(expires_at) AS "expiresAt"`;
 const LIVE = sql`revoked_at IS NULL AND expires_at > now()`;

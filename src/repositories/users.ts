@@ -1,5 +1,6 @@
 /** All SQL about users. Factory over a Queryable so callers choose pool or transaction. */
 import type { Queryable } from '../db/pool.js';
+import type { UserSortField } from '../schemas/users.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
 import { join, raw, sql, toQuery, prepared } from '../db/sql.js';
 
@@ -10,9 +11,6 @@ export interface User {
   email: string;
   createdAt: string;
 }
-
-export const USER_SORT_FIELDS = ['id', 'createdAt', 'name'] as const;
-export type UserSortField = (typeof USER_SORT_FIELDS)[number];
 
 const COLUMNS = `id, name, role, email, iso_utc(created_at) AS "createdAt"`;
 

@@ -1,27 +1,17 @@
 /** /posts/{postId}/comments (docs/api.md §4, §5): comments exist only under their post. */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
-import {
-  CommentBody,
-  CommentList,
-  CommentListQuery,
-  CommentParams,
-  CommentPatchBody,
-  CommentSchema,
-  PostParams,
-} from '../schemas/posts.js';
-import { commentsRepository } from '../repositories/comments.js';
+import { CommentBody, CommentList, CommentListQuery, CommentParams, CommentPatchBody, CommentSchema } from '../schemas/comments.js';
+import { PostParams } from '../schemas/posts.js';
+import { commentsRepository, type VersionedComment } from '../repositories/comments.js';
 import { notFound } from '../errors.js';
-import { withTransaction } from '../db/pool.js';
-import { listResponse, pageRequest, sortOf } from './lists.js';
-import { loadOwned } from './ownership.js';
-import { commentTag, conditionalGet, requireMatch, tagged } from './conditional.js';
-import { createOnce } from './idempotency.js';
+import { listResponse, pageRequest, sortOf } from '../http/lists.js';
+import { changeOwned } from '../http/ownership.js';
+import { commentTag, conditionalGet, tagged } from '../http/conditional.js';
+import { Created, IdempotentHeaders, createOnce } from '../http/idempotency.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,
-  Created,
-  IdempotentHeaders,
   NotModified,
   Tagged,
   listResponses,
@@ -34,6 +24,7 @@ const missingComment = (postId: number, id: number) => `comment ${id} of post ${
 const ids = (params: { postId: number; commentId: number }) => [params.postId, params.commentId] as const;
 
 const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.addSchema(CommentSchema);
   const comments = commentsRepository(app.db);
 
   app.get(
@@ -134,17 +125,19 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const [postId, id] = ids(request.params);
-        const comment = await withTransaction(app.db, async (tx) => {
-          const repo = commentsRepository(tx);
-          const current = await loadOwned(repo.lockForUpdate(postId, id), request.user!, {
+        const comment = await changeOwned<VersionedComment, VersionedComment>(request, {
+          lock: (tx) => commentsRepository(tx).lockForUpdate(postId, id),
+          rule: {
             missing: missingComment(postId, id),
             owners: (comment) => [comment.authorId],
             denied: 'only its author or an admin may change this comment',
-          });
-          requireMatch(request, commentTag(current));
-          const updated = (await repo.update(postId, id, { body: request.body.body }))!;
-          if (updated.version !== current.version) request.changed('updated', 'comments', updated);
-          return updated;
+          },
+          tag: commentTag,
+          write: async (tx, current) => {
+            const updated = (await commentsRepository(tx).update(postId, id, { body: request.body.body }))!;
+            if (updated.version !== current.version) request.changed('updated', 'comments', updated);
+            return updated;
+          },
         });
         return tagged(reply, commentTag(comment), comment);
       },
@@ -165,16 +158,18 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const [postId, id] = ids(request.params);
-        await withTransaction(app.db, async (tx) => {
-          const repo = commentsRepository(tx);
-          const current = await loadOwned(repo.lockForDelete(postId, id), request.user!, {
+        await changeOwned<VersionedComment & { postAuthorId: number }, void>(request, {
+          lock: (tx) => commentsRepository(tx).lockForDelete(postId, id),
+          rule: {
             missing: missingComment(postId, id),
             owners: (comment) => [comment.authorId, comment.postAuthorId],
             denied: "only its author, the post's author or an admin may delete this comment",
-          });
-          requireMatch(request, commentTag(current));
-          await repo.delete(postId, id);
-          request.changed('deleted', 'comments', { id, postId, authorId: current.authorId });
+          },
+          tag: commentTag,
+          write: async (tx, current) => {
+            await commentsRepository(tx).delete(postId, id);
+            request.changed('deleted', 'comments', { id, postId, authorId: current.authorId });
+          },
         });
         return reply.code(204).send(null);
       },

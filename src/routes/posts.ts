@@ -12,18 +12,15 @@ import {
   UserPostsParams,
 } from '../schemas/posts.js';
 import { postsRepository, type PostChanges, type VersionedPost } from '../repositories/posts.js';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { notFound } from '../errors.js';
-import { retryingConflicts, withTransaction } from '../db/pool.js';
-import { listResponse, pageRequest, sortOf } from './lists.js';
-import { loadOwned, type OwnershipRule } from './ownership.js';
-import { conditionalGet, postTag, requireMatch, tagged } from './conditional.js';
-import { createOnce } from './idempotency.js';
+import { listResponse, pageRequest, sortOf } from '../http/lists.js';
+import { changeOwned, type OwnershipRule } from '../http/ownership.js';
+import { conditionalGet, postTag, tagged } from '../http/conditional.js';
+import { Created, IdempotentHeaders, createOnce } from '../http/idempotency.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,
-  Created,
-  IdempotentHeaders,
   NotModified,
   Tagged,
   listResponses,
@@ -39,37 +36,29 @@ const ownPost = (id: number): OwnershipRule<VersionedPost> => ({
 });
 
 const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.addSchema(PostSchema);
   const posts = postsRepository(app.db);
 
   /**
-   * PATCH and PUT: check (ownership, If-Match) and write under one row lock.
-   * The common case, a real change without If-Match, is one statement (no
-   * transaction, one round trip instead of four): the UPDATE itself locks the
-   * row and writes only a post the user may change (its author's, or any for an
-   * admin). When it writes nothing, the read after it tells 404 from 403 by the
-   * ownership rule.
+   * PATCH and PUT (`changes` may carry read-only members: only title and body
+   * are read). A real change without If-Match, the common case, is one UPDATE
+   * that writes only a post the user may change (its author's, or any for an
+   * admin): changeOwned's direct path.
    */
-  async function changePost(request: FastifyRequest, id: number, changes: PostChanges): Promise<VersionedPost> {
-    const user = request.user!;
-    const real = changes.title !== undefined || changes.body !== undefined;
-    if (real && request.headers['if-match'] === undefined) {
-      const updated = await retryingConflicts(() => posts.update(id, changes, user.role === 'admin' ? undefined : user.id));
-      if (updated) {
-        request.changed('updated', 'posts', updated);
-        return updated;
-      }
-      // Nothing written: a missing post (404), another author's (403), or one already as asked.
-      return loadOwned(posts.findById(id), user, ownPost(id));
-    }
-    return withTransaction(app.db, async (tx) => {
-      const repo = postsRepository(tx);
-      const current = await loadOwned(repo.lock(id, 'update'), user, ownPost(id));
-      requireMatch(request, postTag(current));
-      const updated = await repo.update(id, changes);
-      if (!updated) return current;
-      request.changed('updated', 'posts', updated);
+  async function changePost(request: FastifyRequest, reply: FastifyReply, id: number, changes: PostChanges) {
+    const changed = (updated: VersionedPost | undefined) => {
+      if (updated) request.changed('updated', 'posts', updated);
       return updated;
+    };
+    const real = changes.title !== undefined || changes.body !== undefined;
+    const post = await changeOwned<VersionedPost, VersionedPost>(request, {
+      lock: (tx) => postsRepository(tx).lock(id, 'update'),
+      rule: ownPost(id),
+      tag: postTag,
+      write: async (tx, current) => changed(await postsRepository(tx).update(id, changes)) ?? current,
+      direct: real ? { write: async (ownerId) => changed(await posts.update(id, changes, ownerId)), read: () => posts.findById(id) } : undefined,
     });
+    return tagged(reply, postTag(post), post);
   }
 
   app.get(
@@ -168,48 +157,41 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     );
 
+    // PATCH and PUT differ only in their body's contract (all fields optional, or all required).
+    const change = {
+      tags: ['posts'],
+      security: secured,
+      params: PostParams,
+      headers: ConditionalWriteHeaders,
+      response: { 200: Post, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 412) },
+    };
+
     r.patch(
       '/posts/:postId',
       {
         schema: {
-          tags: ['posts'],
+          ...change,
           operationId: 'updatePost',
           summary: 'Change a post (its author or an admin)',
           description: 'Only the given fields change. Also accepts application/merge-patch+json.',
-          security: secured,
-          params: PostParams,
-          headers: ConditionalWriteHeaders,
           body: PostPatchBody,
-          response: { 200: Post, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 412) },
         },
       },
-      async (request, reply) => {
-        const { title, body } = request.body;
-        const post = await changePost(request, request.params.postId, { title, body });
-        return tagged(reply, postTag(post), post);
-      },
+      async (request, reply) => changePost(request, reply, request.params.postId, request.body),
     );
 
     r.put(
       '/posts/:postId',
       {
         schema: {
-          tags: ['posts'],
+          ...change,
           operationId: 'replacePost',
           summary: 'Replace a post (its author or an admin)',
           description: 'title and body are both required; read-only members are ignored.',
-          security: secured,
-          params: PostParams,
-          headers: ConditionalWriteHeaders,
           body: PostBody,
-          response: { 200: Post, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 412) },
         },
       },
-      async (request, reply) => {
-        const { title, body } = request.body;
-        const post = await changePost(request, request.params.postId, { title, body });
-        return tagged(reply, postTag(post), post);
-      },
+      async (request, reply) => changePost(request, reply, request.params.postId, request.body),
     );
 
     r.delete(
@@ -227,12 +209,14 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const id = request.params.postId;
-        await withTransaction(app.db, async (tx) => {
-          const repo = postsRepository(tx);
-          const current = await loadOwned(repo.lock(id, 'delete'), request.user!, ownPost(id));
-          requireMatch(request, postTag(current));
-          await repo.delete(id);
-          request.changed('deleted', 'posts', current);
+        await changeOwned<VersionedPost, void>(request, {
+          lock: (tx) => postsRepository(tx).lock(id, 'delete'),
+          rule: ownPost(id),
+          tag: postTag,
+          write: async (tx, current) => {
+            await postsRepository(tx).delete(id);
+            request.changed('deleted', 'posts', current);
+          },
         });
         return reply.code(204).send(null);
       },

@@ -1,18 +1,22 @@
 /** /tokens: log in (issue a token), list own tokens, revoke one (docs/api.md §4, §6). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
-import { CreateTokenBody, IssuedTokenSchema, TokenList, TokenListQuery, TokenParams } from '../schemas/users.js';
+import { CreateTokenBody, IssuedTokenSchema, TokenList, TokenListQuery, TokenParams, TokenSchema } from '../schemas/tokens.js';
+import { UserSchema } from '../schemas/users.js';
 import { tokensRepository } from '../repositories/tokens.js';
 import { usersRepository } from '../repositories/users.js';
 import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
-import { listResponse, pageRequest, sortOf } from './lists.js';
+import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
 import { PRIVATE } from '../plugins/http-caching.js';
 
 const secured = [{ bearerAuth: [] }];
 
 const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = async (app, { tokenTtlSeconds }) => {
+  app.addSchema(TokenSchema);
+  // A new token's answer embeds its user.
+  app.addSchema(UserSchema);
   const tokens = tokensRepository(app.db);
   const users = usersRepository(app.db);
 

@@ -4,18 +4,16 @@ import { BODY_ERRORS, COMMON_ERRORS, errorResponses } from '../schemas/common.js
 import { CreateUserBody, UpdateUserBody, UserList, UserListQuery, UserParams, UserSchema } from '../schemas/users.js';
 import { usersRepository, type User } from '../repositories/users.js';
 import { tokensRepository, type AuthUser } from '../repositories/tokens.js';
-import { emailTaken, forbidden, notFound } from '../errors.js';
+import { emailTaken, notFound } from '../errors.js';
 import { hashPassword } from '../security.js';
-import { withTransaction } from '../db/pool.js';
-import { listResponse, pageRequest, sortOf } from './lists.js';
-import { conditionalGet, requireMatch, tagged, userTag } from './conditional.js';
-import { createOnce } from './idempotency.js';
+import { listResponse, pageRequest, sortOf } from '../http/lists.js';
+import { conditionalGet, tagged, userTag } from '../http/conditional.js';
+import { changeOwned, loadForChange, type OwnedCheck, type OwnershipRule } from '../http/ownership.js';
+import { Created, IdempotentHeaders, createOnce } from '../http/idempotency.js';
 import { PRIVATE, keepPrivate } from '../plugins/http-caching.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,
-  Created,
-  IdempotentHeaders,
   NotModified,
   Tagged,
   listResponses,
@@ -33,7 +31,14 @@ function visibleTo(viewer: AuthUser | null) {
   };
 }
 
+const ownProfile = (id: number): OwnershipRule<User> => ({
+  missing: `user ${id} does not exist`,
+  owners: (user) => [user.id],
+  denied: 'you may only change your own profile',
+});
+
 const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.addSchema(UserSchema);
   const users = usersRepository(app.db);
 
   app.post(
@@ -156,29 +161,25 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const id = request.params.userId;
-        const viewer = request.user!;
         const { name, email, password } = request.body;
-        // 404, 403, 412: on the row as read now, and again on the row locked for the write.
-        const check = (user: User | undefined): User => {
-          if (!user) throw notFound(`user ${id} does not exist`);
-          if (viewer.id !== id && viewer.role !== 'admin') throw forbidden('you may only change your own profile');
-          // The viewer is the user or an admin: both get (and were given the ETag of) the view with e-mail.
-          requireMatch(request, userTag(user));
-          return user;
-        };
-        // Every cheap check passes before the password is hashed (~0.1 s of CPU and 32 MiB),
-        // and a PATCH that asks for no change writes nothing.
-        const current = check(await users.findById(id));
+        // The viewer is the user or an admin: both get (and were given the ETag of) the view with e-mail.
+        const check: OwnedCheck<User> = { rule: ownProfile(id), tag: userTag };
+        // 404, 403, 412 on the row as read now, so every cheap check passes before the password
+        // is hashed (~0.1 s of CPU and 32 MiB), then again on the row locked for the write.
+        // A PATCH that asks for no change writes nothing.
+        const current = await loadForChange(request, users.findById(id), check);
         if (name === undefined && email === undefined && password === undefined) return tagged(reply, userTag(current), current);
         if (email !== undefined && (await users.emailTaken(email, id))) throw emailTaken();
         const passwordHash = password === undefined ? undefined : await hashPassword(password);
 
-        const updated = await withTransaction(app.db, async (tx) => {
-          const repo = usersRepository(tx);
-          check(await repo.lock(id));
-          const changed = await repo.update(id, { name, email, passwordHash });
-          if (passwordHash !== undefined) await tokensRepository(tx).revokeAllExcept(id, viewer.tokenId);
-          return changed!;
+        const updated = await changeOwned(request, {
+          ...check,
+          lock: (tx) => usersRepository(tx).lock(id),
+          write: async (tx) => {
+            const changed = await usersRepository(tx).update(id, { name, email, passwordHash });
+            if (passwordHash !== undefined) await tokensRepository(tx).revokeAllExcept(id, request.user!.tokenId);
+            return changed!;
+          },
         });
         if (passwordHash !== undefined) app.forgetTokens((user) => user.id === id && user.tokenId !== viewer.tokenId);
         return tagged(reply, userTag(updated), updated);

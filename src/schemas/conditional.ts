@@ -1,7 +1,8 @@
 /**
- * Contracts of conditional and idempotent requests (docs/api.md §8): the optional
- * request headers, the response headers and the 304 response, so the OpenAPI
- * document shows them and Idempotency-Key is validated like any other input.
+ * Contracts of conditional requests (docs/api.md §8): the optional request
+ * headers, the response headers and the 304 response, so the OpenAPI document
+ * shows them and they are validated like any other input (Idempotency-Key's
+ * are in src/http/idempotency.ts, with the rest of that mechanism).
  * Header objects allow every other header (`additionalProperties: true`) and
  * name theirs in lower case: that is how Node hands headers over, and Fastify
  * does not lower-case schemas compiled by a custom validator compiler (ours).
@@ -9,7 +10,8 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import { COMMON_ERRORS, ETag, LinkHeader, ListValidationError, errorResponses } from './common.js';
 
-const optionalHeaders = (properties: Record<string, TSchema>) =>
+/** Optional request headers, each validated when present. */
+export const optionalHeaders = (properties: Record<string, TSchema>) =>
   Type.Object(
     Object.fromEntries(Object.entries(properties).map(([name, schema]) => [name, Type.Optional(schema)])),
     { additionalProperties: true },
@@ -24,40 +26,13 @@ const IfMatch = Type.String({
   maxLength: 8192,
   description: 'the ETag the client last saw (or *); a write is done only if it still matches, else 412',
 });
-const IdempotencyKey = Type.String({
-  minLength: 1,
-  maxLength: 255,
-  pattern: '^[\\x20-\\x7E]*$',
-  'x-errorMessage': 'must be printable ASCII characters',
-  description:
-    'makes a retry safe: the same key with the same body within 24 h returns the first response (Idempotent-Replayed: true) ' +
-    'and creates nothing; with another body it is a 422; while the first request runs, a 409. Keys are per user ' +
-    '(per token owner; sign-ups without a token share one anonymous scope). 1–255 printable ASCII characters.',
-});
 
 export const ConditionalGetHeaders = optionalHeaders({ 'if-none-match': IfNoneMatch });
 export const ConditionalWriteHeaders = optionalHeaders({ 'if-match': IfMatch });
-export const IdempotentHeaders = optionalHeaders({ 'idempotency-key': IdempotencyKey });
-
 
 /** A single resource with its ETag (GET, PATCH, PUT). */
 export const Tagged = <T extends TSchema>(schema: T, description: string) =>
   Type.Ref(schema, { description, headers: { ETag } });
-
-/** A created resource: 201 with Location and ETag; a replay of it also says so. */
-export const Created = <T extends TSchema>(schema: T, description: string) =>
-  Type.Ref(schema, {
-    description,
-    headers: {
-      Location: { type: 'string', pattern: '^[!-~]+$', maxLength: 2048, description: 'the URL of the new resource' },
-      ETag,
-      'Idempotent-Replayed': {
-        type: 'string',
-        enum: ['true'],
-        description: 'present when this is the stored first response to an earlier request with the same Idempotency-Key',
-      },
-    },
-  });
 
 export const NotModified = Type.Null({
   description: 'Not Modified: If-None-Match matched the current ETag; no body',

@@ -1,8 +1,10 @@
-/** User and token contracts (docs/api.md §3, §4). */
+/** User contracts (docs/api.md §3, §4). */
 import { Type } from '@sinclair/typebox';
-import { Body, Id, ListEnvelope, ListQuery, PathId, Storable, StringEnum, Text, Timestamp } from './common.js';
-import { USER_SORT_FIELDS } from '../repositories/users.js';
-import { TOKEN_SORT_FIELDS } from '../repositories/tokens.js';
+import { Body, Id, ListEnvelope, ListQuery, PathId, StringEnum, Text, Timestamp } from './common.js';
+
+/** What a list of users may be sorted by; the repository maps each to its column. */
+export const USER_SORT_FIELDS = ['id', 'createdAt', 'name'] as const;
+export type UserSortField = (typeof USER_SORT_FIELDS)[number];
 
 /**
  * The e-mail rule, stated as the pattern it is checked with rather than as
@@ -37,27 +39,3 @@ export const UpdateUserBody = Body({ name: Type.Optional(Name), email: Type.Opti
 export const UserParams = Type.Object({ userId: PathId });
 export const UserListQuery = ListQuery(USER_SORT_FIELDS);
 export const UserList = ListEnvelope(Type.Ref(UserSchema));
-
-export const TokenSchema = Type.Object(
-  { id: Id, createdAt: Timestamp, expiresAt: Timestamp },
-  { $id: 'Token', additionalProperties: false, description: 'a token as listed: never its secret' },
-);
-export const IssuedTokenSchema = Type.Object(
-  {
-    id: Id,
-    token: Type.String({ pattern: '^pat_[A-Za-z0-9_-]{43}$', maxLength: 47, description: 'the secret; shown once, stored only as a hash' }),
-    tokenType: Type.Literal('Bearer'),
-    expiresAt: Timestamp,
-    user: Type.Ref(UserSchema),
-  },
-  { additionalProperties: false, description: 'the new token, with its secret (shown only here) and its user' },
-);
-export const CreateTokenBody = Type.Object(
-  // No e-mail format here (a failed log-in says nothing either way), but the
-  // address is looked up in PostgreSQL, which refuses NUL.
-  { email: Type.String({ maxLength: 254, ...Storable }), password: Type.String({ maxLength: 200 }) },
-  { additionalProperties: false },
-);
-export const TokenParams = Type.Object({ tokenId: PathId });
-export const TokenListQuery = ListQuery(TOKEN_SORT_FIELDS);
-export const TokenList = ListEnvelope(Type.Ref(TokenSchema));

@@ -1,6 +1,6 @@
 /** The response cache's tags: what a write names, what an entry shows; the NOTIFY payload that carries them. */
 import { describe, expect, it } from 'vitest';
-import { changeTags, entryTags, routeShape } from '../../src/routes/cache-tags.js';
+import { changeTags, entryTags, routeShape } from '../../src/http/cache-tags.js';
 import { fencePayload } from '../../src/plugins/response-cache.js';
 
 describe('changeTags', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { pageRequest, sortOf } from '../../src/routes/lists.js';
+import { pageRequest, sortOf } from '../../src/http/lists.js';
 import { HttpError } from '../../src/errors.js';
 
 describe('pageRequest', () => {

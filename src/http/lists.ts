@@ -7,7 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ListResult, PageRequest, Sort } from '../db/pagination.js';
 import { validation } from '../errors.js';
 import { JSON_MEDIA_TYPE } from '../media-types.js';
-import { linkTo } from '../http/links.js';
+import { linkTo } from './links.js';
 
 interface PageQuery {
   sort?: string;

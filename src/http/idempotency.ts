@@ -1,6 +1,9 @@
 /**
  * Creating through POST, with Idempotency-Key (docs/api.md §8): the one mechanism
- * behind POST /posts, POST /posts/{postId}/comments and POST /users.
+ * behind POST /posts, POST /posts/{postId}/comments and POST /users, from the
+ * header's contract (`IdempotentHeaders`) and the 201's (`Created`) to the
+ * replay. Its SQL is in src/repositories/idempotency-keys.ts; expired records
+ * are purged by src/plugins/retention.ts.
  *
  * The create runs in a transaction that first takes the key's advisory lock
  * without waiting (taken elsewhere: the first request is still running, 409),
@@ -29,14 +32,18 @@
  * that it is gone; the key stays spent, so a retry never creates it again.
  */
 import { createHash } from 'node:crypto';
+import { Type, type TSchema } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { retryingConflicts, withTransaction, type Queryable } from '../db/pool.js';
-import { linkTo } from '../http/links.js';
+import { linkTo } from './links.js';
 import { conflict, validation } from '../errors.js';
 import { hashPassword, verifyPassword } from '../security.js';
+import { JSON_MEDIA_TYPE } from '../media-types.js';
+import { ETag } from '../schemas/common.js';
+import { optionalHeaders } from '../schemas/conditional.js';
 import { idempotencyKeysRepository, type IdempotencyRecord, type StoredResponse } from '../repositories/idempotency-keys.js';
 
-export interface Created {
+export interface CreatedResource {
   id: number;
   etag: string;
   body: object;
@@ -55,11 +62,39 @@ export interface Creation {
    * Makes the resource with one statement on `db`: the pool in autocommit when
    * there is no Idempotency-Key, the transaction that also stores the record otherwise.
    */
-  create(db: Queryable, passwordHash: string | undefined): Promise<Created>;
+  create(db: Queryable, passwordHash: string | undefined): Promise<CreatedResource>;
 }
 
+const IdempotencyKey = Type.String({
+  minLength: 1,
+  maxLength: 255,
+  pattern: '^[\\x20-\\x7E]*$',
+  'x-errorMessage': 'must be printable ASCII characters',
+  description:
+    'makes a retry safe: the same key with the same body within 24 h returns the first response (Idempotent-Replayed: true) ' +
+    'and creates nothing; with another body it is a 422; while the first request runs, a 409. Keys are per user ' +
+    '(per token owner; sign-ups without a token share one anonymous scope). 1–255 printable ASCII characters.',
+});
+
+/** The request headers of a create: Idempotency-Key, optional. */
+export const IdempotentHeaders = optionalHeaders({ 'idempotency-key': IdempotencyKey });
+
+/** A created resource: 201 with Location and ETag; a replay of it also says so. */
+export const Created = <T extends TSchema>(schema: T, description: string) =>
+  Type.Ref(schema, {
+    description,
+    headers: {
+      Location: { type: 'string', pattern: '^[!-~]+$', maxLength: 2048, description: 'the URL of the new resource' },
+      ETag,
+      'Idempotent-Replayed': {
+        type: 'string',
+        enum: ['true'],
+        description: 'present when this is the stored first response to an earlier request with the same Idempotency-Key',
+      },
+    },
+  });
+
 const FIELD = 'Idempotency-Key';
-const JSON_TYPE = 'application/json; charset=utf-8';
 
 function fingerprint(request: FastifyRequest, input: Creation['input']): Buffer {
   const members = Object.keys(input)
@@ -111,7 +146,7 @@ export async function createOnce(request: FastifyRequest, reply: FastifyReply, c
   const db = request.server.db;
   const respond = async (db: Queryable, passwordHash: string | undefined) => {
     const created = await creation.create(db, passwordHash);
-    const headers = { location: linkTo(request, `/${created.id}`), etag: created.etag, 'content-type': JSON_TYPE };
+    const headers = { location: linkTo(request, `/${created.id}`), etag: created.etag, 'content-type': JSON_MEDIA_TYPE };
     // Serialized by the route's 201 schema now, so a replay sends these exact bytes.
     const body = reply.serializeInput(created.body as Record<string, unknown>, '201') as string;
     return { id: created.id, response: { status: 201, headers, body } satisfies StoredResponse };

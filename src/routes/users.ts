@@ -181,7 +181,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
             return changed!;
           },
         });
-        if (passwordHash !== undefined) app.forgetTokens((user) => user.id === id && user.tokenId !== viewer.tokenId);
+        if (passwordHash !== undefined) app.forgetTokens((user) => user.id === id && user.tokenId !== request.user!.tokenId);
         return tagged(reply, userTag(updated), updated);
       },
     );

@@ -176,7 +176,9 @@ describe('too many connections (53300)', () => {
     const db = await database();
     const role = `api_limited_${randomBytes(4).toString('hex')}`;
     const admin = await client(db.url);
-    await admin.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 1`);
+    // A password too: the embedded fallback server asks for one (trust auth is not a given).
+    const password = randomBytes(12).toString('hex');
+    await admin.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 1 PASSWORD '${password}'`);
     // Roles belong to the whole server: dropped last, once the database (and its sessions) are gone.
     cleanups.unshift(async () => {
       const server = new pg.Client({ connectionString: inject('databaseAdminUrl') });
@@ -186,6 +188,7 @@ describe('too many connections (53300)', () => {
     await admin.query(`GRANT pg_read_all_data, pg_write_all_data TO ${role}`);
     const url = new URL(db.url);
     url.username = role;
+    url.password = password;
 
     const holder = await client(url.toString());
     const { app: api } = await app(url.toString(), { RESPONSE_CACHE_MB: '0' });

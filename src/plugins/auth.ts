@@ -27,6 +27,12 @@ declare module 'fastify' {
   interface FastifyRequest {
     user: AuthUser | null;
     authenticate(): Promise<AuthUser | null>;
+    /**
+     * The SHA-256 (base64) of the bearer token sent, when it has the issued
+     * form; null otherwise. Computed once per request: the token cache here and
+     * the rate limiter's memory of token owners both key by it.
+     */
+    credential(): string | null;
   }
   interface FastifyInstance {
     requireUser: onRequestAsyncHookHandler;
@@ -40,6 +46,19 @@ const AUTH_CACHE_ENTRIES = 10_000;
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/-]{1,512}=*) *$/i;
 const memo = new WeakMap<FastifyRequest, Promise<AuthUser | null>>();
+const credentials = new WeakMap<FastifyRequest, { hash: Buffer; key: string } | null>();
+
+function credentialOf(request: FastifyRequest): { hash: Buffer; key: string } | null {
+  let credential = credentials.get(request);
+  if (credential === undefined) {
+    const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
+    // A token we could never have issued names no one: no hash, no lookup.
+    const hash = token !== undefined && isWellFormedToken(token) ? hashToken(token) : undefined;
+    credential = hash ? { hash, key: hash.toString('base64') } : null;
+    credentials.set(request, credential);
+  }
+  return credential;
+}
 
 export default fp<{ cacheMs: number }>(
   async (app, { cacheMs }) => {
@@ -50,12 +69,10 @@ export default fp<{ cacheMs: number }>(
     async function resolve(request: FastifyRequest): Promise<AuthUser | null> {
       const header = request.headers.authorization;
       if (header === undefined) return null;
-      const match = BEARER.exec(header);
-      if (!match?.[1]) throw invalidToken('the Authorization header must be "Bearer <token>"');
-      // A token we could never have issued is unknown without asking the database.
-      if (!isWellFormedToken(match[1])) throw invalidToken();
-      const hash = hashToken(match[1]);
-      const key = hash.toString('base64');
+      if (!BEARER.test(header)) throw invalidToken('the Authorization header must be "Bearer <token>"');
+      const credential = credentialOf(request);
+      if (!credential) throw invalidToken();
+      const { hash, key } = credential;
       const known = trusted?.get(key);
       if (known) return known;
       const found = await tokens.authenticate(hash);
@@ -71,6 +88,9 @@ export default fp<{ cacheMs: number }>(
     });
 
     app.decorateRequest('user', null);
+    app.decorateRequest('credential', function (this: FastifyRequest) {
+      return credentialOf(this)?.key ?? null;
+    });
     app.decorateRequest('authenticate', function (this: FastifyRequest) {
       let pending = memo.get(this);
       if (!pending) {

@@ -11,8 +11,8 @@
  *
  * A client over its budget costs no database lookup of its token, whatever it
  * sends. The user a token belongs to is remembered from earlier requests of
- * this process whose token the auth hook accepted (a bounded map keyed by a
- * digest of the Authorization header, never the secret itself), so a known
+ * this process whose token the auth hook accepted (a bounded map keyed by the
+ * token's SHA-256 from request.credential(), never the secret itself), so a known
  * token is counted against its user without a lookup; a token that stops
  * being accepted (revoked, expired) is forgotten at its first 401. A token not
  * known yet is looked up to find its user (the same single lookup the auth
@@ -48,7 +48,6 @@
  * (connect 1 s, command 200 ms, no offline queue), so a slow or dead Redis costs
  * a request at most ~200 ms and never stalls it.
  */
-import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import fp from 'fastify-plugin';
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
@@ -138,7 +137,6 @@ export default fp<RateLimitPluginOptions>(
     }
 
     const ipKey = (request: FastifyRequest) => `ip:${normalizeIP(request.ip)}`;
-    const credentialOf = (header: string) => createHash('sha256').update(header).digest('base64');
     /** Bounded: when full, the oldest entry goes (a Map keeps insertion order). */
     const remember = <V>(map: Map<string, V>, key: string, value: V) => {
       if (!map.has(key) && map.size >= MAX_REMEMBERED) map.delete(map.keys().next().value!);
@@ -151,9 +149,10 @@ export default fp<RateLimitPluginOptions>(
     /** The counter key of each request that sent a token. */
     const keyOf = new WeakMap<FastifyRequest, string>();
 
-    const tokenKey = (request: FastifyRequest, header: string): string | Promise<string> => {
+    const tokenKey = (request: FastifyRequest): string | Promise<string> => {
       const policy = policyOf(request).name;
-      const owner = tokenOwners.get(credentialOf(header));
+      const credential = request.credential();
+      const owner = credential === null ? undefined : tokenOwners.get(credential);
       if (owner !== undefined) return `${policy}:user:${owner}`;
       const ip = `${policy}:${ipKey(request)}`;
       if ((limitedIps.get(ip) ?? 0) > Date.now()) return ip;
@@ -162,9 +161,8 @@ export default fp<RateLimitPluginOptions>(
     };
     // After auth has judged the token (any response, errors included).
     app.addHook('onResponse', (request, reply, done) => {
-      const header = request.headers.authorization;
-      if (header !== undefined) {
-        const credential = credentialOf(header);
+      const credential = request.headers.authorization === undefined ? null : request.credential();
+      if (credential !== null) {
         if (request.user) {
           if (!tokenOwners.has(credential)) remember(tokenOwners, credential, request.user.id);
         } else if (reply.statusCode === 401) {
@@ -184,7 +182,7 @@ export default fp<RateLimitPluginOptions>(
         const header = request.headers.authorization;
         // Anonymous requests (most reads) need no lookup, nor a promise.
         if (header === undefined) return `${policyOf(request).name}:${ipKey(request)}`;
-        const key = tokenKey(request, header);
+        const key = tokenKey(request);
         if (typeof key === 'string') {
           keyOf.set(request, key);
           return key;

@@ -27,6 +27,21 @@
  * `nextCursor`) the anchor's current key is used, looked up among live rows,
  * then tombstones, as before. A malformed `afterKey`, one without `after`, or
  * one on a sort by id (where it would mean nothing) is a 422.
+ *
+ * Paging back. `before` is the mirror image of `after`: the page is the `limit`
+ * items that precede the anchor, read with the comparison and the order
+ * reversed (same indexes, walked backwards) and turned back into the sort
+ * order here; the `prev` Link carries the first item's key as `beforeKey`,
+ * with the same rules as `afterKey`. `prevCursor` names the first item of a
+ * page when items precede it: on a `before` page when the look-ahead row
+ * exists, on an `after` page always (the items already received precede it).
+ * Symmetrically, on a `before` page `nextCursor` names its last item (the
+ * anchor, at least, follows it) and `hasMore` is true when it has items.
+ *
+ * Narrowing filters (`q`, date ranges: ListOptions.narrow) select among the
+ * items of the list; the anchor is still checked against the list itself, so a
+ * walk survives an item edited out of a search. Their totals cannot come from
+ * a counter: they are counted, up to TOTAL_CAP + 1 rows, and reported capped.
  */
 import { join, raw, sql, toQuery, type SqlFragment } from './sql.js';
 import type { Queryable } from './pool.js';
@@ -34,7 +49,27 @@ import { validation } from '../errors.js';
 
 export type PageRequest =
   | { kind: 'offset'; page: number; perPage: number }
-  | { kind: 'cursor'; after: number | undefined; afterKey: string | undefined; limit: number };
+  | {
+      kind: 'cursor';
+      after: number | undefined;
+      afterKey: string | undefined;
+      before?: number | undefined;
+      beforeKey?: string | undefined;
+      limit: number;
+    };
+
+/** Filtered lists count their matches up to this many (docs/api.md §10). */
+export const TOTAL_CAP = 10_000;
+
+/** What a request adds to a list: the select list it asks for, and conditions that narrow it. */
+export interface ListOptions {
+  /** Select list (constant SQL) replacing ListSource.columns, e.g. for sparse fields. */
+  columns?: string;
+  /** Constant SQL joined to the table for extra output columns (e.g. the embedded author). */
+  join?: string;
+  /** Conditions on the listed items only (not on anchors); their total is a capped count. */
+  narrow?: SqlFragment[];
+}
 
 /** How a sort column's values travel in `afterKey`. */
 export interface SortColumn {
@@ -70,7 +105,8 @@ export interface ListSource<F extends string, Filter> {
   parentExists?(filter: Filter): SqlFragment;
 }
 
-export type OffsetResult<T> = { kind: 'offset'; items: T[]; total: number };
+/** capped: set on narrowed lists, whose total is counted up to TOTAL_CAP. */
+export type OffsetResult<T> = { kind: 'offset'; items: T[]; total: number; capped?: boolean };
 export type CursorResult<T> = {
   kind: 'cursor';
   items: T[];
@@ -78,6 +114,9 @@ export type CursorResult<T> = {
   nextCursor: number | null;
   /** The sort key of the nextCursor item as read (sorts other than id). */
   nextKey: string | null;
+  prevCursor: number | null;
+  /** The sort key of the prevCursor item as read (sorts other than id). */
+  prevKey: string | null;
 };
 /** null: the parent resource does not exist. */
 export type ListResult<T> = OffsetResult<T> | CursorResult<T> | null;
@@ -105,15 +144,23 @@ export async function runList<T extends { id: number }, F extends string, Filter
   filter: Filter,
   sort: Sort<F>,
   page: PageRequest,
+  options: ListOptions = {},
 ): Promise<ListResult<T>> {
   const sortColumn = source.sortColumns[sort.field];
   const column = raw(sortColumn.column);
-  const dir = raw(sort.descending ? 'DESC' : 'ASC');
-  const orderBy = sort.field === 'id' ? sql`ORDER BY id ${dir}` : sql`ORDER BY ${column} ${dir}, id ${dir}`;
+  const order = (descending: boolean) => {
+    const dir = raw(descending ? 'DESC' : 'ASC');
+    return sort.field === 'id' ? sql`ORDER BY id ${dir}` : sql`ORDER BY ${column} ${dir}, id ${dir}`;
+  };
+  const orderBy = order(sort.descending);
   const scope = source.scope(filter);
-  const conditions = where([...scope, ...(source.live ?? [])]);
+  const narrow = options.narrow ?? [];
+  const listed = [...scope, ...(source.live ?? [])];
+  const conditions = where([...listed, ...narrow]);
   const from = raw(source.table);
-  const columns = raw(source.columns);
+  const joined = raw(options.join ? `${source.table} ${options.join}` : source.table);
+  const columns = raw(options.columns ?? source.columns);
+  const parent = source.parentExists ? source.parentExists(filter) : raw('TRUE');
 
   if (page.kind === 'offset') {
     const offset = (page.page - 1) * page.perPage;
@@ -126,35 +173,47 @@ export async function runList<T extends { id: number }, F extends string, Filter
     // selecting all columns would fetch and format every skipped row.
     const items =
       offset === 0
-        ? sql`SELECT ${columns} FROM ${from} WHERE h.total IS NOT NULL AND ${conditions}
+        ? sql`SELECT ${columns} FROM ${joined} WHERE h.total IS NOT NULL AND ${conditions}
             ${orderBy} LIMIT ${pageSize(page.perPage)}`
-        : sql`SELECT ${columns} FROM ${from} WHERE id IN (
+        : sql`SELECT ${columns} FROM ${joined} WHERE id IN (
               SELECT id FROM ${from} WHERE h.total IS NOT NULL AND ${conditions}
               ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
             ) ${orderBy}`;
-    const query = sql`SELECT h.total, r.* FROM (SELECT (${source.total(filter)})::int8 AS total OFFSET 0) h
+    // A narrowed list has no counter: its matches are counted, TOTAL_CAP + 1 at most,
+    // which an index on the narrowing condition bounds (posts_search_idx for q).
+    const total = narrow.length
+      ? sql`SELECT CASE WHEN ${parent} THEN (SELECT count(*) FROM (SELECT 1 FROM ${from} WHERE ${conditions} LIMIT ${raw(String(TOTAL_CAP + 1))}) m) END`
+      : source.total(filter);
+    const query = sql`SELECT h.total, r.* FROM (SELECT (${total})::int8 AS total OFFSET 0) h
       LEFT JOIN LATERAL (${items}) r ON TRUE`;
     const { rows } = await db.query(toQuery(query));
     const head = rows[0] as { total: number | null } | undefined;
     if (!head || head.total === null) return null;
-    return { kind: 'offset', total: head.total, items: head && (rows[0] as T).id === null ? [] : rows.map(strip<T>) };
+    const found = head && (rows[0] as T).id === null ? [] : rows.map(strip<T>);
+    if (!narrow.length) return { kind: 'offset', total: head.total, items: found };
+    return { kind: 'offset', total: Math.min(head.total, TOTAL_CAP), capped: head.total > TOTAL_CAP, items: found };
   }
 
-  const parent = source.parentExists ? source.parentExists(filter) : raw('TRUE');
-  const cmp = raw(sort.descending ? '<' : '>');
+  // Walking back from `before` is walking forward in the opposite order.
+  const backward = page.before !== undefined;
+  const [idName, keyName] = backward ? (['before', 'beforeKey'] as const) : (['after', 'afterKey'] as const);
+  const anchorId = backward ? page.before : page.after;
+  const anchorKey = backward ? page.beforeKey : page.afterKey;
+  if (!backward && page.beforeKey !== undefined) throw validation({ beforeKey: ['needs before'] });
+  const cmp = raw(sort.descending !== backward ? '<' : '>');
   const keyed = sortColumn.key !== 'id';
   let anchor = sql``;
   let found = raw('TRUE');
   let after = raw('TRUE');
-  if (page.afterKey !== undefined) {
-    if (!keyed) throw validation({ afterKey: ['applies only to sorts other than id'] });
-    if (page.after === undefined) throw validation({ afterKey: ['needs after'] });
-    after = sql`(${column}, id) ${cmp} (${parseKey(sortColumn.key, page.afterKey)}, ${page.after}::int8)`;
-  } else if (page.after !== undefined) {
-    const anchorWhere = where([sql`id = ${page.after}`, ...scope]);
+  if (anchorKey !== undefined) {
+    if (!keyed) throw validation({ [keyName]: ['applies only to sorts other than id'] });
+    if (anchorId === undefined) throw validation({ [keyName]: [`needs ${idName}`] });
+    after = sql`(${column}, id) ${cmp} (${parseKey(sortColumn.key, anchorKey, keyName)}, ${anchorId}::int8)`;
+  } else if (anchorId !== undefined) {
+    const anchorWhere = where([sql`id = ${anchorId}`, ...scope]);
     const tomb = source.tombstones ? raw(source.tombstones) : undefined;
     if (!keyed) {
-      after = sql`id ${cmp} ${page.after}::int8`;
+      after = sql`id ${cmp} ${anchorId}::int8`;
       found = tomb
         ? sql`(EXISTS (SELECT 1 FROM ${from} WHERE ${anchorWhere}) OR EXISTS (SELECT 1 FROM ${tomb} WHERE ${anchorWhere}))`
         : sql`EXISTS (SELECT 1 FROM ${from} WHERE ${anchorWhere})`;
@@ -168,18 +227,41 @@ export async function runList<T extends { id: number }, F extends string, Filter
   const key = keyed ? sql`, ${keyText(sortColumn)} AS cursor_key` : sql``;
   const query = sql`${anchor}SELECT h.found, h.parent, r.* FROM (SELECT ${found} AS found, (${parent}) AS parent OFFSET 0) h
     LEFT JOIN LATERAL (
-      SELECT ${columns}${key} FROM ${from} WHERE h.found AND h.parent AND ${conditions} AND ${after}
-      ${orderBy} LIMIT ${pageSize(page.limit + 1)}
+      SELECT ${columns}${key} FROM ${joined} WHERE h.found AND h.parent AND ${conditions} AND ${after}
+      ${order(sort.descending !== backward)} LIMIT ${pageSize(page.limit + 1)}
     ) r ON TRUE`;
   const { rows } = await db.query(toQuery(query));
   const head = rows[0] as { found: boolean; parent: boolean | null };
   if (!head.parent) return null;
-  if (!head.found) throw validation({ after: ['does not name an item of this list'] });
+  if (!head.found) throw validation({ [idName]: ['does not name an item of this list'] });
   const present = (rows[0] as { id: number | null }).id !== null;
-  const hasMore = rows.length > page.limit;
-  const last = hasMore ? (rows[page.limit - 1] as { id: number; cursor_key?: string }) : undefined;
-  const items = present ? rows.slice(0, page.limit).map(strip<T>) : [];
-  return { kind: 'cursor', items, hasMore, nextCursor: last?.id ?? null, nextKey: last?.cursor_key ?? null };
+  const more = rows.length > page.limit;
+  const read = (present ? rows.slice(0, page.limit) : []) as (T & { cursor_key?: string })[];
+  if (backward) read.reverse();
+  const first = read[0];
+  const last = read.at(-1);
+  const items = read.map(strip<T>);
+  if (backward) {
+    return {
+      kind: 'cursor',
+      items,
+      hasMore: last !== undefined,
+      nextCursor: last?.id ?? null,
+      nextKey: last?.cursor_key ?? null,
+      prevCursor: more ? first!.id : null,
+      prevKey: more ? (first!.cursor_key ?? null) : null,
+    };
+  }
+  const preceded = anchorId !== undefined && first !== undefined;
+  return {
+    kind: 'cursor',
+    items,
+    hasMore: more,
+    nextCursor: more ? last!.id : null,
+    nextKey: more ? (last!.cursor_key ?? null) : null,
+    prevCursor: preceded ? first.id : null,
+    prevKey: preceded ? (first.cursor_key ?? null) : null,
+  };
 }
 
 /** The column as afterKey carries it: timestamps with all six stored decimals, so no two distinct keys collide. */
@@ -191,11 +273,11 @@ function keyText({ column, key }: SortColumn): SqlFragment {
 
 const KEY_TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,6})?Z$/;
 
-/** afterKey as a typed SQL value; anything PostgreSQL would not read back as that key is a 422. */
-function parseKey(key: SortColumn['key'], value: string): SqlFragment {
+/** afterKey (beforeKey) as a typed SQL value; anything PostgreSQL would not read back as that key is a 422. */
+function parseKey(key: SortColumn['key'], value: string, name: 'afterKey' | 'beforeKey'): SqlFragment {
   if (key === 'text') return sql`${value}::text`;
   if (!isExactTimestamp(value)) {
-    throw validation({ afterKey: ['must be a UTC timestamp such as 2026-11-22T10:00:00.123456Z'] });
+    throw validation({ [name]: ['must be a UTC timestamp such as 2026-11-22T10:00:00.123456Z'] });
   }
   return sql`${value}::timestamptz`;
 }

@@ -11,6 +11,8 @@
  *   the items it references (their counts change);
  * - updated: the item and `<scope>#updated` of its scopes;
  * - deleted also names everything under the item (`posts/7/*`).
+ * An entry that embeds authors (include=author) is also tagged with each of
+ * them (`users/3`), which a change of that user names.
  */
 
 export type ChangeKind = 'created' | 'updated' | 'deleted';
@@ -19,8 +21,11 @@ export type ChangeKind = 'created' | 'updated' | 'deleted';
 const REFERENCES: Record<string, string> = { authorId: 'users' };
 /** Sort fields no write changes. */
 const IMMUTABLE_SORT = new Set(['id', 'createdAt']);
-/** Query parameters that only page through a list, or filter on something no write changes. */
-const STABLE_QUERY = new Set(['page', 'perPage', 'after', 'before', 'limit', 'author']);
+/**
+ * Query parameters that only page through a list, shape its items, or filter
+ * on something no write changes (`q` is not one: an edit changes what matches).
+ */
+const STABLE_QUERY = new Set(['page', 'perPage', 'after', 'before', 'limit', 'author', 'createdAfter', 'createdBefore', 'fields', 'include']);
 const UPDATED = '#updated';
 /** The collections a resource references, from its `xId` members. */
 function references(resource: object): [string, number][] {
@@ -65,7 +70,7 @@ export function entryTags(shape: RouteShape, params: Record<string, string>, que
   const parents = shape.single ? shape.pairs.slice(0, -1) : shape.pairs;
   const tags = parents.map((pair) => `${tag(pair)}/*`);
   if (shape.single) {
-    tags.push(tag(shape.pairs.at(-1)!));
+    tags.push(tag(shape.pairs.at(-1)!), ...authorTags([body]));
     return tags;
   }
   const parent = parents.at(-1);
@@ -77,5 +82,16 @@ export function entryTags(shape: RouteShape, params: Record<string, string>, que
   }
   const items = (body as { data?: { id?: unknown }[] }).data ?? [];
   for (const item of items) tags.push(`${shape.collection}/${String(item.id)}`);
+  tags.push(...authorTags(items));
   return tags;
+}
+
+/** The users embedded as `author`, each once. */
+function authorTags(items: unknown[]): string[] {
+  const ids = new Set<number>();
+  for (const item of items) {
+    const author = (item as { author?: { id?: unknown } } | null)?.author;
+    if (typeof author?.id === 'number') ids.add(author.id);
+  }
+  return [...ids].map((id) => `users/${id}`);
 }

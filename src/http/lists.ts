@@ -15,18 +15,26 @@ interface PageQuery {
   perPage?: number;
   after?: number;
   afterKey?: string;
+  before?: number;
+  beforeKey?: string;
   limit?: number;
 }
 
 export function pageRequest(query: PageQuery): PageRequest {
   const offset = query.page !== undefined || query.perPage !== undefined;
-  const cursorParams = (['after', 'afterKey', 'limit'] as const).filter((name) => query[name] !== undefined);
+  const cursorParams = (['after', 'afterKey', 'before', 'beforeKey', 'limit'] as const).filter((name) => query[name] !== undefined);
   if (offset && cursorParams.length) {
     const message = 'cannot be combined with page or perPage';
     const fieldErrors = Object.fromEntries(cursorParams.map((name) => [name, [message]]));
     throw validation(fieldErrors, 'use either page/perPage (offset mode) or after/limit (cursor mode)');
   }
-  if (cursorParams.length) return { kind: 'cursor', after: query.after, afterKey: query.afterKey, limit: query.limit ?? 20 };
+  if (query.before !== undefined && query.after !== undefined) {
+    throw validation({ before: ['cannot be combined with after'] }, 'use after (the next page) or before (the previous page), not both');
+  }
+  if (cursorParams.length) {
+    const { after, afterKey, before, beforeKey } = query;
+    return { kind: 'cursor', after, afterKey, before, beforeKey, limit: query.limit ?? 20 };
+  }
   return { kind: 'offset', page: query.page ?? 1, perPage: query.perPage ?? 20 };
 }
 
@@ -47,8 +55,8 @@ function link(request: FastifyRequest, params: Record<string, number | string | 
 }
 
 export type ListEnvelope<T> =
-  | { data: T[]; page: number; perPage: number; total: number; totalPages: number }
-  | { data: T[]; limit: number; hasMore: boolean; nextCursor: number | null };
+  | { data: T[]; page: number; perPage: number; total: number; totalPages: number; totalCapped?: boolean }
+  | { data: T[]; limit: number; hasMore: boolean; nextCursor: number | null; prevCursor: number | null };
 
 /**
  * The 200 schema of a list is a union (OffsetPage | CursorPage, schemas/common.ts),
@@ -77,11 +85,16 @@ export function listResponse<T>(
   if (result.kind === 'cursor' && page.kind === 'cursor') {
     // The anchor's key as read travels with it, so the walk stays put when the anchor is edited (src/db/pagination.ts).
     if (result.nextCursor !== null) {
-      const next = { after: result.nextCursor, afterKey: result.nextKey, limit: page.limit };
+      const next = { after: result.nextCursor, afterKey: result.nextKey, before: null, beforeKey: null, limit: page.limit };
       links.push(link(request, next, 'next'));
     }
+    if (result.prevCursor !== null) {
+      const prev = { before: result.prevCursor, beforeKey: result.prevKey, after: null, afterKey: null, limit: page.limit };
+      links.push(link(request, prev, 'prev'));
+    }
     if (links.length) reply.header('link', links.join(', '));
-    return { data: result.items, limit: page.limit, hasMore: result.hasMore, nextCursor: result.nextCursor };
+    const { items: data, hasMore, nextCursor, prevCursor } = result;
+    return { data, limit: page.limit, hasMore, nextCursor, prevCursor };
   }
   if (result.kind !== 'offset' || page.kind !== 'offset') throw new Error('pagination mode mismatch');
   const { perPage } = page;
@@ -92,5 +105,6 @@ export function listResponse<T>(
   if (page.page < totalPages) links.push(link(request, { page: page.page + 1, perPage }, 'next'));
   links.push(link(request, { page: last, perPage }, 'last'));
   reply.header('link', links.join(', '));
-  return { data: result.items, page: page.page, perPage, total: result.total, totalPages };
+  const envelope = { data: result.items, page: page.page, perPage, total: result.total, totalPages };
+  return result.capped === undefined ? envelope : { ...envelope, totalCapped: result.capped };
 }

@@ -8,9 +8,10 @@
  * post then keeps commentCount exact.
  */
 import type { Queryable } from '../db/pool.js';
-import type { CommentSortField } from '../schemas/comments.js';
+import type { CommentField, CommentSortField } from '../schemas/comments.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
 import { sql, prepared } from '../db/sql.js';
+import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, selectList, viewSource } from '../db/reads.js';
 
 export interface Comment {
   id: number;
@@ -29,10 +30,18 @@ export interface CommentFilter {
   author?: number | undefined;
 }
 
+const FIELDS: Columns<CommentField> = {
+  id: 'id',
+  postId: 'post_id AS "postId"',
+  authorId: 'author_id AS "authorId"',
+  body: 'body',
+  createdAt: 'iso_utc(created_at) AS "createdAt"',
+  updatedAt: 'iso_utc(updated_at) AS "updatedAt"',
+};
+
 // List items are exactly the JSON members: the list envelope is a union, whose
 // serializer rejects items with extra members.
-const LIST_COLUMNS = `id, post_id AS "postId", author_id AS "authorId", body,
-  iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt"`;
+const LIST_COLUMNS = selectList(FIELDS);
 const COLUMNS = `${LIST_COLUMNS}, version`;
 
 const list: ListSource<CommentSortField, CommentFilter> = {
@@ -78,6 +87,14 @@ export function commentsRepository(db: Queryable) {
     },
 
     find,
+
+    /** A comment as the view renders it (no version: such a view's ETag is a digest of its body). */
+    async read(postId: number, id: number, view: View<CommentField>): Promise<Viewed<Comment> | undefined> {
+      const { rows } = await db.query<Viewed<Comment>>(
+        prepared(`SELECT ${selectList(FIELDS, view)} FROM ${viewSource('comments', view)} WHERE id = $1 AND post_id = $2`, [id, postId]),
+      );
+      return rows[0];
+    },
 
     /** Reads and row-locks a comment for a change of its own columns (the post is not involved). */
     async lockForUpdate(postId: number, id: number): Promise<VersionedComment | undefined> {
@@ -130,8 +147,9 @@ export function commentsRepository(db: Queryable) {
     },
 
     /** null when the post does not exist. */
-    list(filter: CommentFilter, sort: Sort<CommentSortField>, page: PageRequest) {
-      return runList<Comment, CommentSortField, CommentFilter>(db, list, filter, sort, page);
+    list(filter: CommentFilter & CreatedRange, sort: Sort<CommentSortField>, page: PageRequest, view: View<CommentField> = {}) {
+      const options = { ...listView(FIELDS, 'comments', view), narrow: createdBetween(filter) };
+      return runList<Comment, CommentSortField, CommentFilter>(db, list, filter, sort, page, options);
     },
   };
 }

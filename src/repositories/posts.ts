@@ -7,9 +7,10 @@
  * write see the same post and a conditional-request check can slot in between.
  */
 import type { Queryable } from '../db/pool.js';
-import type { PostSortField } from '../schemas/posts.js';
+import type { PostField, PostSortField } from '../schemas/posts.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
 import { join, raw, sql, toQuery, prepared } from '../db/sql.js';
+import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, searchMatches, selectList, viewSource } from '../db/reads.js';
 
 export interface Post {
   id: number;
@@ -29,11 +30,32 @@ export interface PostChanges {
   body?: string;
 }
 
+/** A list's filters: section 5's author, section 10's search and creation range. */
+export interface PostFilter extends CreatedRange {
+  author?: number | undefined;
+  q?: string | undefined;
+}
+
+const FIELDS: Columns<PostField> = {
+  id: 'id',
+  title: 'title',
+  body: 'body',
+  authorId: 'author_id AS "authorId"',
+  commentCount: 'comment_count AS "commentCount"',
+  createdAt: 'iso_utc(created_at) AS "createdAt"',
+  updatedAt: 'iso_utc(updated_at) AS "updatedAt"',
+};
+
 // List items are exactly the JSON members: the list envelope is a union, whose
 // serializer rejects items with extra members.
-const LIST_COLUMNS = `id, title, body, author_id AS "authorId", comment_count AS "commentCount",
-  iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt"`;
+const LIST_COLUMNS = selectList(FIELDS);
 const COLUMNS = `${LIST_COLUMNS}, version`;
+
+
+const narrowing = (filter: PostFilter) => [
+  ...(filter.q === undefined ? [] : [searchMatches(filter.q)]),
+  ...createdBetween(filter),
+];
 
 /**
  * Row locks: DELETE takes the strongest, so comments being written to the post
@@ -94,6 +116,14 @@ export function postsRepository(db: Queryable) {
 
     findById,
 
+    /** A post as the view renders it (no version: such a view's ETag is a digest of its body). */
+    async read(id: number, view: View<PostField>): Promise<Viewed<Post> | undefined> {
+      const { rows } = await db.query<Viewed<Post>>(
+        prepared(`SELECT ${selectList(FIELDS, view)} FROM ${viewSource('posts', view)} WHERE id = $1`, [id]),
+      );
+      return rows[0];
+    },
+
     /** Reads and row-locks a post for the rest of the caller's transaction. */
     async lock(id: number, purpose: keyof typeof LOCKS): Promise<VersionedPost | undefined> {
       const { rows } = await db.query<VersionedPost>(prepared(`SELECT ${COLUMNS} FROM posts WHERE id = $1 ${LOCKS[purpose]}`, [id]));
@@ -129,13 +159,16 @@ export function postsRepository(db: Queryable) {
       return rowCount === 1;
     },
 
-    list(author: number | undefined, sort: Sort<PostSortField>, page: PageRequest) {
-      return runList<Post, PostSortField, number | undefined>(db, allPosts, author, sort, page);
+    list(filter: PostFilter, sort: Sort<PostSortField>, page: PageRequest, view: View<PostField> = {}) {
+      return runList<Post, PostSortField, number | undefined>(db, allPosts, filter.author, sort, page, {
+        ...listView(FIELDS, 'posts', view),
+        narrow: narrowing(filter),
+      });
     },
 
     /** null when the user does not exist. */
-    listOfUser(userId: number, sort: Sort<PostSortField>, page: PageRequest) {
-      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page);
+    listOfUser(userId: number, filter: Omit<PostFilter, 'author'>, sort: Sort<PostSortField>, page: PageRequest, view: View<PostField> = {}) {
+      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, { ...listView(FIELDS, 'posts', view), narrow: narrowing(filter) });
     },
   };
 }

@@ -1,6 +1,7 @@
 /** All SQL about users. Factory over a Queryable so callers choose pool or transaction. */
 import type { Queryable } from '../db/pool.js';
-import type { UserSortField } from '../schemas/users.js';
+import type { UserField, UserSortField } from '../schemas/users.js';
+import { type Columns, type View, type Viewed, listView, selectList } from '../db/reads.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
 import { join, raw, sql, toQuery, prepared } from '../db/sql.js';
 
@@ -12,7 +13,14 @@ export interface User {
   createdAt: string;
 }
 
-const COLUMNS = `id, name, role, email, iso_utc(created_at) AS "createdAt"`;
+const FIELDS: Columns<UserField> = {
+  id: 'id',
+  name: 'name',
+  role: 'role',
+  email: 'email',
+  createdAt: 'iso_utc(created_at) AS "createdAt"',
+};
+const COLUMNS = selectList(FIELDS);
 
 const list: ListSource<UserSortField, void> = {
   table: 'users',
@@ -40,6 +48,11 @@ export function usersRepository(db: Queryable) {
     },
 
     findById,
+
+    async read(id: number, view: View<UserField>): Promise<Viewed<User> | undefined> {
+      const { rows } = await db.query<Viewed<User>>(prepared(`SELECT ${selectList(FIELDS, view)} FROM users WHERE id = $1`, [id]));
+      return rows[0];
+    },
 
     /** Reads and row-locks a user for a change in the caller's transaction (If-Match is checked in between). */
     async lock(id: number): Promise<User | undefined> {
@@ -96,8 +109,8 @@ export function usersRepository(db: Queryable) {
       return rows[0];
     },
 
-    list(sort: Sort<UserSortField>, page: PageRequest) {
-      return runList<User, UserSortField, void>(db, list, undefined, sort, page);
+    list(sort: Sort<UserSortField>, page: PageRequest, view: View<UserField> = {}) {
+      return runList<User, UserSortField, void>(db, list, undefined, sort, page, listView(FIELDS, 'users', view));
     },
   };
 }

@@ -1,11 +1,23 @@
 /** /posts/{postId}/comments (docs/api.md §4, §5): comments exist only under their post. */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
-import { CommentBody, CommentList, CommentListQuery, CommentParams, CommentPatchBody, CommentSchema } from '../schemas/comments.js';
+import {
+  CommentBody,
+  CommentList,
+  CommentListQuery,
+  CommentParams,
+  CommentPatchBody,
+  CommentQuery,
+  CommentSchema,
+  CommentViewSchema,
+  type CommentField,
+} from '../schemas/comments.js';
 import { PostParams } from '../schemas/posts.js';
 import { commentsRepository, type VersionedComment } from '../repositories/comments.js';
 import { notFound } from '../errors.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
+import { rangeOf, viewOf } from '../http/reads.js';
+import { isFull } from '../db/reads.js';
 import { changeOwned } from '../http/ownership.js';
 import { commentTag, conditionalGet, tagged } from '../http/conditional.js';
 import { Created, IdempotentHeaders, createOnce } from '../http/idempotency.js';
@@ -18,6 +30,10 @@ import {
 } from '../schemas/conditional.js';
 
 const Comment = Tagged(CommentSchema, 'the comment');
+const CommentView = Tagged(
+  CommentViewSchema,
+  'the comment; with fields or include, that representation, whose ETag is a digest of it (If-Match takes the full one\'s)',
+);
 const secured = [{ bearerAuth: [] }];
 
 const missingComment = (postId: number, id: number) => `comment ${id} of post ${postId} does not exist`;
@@ -25,6 +41,7 @@ const ids = (params: { postId: number; commentId: number }) => [params.postId, p
 
 const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(CommentSchema);
+  app.addSchema(CommentViewSchema);
   const comments = commentsRepository(app.db);
 
   app.get(
@@ -42,9 +59,10 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
+      const { query } = request;
       const postId = request.params.postId;
-      const page = pageRequest(request.query);
-      const result = await comments.list({ postId, author: request.query.author }, sortOf(request.query), page);
+      const page = pageRequest(query);
+      const result = await comments.list({ postId, author: query.author, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
       if (!result) throw notFound(`post ${postId} does not exist`);
       return listResponse(request, reply, result, page);
     },
@@ -59,12 +77,20 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'getComment',
         summary: 'One comment of a post',
         params: CommentParams,
+        querystring: CommentQuery,
         headers: ConditionalGetHeaders,
-        response: { 200: Comment, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
+        response: { 200: CommentView, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
       },
     },
     async (request, reply) => {
       const [postId, id] = ids(request.params);
+      const view = viewOf<CommentField>(request.query);
+      if (!isFull(view)) {
+        // Its ETag is a digest of the body (src/plugins/http-caching.ts): it differs from the full comment's and follows the author's name.
+        const partial = await comments.read(postId, id, view);
+        if (!partial) throw notFound(missingComment(postId, id));
+        return partial;
+      }
       const comment = await comments.find(postId, id);
       if (!comment) throw notFound(missingComment(postId, id));
       return conditionalGet(request, reply, commentTag(comment), comment);

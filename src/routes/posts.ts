@@ -7,14 +7,19 @@ import {
   PostListQuery,
   PostParams,
   PostPatchBody,
+  PostQuery,
   PostSchema,
+  PostViewSchema,
   UserPostListQuery,
   UserPostsParams,
 } from '../schemas/posts.js';
 import { postsRepository, type PostChanges, type VersionedPost } from '../repositories/posts.js';
+import type { PostField } from '../schemas/posts.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { notFound } from '../errors.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
+import { rangeOf, viewOf } from '../http/reads.js';
+import { isFull } from '../db/reads.js';
 import { changeOwned, type OwnershipRule } from '../http/ownership.js';
 import { conditionalGet, postTag, tagged } from '../http/conditional.js';
 import { Created, IdempotentHeaders, createOnce } from '../http/idempotency.js';
@@ -27,6 +32,10 @@ import {
 } from '../schemas/conditional.js';
 
 const Post = Tagged(PostSchema, 'the post');
+const PostView = Tagged(
+  PostViewSchema,
+  'the post; with fields or include, that representation, whose ETag is a digest of it (If-Match takes the full one\'s)',
+);
 const secured = [{ bearerAuth: [] }];
 
 const ownPost = (id: number): OwnershipRule<VersionedPost> => ({
@@ -37,6 +46,7 @@ const ownPost = (id: number): OwnershipRule<VersionedPost> => ({
 
 const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(PostSchema);
+  app.addSchema(PostViewSchema);
   const posts = postsRepository(app.db);
 
   /**
@@ -75,8 +85,9 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      const page = pageRequest(request.query);
-      const result = await posts.list(request.query.author, sortOf(request.query), page);
+      const { query } = request;
+      const page = pageRequest(query);
+      const result = await posts.list({ author: query.author, q: query.q, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
       if (!result) throw new Error('posts list has no parent');
       return listResponse(request, reply, result, page);
     },
@@ -91,12 +102,20 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'getPost',
         summary: 'One post',
         params: PostParams,
+        querystring: PostQuery,
         headers: ConditionalGetHeaders,
-        response: { 200: Post, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
+        response: { 200: PostView, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
       },
     },
     async (request, reply) => {
       const id = request.params.postId;
+      const view = viewOf<PostField>(request.query);
+      if (!isFull(view)) {
+        // Its ETag is a digest of the body (src/plugins/http-caching.ts): it differs from the full post's and follows the author's name.
+        const partial = await posts.read(id, view);
+        if (!partial) throw notFound(`post ${id} does not exist`);
+        return partial;
+      }
       const post = await posts.findById(id);
       if (!post) throw notFound(`post ${id} does not exist`);
       return conditionalGet(request, reply, postTag(post), post);
@@ -118,9 +137,10 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
+      const { query } = request;
       const userId = request.params.userId;
-      const page = pageRequest(request.query);
-      const result = await posts.listOfUser(userId, sortOf(request.query), page);
+      const page = pageRequest(query);
+      const result = await posts.listOfUser(userId, { q: query.q, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
       if (!result) throw notFound(`user ${userId} does not exist`);
       return listResponse(request, reply, result, page);
     },

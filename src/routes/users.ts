@@ -1,12 +1,24 @@
 /** /users: sign-up, profiles, own profile, profile changes (docs/api.md §4). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, errorResponses } from '../schemas/common.js';
-import { CreateUserBody, UpdateUserBody, UserList, UserListQuery, UserParams, UserSchema } from '../schemas/users.js';
+import {
+  CreateUserBody,
+  UpdateUserBody,
+  UserList,
+  UserListQuery,
+  UserParams,
+  UserQuery,
+  UserSchema,
+  UserViewSchema,
+  type UserField,
+} from '../schemas/users.js';
 import { usersRepository, type User } from '../repositories/users.js';
 import { tokensRepository, type AuthUser } from '../repositories/tokens.js';
 import { emailTaken, notFound } from '../errors.js';
 import { hashPassword } from '../security.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
+import { viewOf } from '../http/reads.js';
+import { isFull } from '../db/reads.js';
 import { conditionalGet, tagged, userTag } from '../http/conditional.js';
 import { changeOwned, loadForChange, type OwnedCheck, type OwnershipRule } from '../http/ownership.js';
 import { Created, IdempotentHeaders, createOnce } from '../http/idempotency.js';
@@ -20,11 +32,15 @@ import {
 } from '../schemas/conditional.js';
 
 const User = Tagged(UserSchema, 'the user (with e-mail only for the user themself and admins)');
+const UserView = Tagged(
+  UserViewSchema,
+  'the user (with e-mail only for the user themself and admins); with fields, only those, and an ETag that is a digest of them',
+);
 const secured = [{ bearerAuth: [] }];
 
 /** E-mail addresses are shown only to their owner and to admins. */
 function visibleTo(viewer: AuthUser | null) {
-  return (user: User): Omit<User, 'email'> & { email?: string } => {
+  return <U extends Pick<User, 'id'> & { email?: string }>(user: U): Omit<U, 'email'> & { email?: string } => {
     if (viewer && (viewer.id === user.id || viewer.role === 'admin')) return user;
     const { email: _hidden, ...rest } = user;
     return rest;
@@ -39,6 +55,7 @@ const ownProfile = (id: number): OwnershipRule<User> => ({
 
 const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(UserSchema);
+  app.addSchema(UserViewSchema);
   const users = usersRepository(app.db);
 
   app.post(
@@ -88,7 +105,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const page = pageRequest(request.query);
-      const result = await users.list(sortOf(request.query), page);
+      const result = await users.list(sortOf(request.query), page, viewOf(request.query));
       if (!result) throw new Error('users list has no parent');
       const envelope = listResponse(request, reply, result, page);
       const data = envelope.data.map(visibleTo(request.user));
@@ -105,12 +122,21 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         operationId: 'getUser',
         summary: 'One user',
         params: UserParams,
+        querystring: UserQuery,
         headers: ConditionalGetHeaders,
-        response: { 200: User, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
+        response: { 200: UserView, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
       },
     },
     async (request, reply) => {
       const id = request.params.userId;
+      const view = viewOf<UserField>(request.query);
+      if (!isFull(view)) {
+        const partial = await users.read(id, view);
+        if (!partial) throw notFound(`user ${id} does not exist`);
+        const visible = visibleTo(request.user)(partial);
+        if (visible.email !== undefined) keepPrivate(reply);
+        return visible;
+      }
       const user = await users.findById(id);
       if (!user) throw notFound(`user ${id} does not exist`);
       const visible = visibleTo(request.user)(user);
@@ -175,8 +201,10 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         const updated = await changeOwned(request, {
           ...check,
           lock: (tx) => usersRepository(tx).lock(id),
-          write: async (tx) => {
+          write: async (tx, current) => {
             const changed = await usersRepository(tx).update(id, { name, email, passwordHash });
+            // Cached posts and comments that embed this author (include=author) show the name.
+            if (changed && changed.name !== current.name) request.changed('updated', 'users', { id });
             if (passwordHash !== undefined) await tokensRepository(tx).revokeAllExcept(id, request.user!.tokenId);
             return changed!;
           },

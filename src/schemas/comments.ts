@@ -1,6 +1,20 @@
 /** Comment contracts (docs/api.md §3, §4, §5): comments exist only under their post. */
 import { Type } from '@sinclair/typebox';
-import { AuthorFilter, Body, Id, ListEnvelope, ListQuery, PathId, Text, Timestamp } from './common.js';
+import {
+  AuthorFilter,
+  Body,
+  CreatedRangeParams,
+  EmbeddedAuthor,
+  FieldsParam,
+  Id,
+  IncludeParam,
+  ListEnvelope,
+  ListQuery,
+  PathId,
+  ReadView,
+  Text,
+  Timestamp,
+} from './common.js';
 
 /** What a list of comments may be sorted by; the repository maps each to its column. */
 export const COMMENT_SORT_FIELDS = ['id', 'createdAt'] as const;
@@ -20,8 +34,16 @@ export const CommentSchema = Type.Object(
   { $id: 'Comment', additionalProperties: false },
 );
 
+export const COMMENT_FIELDS = ['id', 'postId', 'authorId', 'body', 'createdAt', 'updatedAt'] as const;
+export type CommentField = (typeof COMMENT_FIELDS)[number];
+
+/** A comment as GET renders it (fields, include). */
+export const CommentViewSchema = ReadView(CommentSchema, 'CommentView', EmbeddedAuthor);
+
 export const CommentBody = Body({ body: CommentBodyText });
 export const CommentPatchBody = Body({ body: Type.Optional(CommentBodyText) });
 export const CommentParams = Type.Object({ postId: PathId, commentId: PathId });
-export const CommentListQuery = ListQuery(COMMENT_SORT_FIELDS, AuthorFilter);
-export const CommentList = ListEnvelope(Type.Ref(CommentSchema));
+const ReadParams = { ...FieldsParam(COMMENT_FIELDS, 'body,createdAt'), ...IncludeParam };
+export const CommentQuery = Type.Object(ReadParams, { additionalProperties: false });
+export const CommentListQuery = ListQuery(COMMENT_SORT_FIELDS, { ...AuthorFilter, ...ReadParams, ...CreatedRangeParams });
+export const CommentList = ListEnvelope(Type.Ref(CommentViewSchema));

@@ -3,7 +3,7 @@
  * and envelopes. These drive validation, serialization, static types and the
  * OpenAPI document alike.
  */
-import { Type, type Static, type TSchema, type TObject, type TProperties } from '@sinclair/typebox';
+import { Type, type Static, type TSchema, type TObject, type TOptional, type TProperties } from '@sinclair/typebox';
 import { ERROR_CODES } from '../errors.js';
 import { WELL_FORMED } from '../validation.js';
 
@@ -120,11 +120,111 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
             '(a UTC timestamp with microseconds, or the text), so the walk resumes where it was even if the item changed since',
         }),
       ),
+      before: Type.Optional({
+        ...Id,
+        description:
+          'cursor mode: id of the first item already received; the page is the items that precede it, in the sort order. ' +
+          'Not with after (422)',
+        examples: [981],
+      }),
+      beforeKey: Type.Optional(
+        Type.String({
+          minLength: 1,
+          maxLength: 200,
+          allOf: [Storable],
+          description: 'cursor mode, with before and a sort other than id: the sort key of that item as the prev Link gave it (as afterKey)',
+        }),
+      ),
       limit: Type.Optional(SmallInt(1, 100, { description: 'cursor mode, default 20; not with page/perPage (422)' })),
     },
     { additionalProperties: false },
   );
 }
+
+/**
+ * `fields`: a comma-separated list of the resource's read fields, checked by
+ * the pattern (an unknown name is a 422); a repeated name is refused by
+ * src/http/reads.ts.
+ */
+export function FieldsParam(names: readonly string[], example: string) {
+  const name = `(?:${names.join('|')})`;
+  return {
+    fields: Type.Optional(
+      Type.String({
+        pattern: `^${name}(?:,${name})*$`,
+        maxLength: 200,
+        'x-errorMessage': `must be a comma-separated list of distinct fields among ${names.join(', ')}`,
+        description: 'sparse fieldset: each item holds only these fields, plus id always (and author when included)',
+        examples: [example],
+      }),
+    ),
+  };
+}
+
+export const IncludeParam = {
+  include: Type.Optional(
+    StringEnum(['author'], { description: 'author: each item gains author { id, name }, read in the same query', examples: ['author'] }),
+  ),
+};
+
+/** Inclusive of nothing: both bounds are exclusive, compared at the milliseconds the API shows. */
+export const CreatedRangeParams = {
+  createdAfter: Type.Optional(
+    Type.String({
+      format: 'date-time',
+      maxLength: 64,
+      description: 'only items created after this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision',
+      examples: ['2026-11-15T00:00:00Z'],
+    }),
+  ),
+  createdBefore: Type.Optional(
+    Type.String({
+      format: 'date-time',
+      maxLength: 64,
+      description: 'only items created before this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision',
+      examples: ['2026-11-22T00:00:00+01:00'],
+    }),
+  ),
+};
+
+export const SearchParam = {
+  q: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 200,
+      allOf: [Storable],
+      description:
+        'full-text search over title and body, web-search syntax: all words must match, "a phrase" in quotes, -word excludes, ' +
+        'OR between alternatives; case- and accent-insensitive',
+      examples: ['postgres "keyset pagination" -offset'],
+    }),
+  ),
+};
+
+/**
+ * A resource as GET renders it: the fields `fields` asked for (all without it)
+ * and, with include=author, the author. Only id is always there.
+ */
+type OptionalButId<P extends TProperties> = { [K in keyof P]: K extends 'id' ? P[K] : TOptional<P[K]> };
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- no extra members: TypeBox's own spelling
+export function ReadView<P extends TProperties, E extends TProperties = {}>(schema: TObject<P>, id: string, extra: E = {} as E) {
+  const properties = Object.fromEntries(
+    Object.entries(schema.properties).map(([name, property]) => [name, name === 'id' ? property : Type.Optional(property)]),
+  ) as OptionalButId<P>;
+  return Type.Object(
+    { ...properties, ...extra },
+    { $id: id, additionalProperties: false, description: 'all fields, or only id and those named by fields' },
+  );
+}
+
+export const EmbeddedAuthor = {
+  author: Type.Optional(
+    Type.Object(
+      { id: Id, name: Type.String({ maxLength: 100 }) },
+      { additionalProperties: false, description: 'with include=author' },
+    ),
+  ),
+};
 
 export const AuthorFilter = {
   author: Type.Optional({ ...Id, description: 'only items by this user id' }),
@@ -143,7 +243,7 @@ export const LinkHeader = {
   // Comma-separated <URI-reference>; rel="..." links (RFC 8288 §3).
   pattern: '^<[^<>]+>; rel="[a-z]+"(, <[^<>]+>; rel="[a-z]+")*$',
   maxLength: 4096,
-  description: 'RFC 8288: next; in offset mode also prev, first and last (paths, or URLs under PUBLIC_BASE_URL)',
+  description: 'RFC 8288: next and prev; in offset mode also first and last (paths, or URLs under PUBLIC_BASE_URL)',
 };
 
 export function ListEnvelope<T extends TSchema>(item: T) {
@@ -154,6 +254,11 @@ export function ListEnvelope<T extends TSchema>(item: T) {
       perPage: SmallInt(1, 100),
       total: Count,
       totalPages: Count,
+      totalCapped: Type.Optional(
+        Type.Boolean({
+          description: 'only on lists filtered by q or a date range, counted up to 10 000: true when more match than total says',
+        }),
+      ),
     },
     { additionalProperties: false, title: 'OffsetPage' },
   );
@@ -163,6 +268,7 @@ export function ListEnvelope<T extends TSchema>(item: T) {
       limit: SmallInt(1, 100),
       hasMore: Type.Boolean(),
       nextCursor: Type.Union([Id, Type.Null()]),
+      prevCursor: Type.Union([Id, Type.Null()], { description: 'id of the first item returned when items precede it, else null' }),
     },
     { additionalProperties: false, title: 'CursorPage' },
   );

@@ -1,6 +1,22 @@
 /** Post contracts (docs/api.md §3, §4, §5). */
 import { Type } from '@sinclair/typebox';
-import { AuthorFilter, Body, Count, Id, ListEnvelope, ListQuery, PathId, Text, Timestamp } from './common.js';
+import {
+  AuthorFilter,
+  Body,
+  Count,
+  CreatedRangeParams,
+  EmbeddedAuthor,
+  FieldsParam,
+  Id,
+  IncludeParam,
+  ListEnvelope,
+  ListQuery,
+  PathId,
+  ReadView,
+  SearchParam,
+  Text,
+  Timestamp,
+} from './common.js';
 
 /** What a list of posts may be sorted by; the repository maps each to its column. */
 export const POST_SORT_FIELDS = ['id', 'createdAt', 'updatedAt', 'title'] as const;
@@ -22,13 +38,22 @@ export const PostSchema = Type.Object(
   { $id: 'Post', additionalProperties: false },
 );
 
+export const POST_FIELDS = ['id', 'title', 'body', 'authorId', 'commentCount', 'createdAt', 'updatedAt'] as const;
+export type PostField = (typeof POST_FIELDS)[number];
+
+/** A post as GET renders it (fields, include). */
+export const PostViewSchema = ReadView(PostSchema, 'PostView', EmbeddedAuthor);
+
 /** POST and PUT: a complete post. */
 export const PostBody = Body({ title: Title, body: PostBodyText });
 /** PATCH: only the given fields change. */
 export const PostPatchBody = Body({ title: Type.Optional(Title), body: Type.Optional(PostBodyText) });
 export const PostParams = Type.Object({ postId: PathId });
 export const UserPostsParams = Type.Object({ userId: PathId });
-export const PostListQuery = ListQuery(POST_SORT_FIELDS, AuthorFilter);
+const ReadParams = { ...FieldsParam(POST_FIELDS, 'title,createdAt'), ...IncludeParam };
+export const PostQuery = Type.Object(ReadParams, { additionalProperties: false });
+const ListParams = { ...ReadParams, ...SearchParam, ...CreatedRangeParams };
+export const PostListQuery = ListQuery(POST_SORT_FIELDS, { ...AuthorFilter, ...ListParams });
 /** The author is the path's user, so there is no author filter. */
-export const UserPostListQuery = ListQuery(POST_SORT_FIELDS);
-export const PostList = ListEnvelope(Type.Ref(PostSchema));
+export const UserPostListQuery = ListQuery(POST_SORT_FIELDS, ListParams);
+export const PostList = ListEnvelope(Type.Ref(PostViewSchema));

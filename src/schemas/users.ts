@@ -1,6 +1,6 @@
 /** User contracts (docs/api.md §3, §4). */
 import { Type } from '@sinclair/typebox';
-import { Body, Id, ListEnvelope, ListQuery, PathId, StringEnum, Text, Timestamp } from './common.js';
+import { Body, FieldsParam, Id, ListEnvelope, ListQuery, PathId, ReadView, StringEnum, Text, Timestamp } from './common.js';
 
 /** What a list of users may be sorted by; the repository maps each to its column. */
 export const USER_SORT_FIELDS = ['id', 'createdAt', 'name'] as const;
@@ -34,8 +34,16 @@ export const UserSchema = Type.Object(
   { $id: 'User', additionalProperties: false },
 );
 
+export const USER_FIELDS = ['id', 'name', 'role', 'email', 'createdAt'] as const;
+export type UserField = (typeof USER_FIELDS)[number];
+
+/** A user as GET renders it (fields). */
+export const UserViewSchema = ReadView(UserSchema, 'UserView');
+
 export const CreateUserBody = Body({ name: Name, email: Email, password: Password });
 export const UpdateUserBody = Body({ name: Type.Optional(Name), email: Type.Optional(Email), password: Type.Optional(Password) });
 export const UserParams = Type.Object({ userId: PathId });
-export const UserListQuery = ListQuery(USER_SORT_FIELDS);
-export const UserList = ListEnvelope(Type.Ref(UserSchema));
+const ReadParams = FieldsParam(USER_FIELDS, 'name');
+export const UserQuery = Type.Object(ReadParams, { additionalProperties: false });
+export const UserListQuery = ListQuery(USER_SORT_FIELDS, ReadParams);
+export const UserList = ListEnvelope(Type.Ref(UserViewSchema));

@@ -213,7 +213,7 @@ const queryValue = fc.oneof(
   ),
   fc.string({ unit: char, maxLength: 8 }),
 );
-const QUERY_KEYS = ['sort', 'page', 'perPage', 'after', 'limit', 'author', 'Sort', 'per_page', 'offset', 'q', 'constructor', '__proto__', 'toString', 'page[]', 'a.b'];
+const QUERY_KEYS = ['sort', 'page', 'perPage', 'after', 'before', 'limit', 'author', 'q', 'fields', 'include', 'createdAfter', 'Sort', 'per_page', 'offset', 'constructor', '__proto__', 'toString', 'page[]', 'a.b'];
 const queryString = fc
   .array(fc.tuple(fc.constantFrom(...QUERY_KEYS), queryValue, fc.boolean()), { maxLength: 4 })
   .map((pairs) =>
@@ -479,7 +479,12 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
           expect([200, 422], context).toContain(res.statusCode);
           if (res.statusCode === 200) {
             const keys = Object.keys(res.json()).sort();
-            expect([['data', 'page', 'perPage', 'total', 'totalPages'], ['data', 'hasMore', 'limit', 'nextCursor']], context).toContainEqual(keys);
+            const envelopes = [
+              ['data', 'page', 'perPage', 'total', 'totalPages'],
+              ['data', 'page', 'perPage', 'total', 'totalCapped', 'totalPages'],
+              ['data', 'hasMore', 'limit', 'nextCursor', 'prevCursor'],
+            ];
+            expect(envelopes, context).toContainEqual(keys);
             return;
           }
           const sent = new URLSearchParams(query);

@@ -54,9 +54,12 @@ async function walk(url: string, between?: (page: number) => Promise<void>): Pro
   for (let page = 1; next !== undefined; page++) {
     const res = await get(next);
     expect(res.statusCode).toBe(200);
-    const body = res.json() as { data: Post[]; hasMore: boolean; nextCursor: number | null; limit: number };
+    const body = res.json() as { data: Post[]; hasMore: boolean; nextCursor: number | null; prevCursor: number | null; limit: number };
     ids.push(...body.data.map((p) => p.id));
     const link = res.headers.link as string | undefined;
+    // Items precede every page but the first (those already received).
+    expect(body.prevCursor).toBe(page > 1 && body.data.length ? body.data[0]!.id : null);
+    if (body.prevCursor !== null) expect(link).toContain(`before=${body.prevCursor}`);
     if (body.hasMore) {
       expect(body.data).toHaveLength(body.limit);
       expect(body.nextCursor).toBe(body.data.at(-1)!.id);
@@ -64,7 +67,7 @@ async function walk(url: string, between?: (page: number) => Promise<void>): Pro
       expect(next).toContain(`after=${body.nextCursor}`);
     } else {
       expect(body.nextCursor).toBeNull();
-      expect(link).toBeUndefined();
+      expect(link ?? '').not.toContain('rel="next"');
       next = undefined;
     }
     await between?.(page);
@@ -154,20 +157,20 @@ describe('GET /posts: offset arithmetic and Link headers (45 posts)', () => {
         `</posts?author=${author}&page=1&perPage=20>; rel="first", </posts?author=${author}&page=1&perPage=20>; rel="last"`,
       );
       const cursor = await get(`/posts?author=${author}&limit=5`);
-      expect(cursor.json()).toEqual({ data: [], limit: 5, hasMore: false, nextCursor: null });
+      expect(cursor.json()).toEqual({ data: [], limit: 5, hasMore: false, nextCursor: null, prevCursor: null });
       expect(cursor.headers.link).toBeUndefined();
     }
   });
 
   it('cursor mode: limit + next link, and no more after the last full page', async () => {
     const first = await get('/posts?limit=15');
-    expect(first.json()).toEqual({ data: posts.slice(0, 15), limit: 15, hasMore: true, nextCursor: posts[14]!.id });
+    expect(first.json()).toEqual({ data: posts.slice(0, 15), limit: 15, hasMore: true, nextCursor: posts[14]!.id, prevCursor: null });
     expect(first.headers.link).toBe(`</posts?limit=15&after=${posts[14]!.id}>; rel="next"`);
     const third = await get(`/posts?after=${posts[29]!.id}&limit=15`);
-    expect(third.json()).toEqual({ data: posts.slice(30, 45), limit: 15, hasMore: false, nextCursor: null });
-    expect(third.headers.link).toBeUndefined();
+    expect(third.json()).toEqual({ data: posts.slice(30, 45), limit: 15, hasMore: false, nextCursor: null, prevCursor: posts[30]!.id });
+    expect(third.headers.link).toBe(`</posts?limit=15&before=${posts[30]!.id}>; rel="prev"`);
     const defaults = await get(`/posts?after=${posts[39]!.id}`);
-    expect(defaults.json()).toEqual({ data: posts.slice(40), limit: 20, hasMore: false, nextCursor: null });
+    expect(defaults.json()).toEqual({ data: posts.slice(40), limit: 20, hasMore: false, nextCursor: null, prevCursor: posts[40]!.id });
   });
 
   it('GET /users/{userId}/posts lists that author; 404 for a missing user in both modes', async () => {

@@ -274,11 +274,11 @@ describe('tokens: list and revoke', () => {
     const gus = await signUp(t.app);
     await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: gus.user.email, password: gus.password } });
     const first = await t.app.inject({ url: '/tokens?limit=1', headers: gus.auth });
-    expect(first.json()).toEqual({ data: [expect.objectContaining({ id: gus.tokenId })], limit: 1, hasMore: true, nextCursor: gus.tokenId });
+    expect(first.json()).toEqual({ data: [expect.objectContaining({ id: gus.tokenId })], limit: 1, hasMore: true, nextCursor: gus.tokenId, prevCursor: null });
     expect(first.headers.link).toBe(`</tokens?limit=1&after=${gus.tokenId}>; rel="next"`);
     const second = await t.app.inject({ url: `/tokens?limit=1&after=${gus.tokenId}`, headers: gus.auth });
     expect(second.json()).toMatchObject({ limit: 1, hasMore: false, nextCursor: null });
     expect(second.json().data).toHaveLength(1);
-    expect(second.headers.link).toBeUndefined();
+    expect(second.headers.link).toBe(`</tokens?limit=1&before=${second.json().data[0].id}>; rel="prev"`);
   });
 });

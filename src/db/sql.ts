@@ -71,7 +71,13 @@ export function prepared(text: string, values: unknown[]): Statement {
   return { name, text, values };
 }
 
-export function toQuery(root: SqlFragment): Statement {
+/**
+ * `named: false` sends the statement unnamed, which PostgreSQL plans with the
+ * bound values every time: for statements whose best plan depends on them
+ * (how common a searched word is, how wide a date range), where a generic
+ * plan would fit one value and be ruinous for another.
+ */
+export function toQuery(root: SqlFragment, named = true): Statement {
   const values: unknown[] = [];
   const walk = (f: SqlFragment): string => {
     let text = f.strings[0] ?? '';
@@ -81,5 +87,6 @@ export function toQuery(root: SqlFragment): Statement {
     });
     return text;
   };
-  return prepared(walk(root), values);
+  const text = walk(root);
+  return named ? prepared(text, values) : { text, values };
 }

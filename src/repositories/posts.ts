@@ -9,7 +9,7 @@
 import type { Queryable } from '../db/pool.js';
 import type { PostField, PostSortField } from '../schemas/posts.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
-import { join, raw, sql, toQuery, prepared } from '../db/sql.js';
+import { join, raw, sql, toQuery, prepared, type SqlFragment } from '../db/sql.js';
 import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, searchMatches, selectList, viewSource } from '../db/reads.js';
 
 export interface Post {
@@ -52,10 +52,25 @@ const LIST_COLUMNS = selectList(FIELDS);
 const COLUMNS = `${LIST_COLUMNS}, version`;
 
 
-const narrowing = (filter: PostFilter) => [
-  ...(filter.q === undefined ? [] : [searchMatches(filter.q)]),
-  ...createdBetween(filter),
-];
+/**
+ * Sorted by id, a recent week would be found by walking the primary key from
+ * the first post (a million rows, a second): ids grow with created_at, which
+ * the planner does not know, so it expects matches all along the way. The
+ * range's first (last, descending) id, read from the (created_at, id) index,
+ * lets that walk start where the matches do; the bound is exact whatever the
+ * order of ids and timestamps, and NULL (nothing listed) for an empty range.
+ */
+function idBound(range: SqlFragment[], sort: Sort<PostSortField>): SqlFragment[] {
+  if (sort.field !== 'id' || range.length === 0) return [];
+  const [edge, cmp] = sort.descending ? ['max', '<='] : ['min', '>='];
+  // OFFSET 0 keeps min/max from being planned as a walk of the primary key, the very thing to avoid.
+  return [sql`id ${raw(cmp)} (SELECT ${raw(edge)}(id) FROM (SELECT id FROM posts WHERE ${join(range, ' AND ')} OFFSET 0) r)`];
+}
+
+function narrowing(filter: Omit<PostFilter, 'author'>, sort: Sort<PostSortField>): SqlFragment[] {
+  const range = createdBetween(filter);
+  return [...(filter.q === undefined ? [] : [searchMatches(filter.q)]), ...range, ...idBound(range, sort)];
+}
 
 /**
  * Row locks: DELETE takes the strongest, so comments being written to the post
@@ -162,13 +177,13 @@ export function postsRepository(db: Queryable) {
     list(filter: PostFilter, sort: Sort<PostSortField>, page: PageRequest, view: View<PostField> = {}) {
       return runList<Post, PostSortField, number | undefined>(db, allPosts, filter.author, sort, page, {
         ...listView(FIELDS, 'posts', view),
-        narrow: narrowing(filter),
+        narrow: narrowing(filter, sort),
       });
     },
 
     /** null when the user does not exist. */
     listOfUser(userId: number, filter: Omit<PostFilter, 'author'>, sort: Sort<PostSortField>, page: PageRequest, view: View<PostField> = {}) {
-      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, { ...listView(FIELDS, 'posts', view), narrow: narrowing(filter) });
+      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, { ...listView(FIELDS, 'posts', view), narrow: narrowing(filter, sort) });
     },
   };
 }

@@ -30,12 +30,15 @@ interface RangeQuery {
 }
 
 /**
- * Digits past the microsecond are dropped: PostgreSQL would round them, which
- * could move a bound across a millisecond, while dropping them decides no
- * comparison with a whole millisecond differently.
+ * Only the millisecond a bound falls in, and whether it falls exactly on it,
+ * decide a comparison with the shown times (whole milliseconds): digits past
+ * the millisecond become `5` (half-way) when any is not zero, which PostgreSQL
+ * holds exactly, where it would round a tenth digit and could move a bound
+ * across a millisecond.
  */
-const microseconds = (value: string | undefined) => value?.replace(/(\.\d{6})\d+/, '$1');
+const toMilliseconds = (value: string | undefined) =>
+  value?.replace(/\.(\d{3})(\d*)/, (_, ms: string, rest: string) => `.${ms}${/[1-9]/.test(rest) ? '5' : ''}`);
 
 export function rangeOf(query: RangeQuery): CreatedRange {
-  return { createdAfter: microseconds(query.createdAfter), createdBefore: microseconds(query.createdBefore) };
+  return { createdAfter: toMilliseconds(query.createdAfter), createdBefore: toMilliseconds(query.createdBefore) };
 }

@@ -1,0 +1,371 @@
+/**
+ * Richer reads (docs/api.md §10): full-text search, creation-time ranges,
+ * capped totals, include=author, sparse fields, paging back with before/prev,
+ * alone and combined, against real PostgreSQL. Small data: a dozen posts whose
+ * titles, bodies and creation times the tests set; the capped total is last,
+ * with its 10 001 rows inserted in one statement.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import type { Post } from '../../src/repositories/posts.js';
+import { expect404, expect422 } from '../helpers/expect.js';
+
+let t: TestApp;
+let ann: SignedUp;
+let bob: SignedUp;
+const posts: Post[] = [];
+
+const get = (url: string, headers: Record<string, string> = {}) => t.app.inject({ method: 'GET', url, headers });
+const ids = async (url: string) => {
+  const res = await get(url);
+  expect(res.statusCode, res.body).toBe(200);
+  return (res.json().data as { id: number }[]).map((item) => item.id);
+};
+const link = (header: unknown, rel: string) => new RegExp(`<([^>]+)>; rel="${rel}"`).exec(String(header ?? ''))?.[1];
+
+const TEXTS: [SignedUp | 'bob', string, string][] = [
+  ['bob', 'Crème Brûlée at the Café', 'A dessert recipe, with caramel.'],
+  ['bob', 'CREME BRULEE again', 'Another recipe; this one burns the sugar.'],
+  ['bob', 'Brûlée crème?', 'Words the other way round.'],
+  ['bob', 'Keyset pagination', 'Cursors beat offsets on big tables.'],
+  ['bob', 'Offset pagination', 'Page numbers are simple, and slow deep down.'],
+  ['bob', 'Naïve caching', 'The cache answered stale data.'],
+  ['bob', 'Postgres full-text search', 'tsvector, tsquery and a GIN index.'],
+  ['bob', 'Dates and times', 'Milliseconds in JSON, microseconds in PostgreSQL.'],
+];
+
+beforeAll(async () => {
+  t = await startTestApp();
+  ann = await signUp(t.app, { name: 'Ann' });
+  bob = await signUp(t.app, { name: 'Bob' });
+  for (const [i, [, title, body]] of TEXTS.entries()) {
+    const who = i % 2 === 0 ? ann : bob;
+    const res = await t.app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body } });
+    expect(res.statusCode).toBe(201);
+    posts.push(res.json());
+  }
+  // Creation times one day apart, with microseconds the API does not show: post i at 2026-01-0(i+1)T00:00:00.123456Z.
+  await t.app.db.query(
+    `UPDATE posts SET created_at = '2026-01-01T00:00:00.123456Z'::timestamptz + (id - $1) * interval '1 day', updated_at = created_at`,
+    [posts[0]!.id],
+  );
+  await t.app.responseCache.sync();
+});
+afterAll(() => t.close());
+
+const id = (i: number) => posts[i]!.id;
+
+describe('q: full-text search', () => {
+  it('is case- and accent-insensitive, over title and body', async () => {
+    expect(await ids('/posts?q=creme')).toEqual([id(0), id(1), id(2)]);
+    expect(await ids('/posts?q=BRÛLÉE')).toEqual([id(0), id(1), id(2)]);
+    expect(await ids('/posts?q=cafe')).toEqual([id(0)]);
+    expect(await ids('/posts?q=naive')).toEqual([id(5)]);
+    expect(await ids('/posts?q=caramel')).toEqual([id(0)]);
+  });
+
+  it('all words must match; "phrases" keep their order; -word excludes; or', async () => {
+    expect(await ids('/posts?q=creme%20recipe')).toEqual([id(0), id(1)]);
+    expect(await ids(`/posts?q=${encodeURIComponent('"creme brulee"')}`)).toEqual([id(0), id(1)]);
+    expect(await ids(`/posts?q=${encodeURIComponent('"brulee creme"')}`)).toEqual([id(2)]);
+    expect(await ids('/posts?q=creme%20-caramel')).toEqual([id(1), id(2)]);
+    expect(await ids('/posts?q=keyset%20or%20offset')).toEqual([id(3), id(4)]);
+    expect(await ids('/posts?q=pagination%20-%22page%20numbers%22')).toEqual([id(3)]);
+  });
+
+  it('a query without words matches nothing; 1–200 characters', async () => {
+    const none = await get('/posts?q=%22%22%20-');
+    expect(none.json()).toMatchObject({ data: [], total: 0, totalPages: 0, totalCapped: false });
+    expect422(await get('/posts?q='), { q: ['must not be empty'] });
+    expect((await get(`/posts?q=${'a'.repeat(200)}`)).statusCode).toBe(200);
+    expect422(await get(`/posts?q=${'a'.repeat(201)}`), { q: ['must be at most 200 characters'] });
+  });
+
+  it('combines with author, sort, both modes, dates, and /users/{id}/posts', async () => {
+    expect(await ids(`/posts?q=recipe&author=${ann.user.id}`)).toEqual([id(0)]);
+    expect(await ids(`/users/${bob.user.id}/posts?q=recipe`)).toEqual([id(1)]);
+    expect(await ids('/posts?q=pagination&sort=-title')).toEqual([id(4), id(3)]);
+    expect(await ids('/posts?q=creme&createdAfter=2026-01-01T00:00:00.123Z')).toEqual([id(1), id(2)]);
+    const first = await get('/posts?q=creme&limit=2&sort=-createdAt');
+    expect(first.json()).toMatchObject({ hasMore: true, nextCursor: id(1), prevCursor: null });
+    const second = await get(link(first.headers.link, 'next')!);
+    expect(second.json()).toMatchObject({ data: [{ id: id(0) }], hasMore: false, prevCursor: id(0) });
+    expect404(await get('/users/999999/posts?q=creme'), 'user 999999 does not exist');
+  });
+
+  it('follows every write: a new title is found, the old one is not', async () => {
+    const res = await t.app.inject({ method: 'PATCH', url: `/posts/${id(7)}`, headers: bob.auth, payload: { title: 'Calendars' } });
+    expect(res.statusCode).toBe(200);
+    expect(await ids('/posts?q=calendars')).toEqual([id(7)]);
+    expect(await ids('/posts?q=dates')).toEqual([]);
+    // The cursor anchor is checked against the list, not the search: a post edited out of it still anchors.
+    expect((await get(`/posts?q=creme&after=${id(7)}`)).statusCode).toBe(200);
+  });
+});
+
+describe('createdAfter / createdBefore', () => {
+  // Post 3 was created at 2026-01-04T00:00:00.123456Z and is shown as …00.123Z.
+  it('are exclusive at the milliseconds the API shows', async () => {
+    expect((await get(`/posts/${id(3)}`)).json().createdAt).toBe('2026-01-04T00:00:00.123Z');
+    const between = (after: string, before: string) =>
+      ids(`/posts?createdAfter=${encodeURIComponent(after)}&createdBefore=${encodeURIComponent(before)}`);
+    expect(await between('2026-01-04T00:00:00.123Z', '2026-01-05T00:00:00.123Z')).toEqual([]);
+    expect(await between('2026-01-04T00:00:00.122999Z', '2026-01-05T00:00:00.123Z')).toEqual([id(3)]);
+    expect(await between('2026-01-03T00:00:00.123Z', '2026-01-04T00:00:00.123Z')).toEqual([]);
+    expect(await between('2026-01-03T00:00:00.123Z', '2026-01-04T00:00:00.1231Z')).toEqual([id(3)]);
+    // Digits past the microsecond decide nothing they should not.
+    expect(await between('2026-01-04T00:00:00.1229999999Z', '2026-01-04T00:00:00.1230000001Z')).toEqual([id(3)]);
+    expect(await between('2026-01-04T00:00:00.1230000001Z', '2026-01-05T00:00:00Z')).toEqual([]);
+    // Offsets are honoured.
+    expect(await between('2026-01-04T01:00:00.122+01:00', '2026-01-03T19:00:00.124-05:00')).toEqual([id(3)]);
+  });
+
+  it('work with every sort, cursor walks and the author filter', async () => {
+    const range = 'createdAfter=2026-01-02T00:00:00Z&createdBefore=2026-01-06T00:00:00Z';
+    expect(await ids(`/posts?${range}`)).toEqual([id(1), id(2), id(3), id(4)]);
+    expect(await ids(`/posts?${range}&sort=-id`)).toEqual([id(4), id(3), id(2), id(1)]);
+    expect(await ids(`/posts?${range}&sort=-createdAt&limit=3`)).toEqual([id(4), id(3), id(2)]);
+    expect(await ids(`/posts?${range}&author=${bob.user.id}`)).toEqual([id(1), id(3)]);
+    expect(await ids(`/users/${ann.user.id}/posts?${range}&sort=-id`)).toEqual([id(4), id(2)]);
+    expect(await ids('/posts?createdAfter=2027-01-01T00:00:00Z')).toEqual([]);
+    expect(await ids('/posts?createdAfter=2027-01-01T00:00:00Z&sort=-id')).toEqual([]);
+    const res = await get(`/posts?${range}&perPage=3`);
+    expect(res.json()).toMatchObject({ total: 4, totalPages: 2, totalCapped: false });
+  });
+
+  it('apply to comments', async () => {
+    const postId = id(6);
+    const made: number[] = [];
+    for (const body of ['one', 'two', 'three']) {
+      const res = await t.app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: ann.auth, payload: { body } });
+      made.push(res.json().id);
+    }
+    await t.app.db.query(
+      `UPDATE comments SET created_at = '2026-02-01T00:00:00.5Z'::timestamptz + (id - $1) * interval '1 hour' WHERE post_id = $2`,
+      [made[0], postId],
+    );
+    await t.app.responseCache.sync();
+    const url = `/posts/${postId}/comments?createdAfter=2026-02-01T00:00:00.500Z&createdBefore=2026-02-01T02:00:00.501Z`;
+    expect(await ids(url)).toEqual([made[1], made[2]]);
+    expect((await get(url)).json()).toMatchObject({ total: 2, totalCapped: false });
+    expect(await ids(`${url}&limit=1&sort=-createdAt`)).toEqual([made[2]]);
+  });
+
+  it('must be RFC 3339 date-times with an offset', async () => {
+    for (const value of ['2026-01-01', '2026-01-01T00:00:00', 'yesterday', '2026-13-01T00:00:00Z']) {
+      expect422(await get(`/posts?createdAfter=${value}`), { createdAfter: ['must be a valid date-time'] });
+    }
+    expect422(await get('/posts/1/comments?createdBefore=now'), { createdBefore: ['must be a valid date-time'] });
+    expect422(await get('/users?createdAfter=2026-01-01T00:00:00Z'), { createdAfter: ['is not allowed'] });
+  });
+});
+
+describe('totals', () => {
+  it('unfiltered and author lists keep their exact totals, without totalCapped', async () => {
+    expect((await get('/posts?perPage=1')).json()).toEqual(expect.not.objectContaining({ totalCapped: expect.anything() }));
+    expect((await get(`/posts?author=${bob.user.id}`)).json()).toMatchObject({ total: 4 });
+    expect('totalCapped' in (await get(`/posts?author=${bob.user.id}`)).json()).toBe(false);
+  });
+});
+
+describe('include=author', () => {
+  it('embeds { id, name } in post and comment lists and single items', async () => {
+    const list = (await get('/posts?include=author&perPage=2')).json();
+    expect(list.data).toEqual([
+      { ...posts[0], title: expect.any(String), author: { id: ann.user.id, name: 'Ann' }, createdAt: expect.any(String), updatedAt: expect.any(String) },
+      expect.objectContaining({ id: id(1), author: { id: bob.user.id, name: 'Bob' } }),
+    ]);
+    const cursor = (await get(`/users/${bob.user.id}/posts?include=author&limit=1`)).json();
+    expect(cursor.data[0].author).toEqual({ id: bob.user.id, name: 'Bob' });
+    const one = await get(`/posts/${id(1)}?include=author`);
+    expect(one.json()).toMatchObject({ id: id(1), authorId: bob.user.id, author: { id: bob.user.id, name: 'Bob' } });
+    const comments = (await get(`/posts/${id(6)}/comments?include=author`)).json();
+    expect(comments.data.map((c: { author: unknown }) => c.author)).toEqual(Array(3).fill({ id: ann.user.id, name: 'Ann' }));
+    const [commentId] = comments.data.map((c: { id: number }) => c.id);
+    expect((await get(`/posts/${id(6)}/comments/${commentId}?include=author`)).json().author).toEqual({ id: ann.user.id, name: 'Ann' });
+  });
+
+  it('any other value is a 422', async () => {
+    for (const url of ['/posts?include=comments', '/posts?include=author,author', `/posts/${id(0)}?include=`, '/posts/1/comments?include=post']) {
+      expect((await get(url)).statusCode).toBe(422);
+      expect(Object.keys((await get(url)).json().fieldErrors)).toEqual(['include']);
+    }
+    expect422(await get('/users?include=author'), { include: ['is not allowed'] });
+  });
+
+  it('a cached page shows a new name at once', async () => {
+    // A URL is stored the second time it is missed.
+    const url = `/posts?include=author&fields=title&author=${ann.user.id}`;
+    await get(url);
+    await get(url);
+    expect((await get(url)).headers['x-cache']).toBe('hit');
+    const one = `/posts/${id(0)}?include=author&fields=title`;
+    await get(one);
+    await get(one);
+    expect((await get(one)).headers['x-cache']).toBe('hit');
+    const rename = async (name: string) =>
+      (await t.app.inject({ method: 'PATCH', url: `/users/${ann.user.id}`, headers: ann.auth, payload: { name } })).statusCode;
+    expect(await rename('Annie')).toBe(200);
+    expect((await get(url)).json().data[0].author.name).toBe('Annie');
+    expect((await get(one)).json().author.name).toBe('Annie');
+    // A rename to the same name changes nothing, so it evicts nothing.
+    await get(url);
+    expect((await get(url)).headers['x-cache']).toBe('hit');
+    expect(await rename('Annie')).toBe(200);
+    expect((await get(url)).headers['x-cache']).toBe('hit');
+    expect(await rename('Ann')).toBe(200);
+  });
+});
+
+describe('fields', () => {
+  it('cuts posts, comments and users to the asked fields, id always', async () => {
+    expect((await get('/posts?fields=title&perPage=2')).json().data).toEqual([
+      { id: id(0), title: posts[0]!.title },
+      { id: id(1), title: posts[1]!.title },
+    ]);
+    expect((await get(`/posts/${id(3)}?fields=createdAt,id`)).json()).toEqual({ id: id(3), createdAt: '2026-01-04T00:00:00.123Z' });
+    expect((await get(`/posts/${id(3)}?fields=authorId&include=author`)).json()).toEqual({
+      id: id(3),
+      authorId: bob.user.id,
+      author: { id: bob.user.id, name: 'Bob' },
+    });
+    const comments = (await get(`/posts/${id(6)}/comments?fields=body&limit=1`)).json();
+    expect(comments.data).toEqual([{ id: expect.any(Number), body: 'one' }]);
+    expect((await get(`/posts/${id(6)}/comments/${comments.data[0].id}?fields=postId`)).json()).toEqual({
+      id: comments.data[0].id,
+      postId: id(6),
+    });
+    expect((await get(`/users?fields=name&sort=name&limit=1`)).json().data).toEqual([{ id: ann.user.id, name: 'Ann' }]);
+    // The e-mail still shows only to its owner.
+    expect((await get(`/users/${ann.user.id}?fields=email`)).json()).toEqual({ id: ann.user.id });
+    const own = await get(`/users/${ann.user.id}?fields=email`, ann.auth);
+    expect(own.json()).toEqual({ id: ann.user.id, email: ann.user.email });
+    expect(own.headers['cache-control']).toBe('private, no-store');
+  });
+
+  it('an unknown or repeated name is a 422 naming fields', async () => {
+    const message = 'must be a comma-separated list of distinct fields among id, title, body, authorId, commentCount, createdAt, updatedAt';
+    for (const fields of ['tittle', 'title,', ',title', 'title,,body', 'author', 'TITLE', '']) {
+      expect422(await get(`/posts?fields=${fields}`), { fields: [message] });
+    }
+    expect422(await get(`/posts/${id(0)}?fields=title,body,title`), { fields: ['names title more than once'] });
+    expect422(await get('/users?fields=password'), {
+      fields: ['must be a comma-separated list of distinct fields among id, name, role, email, createdAt'],
+    });
+  });
+
+  it('a sparse or embedded representation has its own ETag; If-Match takes the full one', async () => {
+    const full = await get(`/posts/${id(5)}`);
+    const sparse = await get(`/posts/${id(5)}?fields=title`);
+    const embedded = await get(`/posts/${id(5)}?include=author`);
+    const tags = [full, sparse, embedded].map((res) => res.headers.etag as string);
+    expect(new Set(tags).size).toBe(3);
+    expect((await get(`/posts/${id(5)}?fields=title`, { 'if-none-match': tags[1]! })).statusCode).toBe(304);
+    expect((await get(`/posts/${id(5)}`, { 'if-none-match': tags[1]! })).statusCode).toBe(200);
+    const patch = (etag: string) =>
+      t.app.inject({ method: 'PATCH', url: `/posts/${id(5)}`, headers: { ...bob.auth, 'if-match': etag }, payload: { body: `edited ${etag}` } });
+    expect((await patch(tags[1]!)).statusCode).toBe(412);
+    expect((await patch(tags[0]!)).statusCode).toBe(200);
+    // The edit moves the sparse tag too only when the asked fields change.
+    expect((await get(`/posts/${id(5)}?fields=title`)).headers.etag).toBe(tags[1]);
+    expect((await get(`/posts/${id(5)}?fields=body`)).headers.etag).not.toBe(tags[1]);
+  });
+});
+
+describe('before / prevCursor / prev links', () => {
+  const walk = async (url: string, rel: 'next' | 'prev') => {
+    const pages: number[][] = [];
+    for (let next: string | undefined = url; next !== undefined; ) {
+      const res = await get(next);
+      expect(res.statusCode, res.body).toBe(200);
+      const body = res.json();
+      pages.push(body.data.map((item: { id: number }) => item.id));
+      const cursor = rel === 'next' ? body.nextCursor : body.prevCursor;
+      expect(cursor).toBe(cursor === null ? null : rel === 'next' ? body.data.at(-1).id : body.data[0].id);
+      next = link(res.headers.link, rel);
+      expect(next === undefined).toBe(cursor === null);
+    }
+    return pages;
+  };
+
+  it.each(['id', '-id', 'createdAt', '-createdAt', 'title', '-title', 'updatedAt'])(
+    'sort=%s: walking back from the last page gives the forward pages in reverse',
+    async (sort) => {
+      const forward = await walk(`/posts?sort=${sort}&limit=3`, 'next');
+      expect(forward.flat()).toHaveLength(posts.length);
+      const lastPage = forward.at(-1)!;
+      const start = await get(`/posts?sort=${sort}&limit=3&after=${forward.at(-2)!.at(-1)}`);
+      expect(start.json().data.map((p: { id: number }) => p.id)).toEqual(lastPage);
+      const backward = await walk(link(start.headers.link, 'prev')!, 'prev');
+      // Pages going back hold the 3 items before each page's first, in the sort order.
+      for (const page of backward.slice(0, -1)) expect(page).toHaveLength(3);
+      expect(backward.reverse().flat()).toEqual(forward.flat().slice(0, -lastPage.length));
+    },
+  );
+
+  it('a before page points forward again: nextCursor is its last item, next resumes after it', async () => {
+    const res = await get(`/posts?before=${id(4)}&limit=2`);
+    expect(res.json()).toMatchObject({ data: [{ id: id(2) }, { id: id(3) }], hasMore: true, nextCursor: id(3), prevCursor: id(2) });
+    expect(await ids(link(res.headers.link, 'next')!)).toEqual([id(4), id(5)]);
+    const start = await get(`/posts?before=${id(1)}&limit=2`);
+    expect(start.json()).toMatchObject({ data: [{ id: id(0) }], hasMore: true, nextCursor: id(0), prevCursor: null });
+    expect(link(start.headers.link, 'prev')).toBeUndefined();
+    const none = await get(`/posts?before=${id(0)}`);
+    expect(none.json()).toEqual({ data: [], limit: 20, hasMore: false, nextCursor: null, prevCursor: null });
+  });
+
+  it('combines with search, dates, fields and include', async () => {
+    const res = await get(`/posts?q=creme&before=${id(2)}&limit=1&fields=title&include=author`);
+    expect(res.json()).toEqual({
+      data: [{ id: id(1), title: posts[1]!.title, author: { id: bob.user.id, name: 'Bob' } }],
+      limit: 1,
+      hasMore: true,
+      nextCursor: id(1),
+      prevCursor: id(1),
+    });
+    expect(await ids(link(res.headers.link, 'prev')!)).toEqual([id(0)]);
+    const dated = await get(`/posts?createdBefore=2026-01-05T00:00:00Z&before=${id(2)}&limit=2&sort=-id`);
+    expect(dated.json()).toMatchObject({ data: [{ id: id(3) }], hasMore: true, nextCursor: id(3), prevCursor: null });
+  });
+
+  it('before with after, beforeKey without before, before with page: 422', async () => {
+    expect422(
+      await get(`/posts?before=${id(2)}&after=${id(1)}`),
+      { before: ['cannot be combined with after'] },
+      'use after (the next page) or before (the previous page), not both',
+    );
+    expect422(await get('/posts?sort=title&beforeKey=a'), { beforeKey: ['needs before'] });
+    expect422(await get(`/posts?sort=id&before=${id(1)}&beforeKey=a`), { beforeKey: ['applies only to sorts other than id'] });
+    expect422(await get(`/posts?sort=createdAt&before=${id(1)}&beforeKey=yesterday`), {
+      beforeKey: ['must be a UTC timestamp such as 2026-11-22T10:00:00.123456Z'],
+    });
+    expect422(
+      await get(`/posts?page=2&before=${id(1)}`),
+      { before: ['cannot be combined with page or perPage'] },
+      'use either page/perPage (offset mode) or after/limit (cursor mode)',
+    );
+    expect422(await get('/posts?before=999999999'), { before: ['does not name an item of this list'] });
+    expect422(await get(`/users/${ann.user.id}/posts?before=${id(1)}`), { before: ['does not name an item of this list'] });
+  });
+});
+
+describe('totals of filtered lists are counted up to 10 000', () => {
+  it('totalCapped says whether more match; cursor mode pages through all of them', async () => {
+    await t.app.db.query(
+      `INSERT INTO posts (author_id, title, body, created_at, updated_at)
+       SELECT $1, 'Needle ' || g, 'haystack', '2030-01-01T00:00:00Z'::timestamptz + g * interval '1 second', now()
+       FROM generate_series(1, 10001) g`,
+      [ann.user.id],
+    );
+    await t.app.responseCache.sync();
+    const capped = await get('/posts?q=needle&perPage=100&fields=title');
+    expect(capped.json()).toMatchObject({ total: 10_000, totalPages: 100, totalCapped: true });
+    expect(link(capped.headers.link, 'last')).toContain('page=100');
+    const dated = await get('/posts?createdAfter=2029-12-31T00:00:00Z&fields=id&perPage=1');
+    expect(dated.json()).toMatchObject({ total: 10_000, totalPages: 10_000, totalCapped: true });
+    const exact = await get('/posts?q=needle%20-10001&fields=id&perPage=1');
+    expect(exact.json()).toMatchObject({ total: 10_000, totalCapped: false });
+    const tail = await get('/posts?q=needle&sort=-id&limit=1&fields=title');
+    expect(tail.json().data).toEqual([expect.objectContaining({ title: 'Needle 10001' })]);
+  });
+});

@@ -42,6 +42,20 @@ describe('entryTags', () => {
     expect(entryTags(routeShape('/posts/:postId/comments'), { postId: '7' }, {}, { data: [] })).toEqual(['posts/7/*', 'posts/7/comments']);
     expect(entryTags(routeShape('/posts'), {}, { sort: '-updatedAt' }, { data: [] })).toEqual(['posts', 'posts#updated']);
     expect(entryTags(routeShape('/posts'), {}, { q: 'word' }, { data: [] })).toEqual(['posts', 'posts#updated']);
+    // Creation times never change; fields and include only shape the items.
+    const shaped = { createdAfter: '2026-01-01T00:00:00Z', createdBefore: '2026-02-01T00:00:00Z', fields: 'title', before: 4 };
+    expect(entryTags(routeShape('/posts'), {}, shaped, { data: [] })).toEqual(['posts']);
+  });
+
+  it('embedded authors: each once, on lists and single items, so a rename evicts them', () => {
+    const embedded = { data: [{ id: 1, author: { id: 3, name: 'a' } }, { id: 2, author: { id: 3, name: 'a' } }, { id: 5, author: { id: 4, name: 'b' } }] };
+    expect(entryTags(routeShape('/posts'), {}, { include: 'author' }, embedded)).toEqual([
+      'posts', 'posts/1', 'posts/2', 'posts/5', 'users/3', 'users/4',
+    ]);
+    expect(entryTags(routeShape('/posts/:postId'), { postId: '7' }, { include: 'author' }, { id: 7, author: { id: 3, name: 'a' } })).toEqual([
+      'posts/7', 'users/3',
+    ]);
+    expect(changeTags('updated', 'users', { id: 3 })).toContain('users/3');
   });
 });
 

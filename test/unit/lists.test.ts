@@ -10,6 +10,16 @@ describe('pageRequest', () => {
     expect(pageRequest({ limit: 5 })).toEqual({ kind: 'cursor', after: undefined, limit: 5 });
     expect(pageRequest({ after: 7 })).toEqual({ kind: 'cursor', after: 7, limit: 20 });
   });
+  it('before selects cursor mode too; with after it is a 422 naming before', () => {
+    expect(pageRequest({ before: 9, limit: 5 })).toEqual({ kind: 'cursor', before: 9, limit: 5 });
+    try {
+      pageRequest({ before: 9, after: 3 });
+      expect.unreachable();
+    } catch (error) {
+      expect((error as HttpError).statusCode).toBe(422);
+      expect((error as HttpError).fieldErrors).toEqual({ before: ['cannot be combined with after'] });
+    }
+  });
   it('mixing the modes is a 422 naming the cursor parameters', () => {
     try {
       pageRequest({ perPage: 5, after: 3 });

@@ -43,6 +43,8 @@ export interface Scenario<C> {
   quiet?: Scenario<C>;
   /** Minimum req/s as a fraction of the quiet scenario's. */
   quietTarget?: number;
+  /** Maximum p50 as a multiple of scenario `id`'s p50 (measured in the same run). */
+  p50Versus?: { id: string; max: number };
 }
 
 export interface Sample {
@@ -167,6 +169,17 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
         goal: `≥ ${s.twinTarget.toFixed(1)}×`,
         met: vsPeer >= s.twinTarget,
         skipped: !Number.isFinite(vsPeer),
+      });
+    }
+    if (s.p50Versus) {
+      const plain = o.http.get(s.p50Versus.id)?.map((x) => x.p50);
+      const vs = ratio(samples.map((x) => x.p50), plain);
+      checks.push({
+        what: `${s.id}: p50 vs the plain page \`${s.p50Versus.id}\`, cache off`,
+        value: times(vs),
+        goal: `≤ ${s.p50Versus.max.toFixed(1)}×`,
+        met: vs <= s.p50Versus.max,
+        skipped: !Number.isFinite(vs),
       });
     }
     if (s.quiet && s.background) {

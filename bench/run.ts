@@ -320,6 +320,8 @@ interface Context {
   /** The mixed load's hot posts, and the posts its comments go to (never a hot one). */
   hotPostIds: [number, number];
   coldPostIds: [number, number];
+  /** The last week of the data set's creation times, as createdAfter/createdBefore. */
+  week: { after: string; before: string };
 }
 
 const POST = {
@@ -503,9 +505,61 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
   },
 ];
 
-const SCENARIOS = flags.only
-  ? ALL_SCENARIOS.filter((s) => s.id === 'ceiling' || flags.only!.split(',').includes(s.id))
-  : ALL_SCENARIOS;
+// Richer reads (docs/api.md §10), cache off, each beside the plain page it
+// refines: its p50 should stay within 2× of that page's. The seeded texts come
+// from one corpus of ~300 words, each in at least 2 % of the posts, so the rare
+// search is a phrase of title words (43 posts of a million) and the common one
+// `the` (84 %, its total capped at 10 000).
+const LIST_FIRST_UNCACHED = uncached(LIST_FIRST);
+const LIST_100: Scenario<Context> = {
+  id: 'list-100-uncached',
+  title: 'GET /posts?sort=-createdAt&perPage=100 (the plain 100-post page), cache off',
+  on: 'bigUncached',
+  method: 'GET',
+  path: () => '/posts?sort=-createdAt&perPage=100',
+};
+const besidePlain = (s: Omit<Scenario<Context>, 'on' | 'method' | 'p50Versus'>, plain = LIST_FIRST_UNCACHED): Scenario<Context> => ({
+  ...s,
+  on: 'bigUncached',
+  method: 'GET',
+  p50Versus: { id: plain.id, max: 2 },
+});
+const RICHER_READS: Scenario<Context>[] = [
+  besidePlain({
+    id: 'search-rare-uncached',
+    title: 'GET /posts?q="profiling unicode, part 7" (a phrase in 43 posts; first page with total), cache off',
+    path: () => `/posts?q=${encodeURIComponent('"profiling unicode, part 7"')}`,
+  }),
+  besidePlain({
+    id: 'search-common-uncached',
+    title: 'GET /posts?q=the (a word in 84 % of the posts; first page, total capped at 10 000), cache off',
+    path: () => '/posts?q=the',
+  }),
+  besidePlain({
+    id: 'week-uncached',
+    title: "GET /posts?sort=-createdAt&createdAfter=…&createdBefore=… (the last week's posts, first page with total), cache off",
+    path: (c) => `/posts?sort=-createdAt&createdAfter=${c.week.after}&createdBefore=${c.week.before}`,
+  }),
+  besidePlain({
+    id: 'week-by-id-uncached',
+    title: "GET /posts?createdAfter=…&createdBefore=… (the last week's posts in id order, first page with total), cache off",
+    path: (c) => `/posts?createdAfter=${c.week.after}&createdBefore=${c.week.before}`,
+  }),
+  besidePlain(
+    {
+      id: 'include-author-100-uncached',
+      title: 'GET /posts?sort=-createdAt&perPage=100&include=author (100 posts with their authors), cache off',
+      path: () => '/posts?sort=-createdAt&perPage=100&include=author',
+    },
+    LIST_100,
+  ),
+];
+ALL_SCENARIOS.push(LIST_100, ...RICHER_READS);
+
+const only = flags.only?.split(',');
+// A scenario compared with another brings it along.
+const wanted = only && new Set([...only, ...ALL_SCENARIOS.filter((s) => only.includes(s.id) && s.p50Versus).map((s) => s.p50Versus!.id)]);
+const SCENARIOS = wanted ? ALL_SCENARIOS.filter((s) => s.id === 'ceiling' || wanted.has(s.id)) : ALL_SCENARIOS;
 
 function loadRequests(s: Scenario<Context>, ctx: Context): LoadRequest[] {
   if (!s.randomId && !s.body && !s.authenticated) return [{ method: s.method, path: s.path(ctx, 0) }];
@@ -660,7 +714,13 @@ async function scenarioContext(big: Dataset): Promise<Omit<Context, 'big' | 'big
   );
   const nth = (n: number) => one<{ id: number }>(big.url, 'SELECT id::int FROM posts ORDER BY id OFFSET $1 - 1 LIMIT 1', [n]);
   const [deep, second] = [await nth(PLAN.depth), await nth(20)];
+  const last = await one<{ after: string; before: string }>(
+    big.url,
+    `SELECT to_char((max(created_at) - interval '7 days') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS after,
+       to_char((max(created_at) + interval '1 second') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') AS before FROM posts`,
+  );
   return {
+    week: last,
     popularPost: popular.id,
     author: { id: author.id, page: Math.max(1, Math.min(20, Math.floor(author.posts / 20))) },
     deepCursor: deep.id,

@@ -133,6 +133,7 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
           maxLength: 200,
           allOf: [Storable],
           description: 'cursor mode, with before and a sort other than id: the sort key of that item as the prev Link gave it (as afterKey)',
+          examples: ['2026-11-22T10:00:00.123456Z'],
         }),
       ),
       limit: Type.Optional(SmallInt(1, 100, { description: 'cursor mode, default 20; not with page/perPage (422)' })),

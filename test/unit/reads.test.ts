@@ -1,7 +1,7 @@
 /** The query parameters of richer reads as the repositories take them (src/http/reads.ts). */
 import { describe, expect, it } from 'vitest';
 import { rangeOf, viewOf } from '../../src/http/reads.js';
-import { HttpError } from '../../src/errors.js';
+import type { HttpError } from '../../src/errors.js';
 
 describe('viewOf', () => {
   it('the full view without fields or include; fields in the order asked', () => {

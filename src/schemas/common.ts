@@ -314,7 +314,8 @@ export const COMMON_ERRORS = [401, 422, 429, 500, 503];
 /** A list's 422 also covers the rules between its parameters (docs/api.md). */
 export const ListValidationError = Type.Ref(ErrorSchema, {
   description:
-    'validation: see fieldErrors; also when page or perPage is combined with after or limit, and when after names no item of this list',
+    'validation: see fieldErrors; also when page or perPage is combined with after, before or limit, when before is combined with after, ' +
+    'and when after or before names no item of this list',
 });
 /** Errors of routes that take a JSON body. */
 export const BODY_ERRORS = [400, 413, 415, 422];

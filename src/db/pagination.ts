@@ -74,6 +74,12 @@ export interface ListOptions {
    * year, decides between walking the sort index and reading the matches.
    */
   narrow?: SqlFragment[];
+  /**
+   * Conditions that every narrowed item meets anyway, there only to steer the
+   * page's plan (an id bound): the capped count leaves them out, since they
+   * can cost more to evaluate than they save it.
+   */
+  hints?: SqlFragment[];
 }
 
 /** How a sort column's values travel in `afterKey`. */
@@ -162,6 +168,7 @@ export async function runList<T extends { id: number }, F extends string, Filter
   const narrow = options.narrow ?? [];
   const listed = [...scope, ...(source.live ?? [])];
   const conditions = where([...listed, ...narrow]);
+  const pageConditions = options.hints?.length ? where([...listed, ...narrow, ...options.hints]) : conditions;
   const from = raw(source.table);
   const joined = raw(options.join ? `${source.table} ${options.join}` : source.table);
   const columns = raw(options.columns ?? source.columns);
@@ -178,10 +185,10 @@ export async function runList<T extends { id: number }, F extends string, Filter
     // selecting all columns would fetch and format every skipped row.
     const items =
       offset === 0
-        ? sql`SELECT ${columns} FROM ${joined} WHERE h.total IS NOT NULL AND ${conditions}
+        ? sql`SELECT ${columns} FROM ${joined} WHERE h.total IS NOT NULL AND ${pageConditions}
             ${orderBy} LIMIT ${pageSize(page.perPage)}`
         : sql`SELECT ${columns} FROM ${joined} WHERE id IN (
-              SELECT id FROM ${from} WHERE h.total IS NOT NULL AND ${conditions}
+              SELECT id FROM ${from} WHERE h.total IS NOT NULL AND ${pageConditions}
               ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
             ) ${orderBy}`;
     // A narrowed list has no counter: its matches are counted, TOTAL_CAP + 1 at most,
@@ -232,7 +239,7 @@ export async function runList<T extends { id: number }, F extends string, Filter
   const key = keyed ? sql`, ${keyText(sortColumn)} AS cursor_key` : sql``;
   const query = sql`${anchor}SELECT h.found, h.parent, r.* FROM (SELECT ${found} AS found, (${parent}) AS parent OFFSET 0) h
     LEFT JOIN LATERAL (
-      SELECT ${columns}${key} FROM ${joined} WHERE h.found AND h.parent AND ${conditions} AND ${after}
+      SELECT ${columns}${key} FROM ${joined} WHERE h.found AND h.parent AND ${pageConditions} AND ${after}
       ${order(sort.descending !== backward)} LIMIT ${pageSize(page.limit + 1)}
     ) r ON TRUE`;
   const { rows } = await db.query(toQuery(query, !narrow.length));

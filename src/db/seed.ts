@@ -138,6 +138,14 @@ const CORPUS_TEXT =
 const CORPUS = `${CORPUS_TEXT} ${CORPUS_TEXT}`;
 const WORD_STARTS = [...CORPUS_TEXT.matchAll(/(?<=^|\. )[A-Z]/g)].map((m) => m.index + 1);
 
+/**
+ * Every other word of the seeded texts is in at least 2 % of the posts; real
+ * text has a long tail. One title in 20 000 ends with this word, so a search
+ * for a rare word has something to find (the benchmark's rare search).
+ */
+export const RARE_WORD = 'quokka';
+const RARE_WORD_SHARE = 1 / 20_000;
+
 /** Distinct bodies per kind; rows pick one by hash, so no text is cut per row. */
 const TEXT_VARIANTS = 4096;
 
@@ -203,7 +211,8 @@ const INSERT_POSTS = `
     $userBase::int8 + floor($users::int8 * ${rnd('i', 4)} ^ 2)::int8,
     ($adjectives::text[])[1 + floor(${rnd('i', 5)} * cardinality($adjectives::text[]))::int4] || ' ' ||
       ($nouns::text[])[1 + floor(${rnd('i', 6)} * cardinality($nouns::text[]))::int4] ||
-      CASE WHEN ${rnd('i', 7)} < 0.3 THEN ', part ' || (1 + floor(${rnd('i', 8)} * 12)::int4) ELSE '' END,
+      CASE WHEN ${rnd('i', 7)} < 0.3 THEN ', part ' || (1 + floor(${rnd('i', 8)} * 12)::int4) ELSE '' END ||
+      CASE WHEN ${rnd('i', 10)} < ${RARE_WORD_SHARE} THEN ' ' || '${RARE_WORD}' ELSE '' END,
     b.body,
     COALESCE(cc.n, 0),
     CASE WHEN t.edited THEN 2 ELSE 1 END,

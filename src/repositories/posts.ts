@@ -8,7 +8,7 @@
  */
 import type { Queryable } from '../db/pool.js';
 import type { PostField, PostSortField } from '../schemas/posts.js';
-import { type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
+import { type ListOptions, type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
 import { join, raw, sql, toQuery, prepared, type SqlFragment } from '../db/sql.js';
 import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, searchMatches, selectList, viewSource } from '../db/reads.js';
 
@@ -67,9 +67,9 @@ function idBound(range: SqlFragment[], sort: Sort<PostSortField>): SqlFragment[]
   return [sql`id ${raw(cmp)} (SELECT ${raw(edge)}(id) FROM (SELECT id FROM posts WHERE ${join(range, ' AND ')} OFFSET 0) r)`];
 }
 
-function narrowing(filter: Omit<PostFilter, 'author'>, sort: Sort<PostSortField>): SqlFragment[] {
+function narrowing(filter: Omit<PostFilter, 'author'>, sort: Sort<PostSortField>): Pick<ListOptions, 'narrow' | 'hints'> {
   const range = createdBetween(filter);
-  return [...(filter.q === undefined ? [] : [searchMatches(filter.q)]), ...range, ...idBound(range, sort)];
+  return { narrow: [...(filter.q === undefined ? [] : [searchMatches(filter.q)]), ...range], hints: idBound(range, sort) };
 }
 
 /**
@@ -177,13 +177,13 @@ export function postsRepository(db: Queryable) {
     list(filter: PostFilter, sort: Sort<PostSortField>, page: PageRequest, view: View<PostField> = {}) {
       return runList<Post, PostSortField, number | undefined>(db, allPosts, filter.author, sort, page, {
         ...listView(FIELDS, 'posts', view),
-        narrow: narrowing(filter, sort),
+        ...narrowing(filter, sort),
       });
     },
 
     /** null when the user does not exist. */
     listOfUser(userId: number, filter: Omit<PostFilter, 'author'>, sort: Sort<PostSortField>, page: PageRequest, view: View<PostField> = {}) {
-      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, { ...listView(FIELDS, 'posts', view), narrow: narrowing(filter, sort) });
+      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, { ...listView(FIELDS, 'posts', view), ...narrowing(filter, sort) });
     },
   };
 }

@@ -10,6 +10,7 @@ import type { Queryable } from '../db/pool.js';
 import type { PostSortField } from '../schemas/posts.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
 import { join, raw, sql, toQuery, prepared } from '../db/sql.js';
+import { findOne } from '../db/lookups.js';
 
 export interface Post {
   id: number;
@@ -34,6 +35,7 @@ export interface PostChanges {
 const LIST_COLUMNS = `id, title, body, author_id AS "authorId", comment_count AS "commentCount",
   iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt"`;
 const COLUMNS = `${LIST_COLUMNS}, version`;
+const ONE = { byId: `SELECT ${COLUMNS} FROM posts WHERE id = $1`, byIds: `SELECT ${COLUMNS} FROM posts WHERE id = ANY($1::bigint[])` };
 
 /**
  * Row locks: DELETE takes the strongest, so comments being written to the post
@@ -76,10 +78,7 @@ const postsOfUser: ListSource<PostSortField, number> = {
 };
 
 export function postsRepository(db: Queryable) {
-  async function findById(id: number): Promise<VersionedPost | undefined> {
-    const { rows } = await db.query<VersionedPost>(prepared(`SELECT ${COLUMNS} FROM posts WHERE id = $1`, [id]));
-    return rows[0];
-  }
+  const findById = (id: number) => findOne<VersionedPost>(db, ONE, id);
 
   return {
     async create(authorId: number, input: { title: string; body: string }): Promise<VersionedPost> {

@@ -75,7 +75,6 @@ declare module 'fastify' {
     cacheChanges: Set<string> | null;
     /** The eviction count a storable miss started at; null when its answer must not be stored. */
     cacheEpoch: number | null;
-    cacheTags: string[] | null;
   }
   interface FastifyInstance {
     responseCache: {
@@ -388,7 +387,6 @@ export default fp<ResponseCacheOptions>(
 
     app.decorateRequest('cacheChanges', null);
     app.decorateRequest('cacheEpoch', null);
-    app.decorateRequest('cacheTags', null);
     app.decorateRequest('changed', function (this: FastifyRequest, how: ChangeKind, collection: string, resource: { id: number }) {
       this.cacheChanges ??= new Set();
       for (const tag of changeTags(how, collection, resource)) this.cacheChanges.add(tag);
@@ -398,24 +396,56 @@ export default fp<ResponseCacheOptions>(
       state: (): CacheState => (!enabled ? 'off' : healthy() ? 'on' : 'bypassed'),
     });
 
-    // Announce committed changes (also with this instance's cache off: the others' may be on).
-    // A 5xx after changes were recorded may follow a commit whose answer was lost: announce it too.
-    app.addHook('onSend', (request, reply, payload, done) => {
-      const changes = request.cacheChanges;
-      const status = reply.statusCode;
-      if (changes === null || (status >= 300 && status < 500)) return done(null, payload);
-      if (enabled) evict(changes);
-      void publish(changes).then(() => done(null, payload));
-    });
-
-    if (!enabled) return;
-
     const shapes = new Map<string, RouteShape>();
     const shapeOf = (url: string) => {
       let shape = shapes.get(url);
       if (!shape) shapes.set(url, (shape = routeShape(url)));
       return shape;
     };
+
+    /**
+     * Stores a storable miss's 200. Its tags come from the body as sent, parsed
+     * again here: only a URL missed twice gets this far, so parsing the few
+     * answers stored costs less than a preSerialization hook on every answer.
+     */
+    function store(request: FastifyRequest, reply: FastifyReply, since: number, payload: unknown): void {
+      if (reply.statusCode !== 200 || typeof payload !== 'string' || !healthy()) return;
+      const params = request.params as Record<string, string>;
+      const query = request.query as Record<string, unknown>;
+      const tags = entryTags(shapeOf(request.routeOptions.url ?? ''), params, query, JSON.parse(payload));
+      if (evictedSince(since, tags)) return;
+      const headers: Record<string, string> = {};
+      for (const name of KEPT_HEADERS) {
+        const value = reply.getHeader(name);
+        if (typeof value === 'string') headers[name] = value;
+      }
+      const entry = { body: Buffer.from(payload), headers, tags };
+      if (entries.set(request.url, entry).has(request.url)) {
+        for (const tag of tags) {
+          let keys = byTag.get(tag);
+          if (!keys) byTag.set(tag, (keys = new Set()));
+          keys.add(request.url);
+        }
+      }
+    }
+
+    // One onSend hook for both jobs, so an answer that is neither (most) pays for one hook.
+    // Announce committed changes (also with this instance's cache off: the others' may be on).
+    // A 5xx after changes were recorded may follow a commit whose answer was lost: announce it too.
+    app.addHook('onSend', (request, reply, payload, done) => {
+      const changes = request.cacheChanges;
+      if (changes === null) {
+        // cacheEpoch is set only with the cache on (the onRequest hook below).
+        if (request.cacheEpoch !== null) store(request, reply, request.cacheEpoch, payload);
+        return done(null, payload);
+      }
+      const status = reply.statusCode;
+      if (status >= 300 && status < 500) return done(null, payload);
+      if (enabled) evict(changes);
+      void publish(changes).then(() => done(null, payload));
+    });
+
+    if (!enabled) return;
 
     // X-Cache (hit, miss, bypass) on every cacheable GET: operators and the
     // bench read hit rates off the answers without a metrics endpoint.
@@ -440,37 +470,6 @@ export default fp<ResponseCacheOptions>(
         return;
       }
       reply.headers(entry.headers).send(entry.body);
-    });
-
-    app.addHook('preSerialization', (request: FastifyRequest, reply: FastifyReply, payload: unknown, done) => {
-      if (request.cacheEpoch !== null && reply.statusCode === 200 && payload !== null && typeof payload === 'object') {
-        const params = request.params as Record<string, string>;
-        const query = request.query as Record<string, unknown>;
-        request.cacheTags = entryTags(shapeOf(request.routeOptions.url ?? ''), params, query, payload);
-      }
-      done(null, payload);
-    });
-
-    app.addHook('onSend', (request, reply, payload, done) => {
-      const tags = request.cacheTags;
-      if (tags !== null && request.cacheEpoch !== null && reply.statusCode === 200 && typeof payload === 'string' && healthy()) {
-        if (!evictedSince(request.cacheEpoch, tags)) {
-          const headers: Record<string, string> = {};
-          for (const name of KEPT_HEADERS) {
-            const value = reply.getHeader(name);
-            if (typeof value === 'string') headers[name] = value;
-          }
-          const entry = { body: Buffer.from(payload), headers, tags };
-          if (entries.set(request.url, entry).has(request.url)) {
-            for (const tag of tags) {
-              let keys = byTag.get(tag);
-              if (!keys) byTag.set(tag, (keys = new Set()));
-              keys.add(request.url);
-            }
-          }
-        }
-      }
-      done(null, payload);
     });
 
     const heartbeat = setInterval(() => {

@@ -99,8 +99,17 @@ const FLUSH_ALL = '*';
 const KEPT_HEADERS = ['content-type', 'etag', 'link', 'cache-control'] as const;
 /** One answer larger than this share of the budget is not worth evicting the others for. */
 const MAX_ENTRY_SHARE = 8;
-/** Rough bookkeeping per tag (index sets, strings), counted against the budget. */
-const TAG_OVERHEAD = 64;
+/**
+ * What an entry holds beyond its body, URL, header values and tag strings,
+ * counted against the budget so that it bounds the memory really used: per
+ * entry, its objects and the LRU's slots; per tag, its slot in the tag index
+ * (a Set per tag). Measured with the heap after a full GC: a post's entry
+ * (one tag) holds about 940 bytes besides its body, a page of 20 posts (22
+ * tags) about 5 450; counting 64 bytes per tag and nothing per entry, the
+ * budget saw a tenth to a third of what entries held.
+ */
+const ENTRY_OVERHEAD = 768;
+const TAG_OVERHEAD = 200;
 /** Evictions remembered to decide whether a miss that started earlier may still be stored. */
 const RECENT_EVICTIONS = 256;
 const DOORKEEPER_SLOTS = 1 << 16;
@@ -160,7 +169,7 @@ export default fp<ResponseCacheOptions>(
       maxSize: Math.max(maxBytes, 1),
       maxEntrySize: Math.max(Math.floor(maxBytes / MAX_ENTRY_SHARE), 1),
       sizeCalculation: (entry, key) => {
-        let size = entry.body.length + key.length;
+        let size = ENTRY_OVERHEAD + entry.body.length + key.length;
         for (const value of Object.values(entry.headers)) size += value.length;
         for (const tag of entry.tags) size += tag.length + TAG_OVERHEAD;
         return size;
@@ -419,7 +428,11 @@ export default fp<ResponseCacheOptions>(
         const value = reply.getHeader(name);
         if (typeof value === 'string') headers[name] = value;
       }
-      const entry = { body: Buffer.from(payload), headers, tags };
+      // A body of its own: Buffer.from() puts small strings in a shared 8 KiB slab, which a kept
+      // slice holds entirely (6.7 KiB held per 573-byte post, measured), unseen by the budget.
+      const body = Buffer.allocUnsafeSlow(Buffer.byteLength(payload));
+      body.write(payload);
+      const entry = { body, headers, tags };
       if (entries.set(request.url, entry).has(request.url)) {
         for (const tag of tags) {
           let keys = byTag.get(tag);

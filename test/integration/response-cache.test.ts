@@ -517,6 +517,25 @@ describe('limits', () => {
     });
   });
 
+  it('an entry counts what it holds besides its body: 1 000 small posts do not all fit in 1 MiB', async () => {
+    // About 1.2 KiB each on the heap, though body, URL, headers and tag are ~0.4 KiB: counted so, all would fit.
+    await withSecondInstance({ RESPONSE_CACHE_MB: '1', RESPONSE_CACHE_MAX_AGE_MS: '600000' }, async (other) => {
+      const { rows } = await sql(
+        `INSERT INTO posts (author_id, title, body) SELECT $1, 'Budget', 'text' FROM generate_series(1, 1000) RETURNING id`,
+        [ann.user.id],
+      );
+      const ids = rows.map((row: { id: string }) => Number(row.id));
+      await settle(other);
+      for (const id of ids) await prime(`/posts/${id}`, other);
+      await sql('UPDATE posts SET title = $2 WHERE id = ANY($1)', [ids, 'Budget, changed'], true);
+      let kept = 0;
+      // Newest first: a miss stores itself and evicts the least recently used, already counted.
+      for (const id of ids.reverse()) if ((await titleOf(id, other)) === 'Budget') kept += 1;
+      expect(kept).toBeGreaterThan(400);
+      expect(kept).toBeLessThan(900);
+    });
+  });
+
   it('an answer over an eighth of the budget is not cached', async () => {
     await withSecondInstance({ RESPONSE_CACHE_MB: '1' }, async (other) => {
       const big = 'x'.repeat(50_000);

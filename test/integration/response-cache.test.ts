@@ -496,6 +496,36 @@ describe('across instances', () => {
   });
 });
 
+describe('confirmations', () => {
+  it('an instance with the cache off waits for no confirmation, so none is sent for its announcements', async () => {
+    await withSecondInstance({ RESPONSE_CACHE_MB: '0' }, async (other) => {
+      const post = await createPost('Unconfirmed');
+      await settle();
+      const client = new pg.Client({ connectionString: t.db.url });
+      const payloads: string[] = [];
+      client.on('notification', ({ payload = '' }) => payloads.push(payload));
+      await client.connect();
+      try {
+        await client.query(`LISTEN ${CHANGES_CHANNEL}`);
+        expect((await patch(`/posts/${post.id}`, ann, { title: 'From the pool' }, {}, other)).statusCode).toBe(200);
+        expect((await patch(`/posts/${post.id}`, ann, { title: 'From the listener' })).statusCode).toBe(200);
+        await settle();
+        await client.query('SELECT 1');
+      } finally {
+        await client.end();
+      }
+      const changes = payloads.filter((p) => p.split(' ').includes(`posts/${post.id}`));
+      expect(changes).toHaveLength(2);
+      const [poolFence, listenerFence] = changes.map((p) => p.split(' ')[0]!);
+      expect(poolFence).toMatch(/~$/);
+      expect(listenerFence).not.toMatch(/~$/);
+      // t.app evicted both (it shows the last title) but confirmed only what the listening instance sent.
+      expect(payloads.filter((p) => p.endsWith(` @${poolFence}`))).toEqual([]);
+      expect(await titleOf(post.id)).toBe('From the listener');
+    });
+  });
+});
+
 describe('limits', () => {
   it('the least recently used answers make room for new ones; long URLs count against the budget', async () => {
     await withSecondInstance({ RESPONSE_CACHE_MB: '1' }, async (other) => {

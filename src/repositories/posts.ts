@@ -11,6 +11,7 @@ import type { PostField, PostSortField } from '../schemas/posts.js';
 import { type ListOptions, type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
 import { join, raw, sql, toQuery, prepared, type SqlFragment } from '../db/sql.js';
 import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, searchMatches, selectList, viewSource } from '../db/reads.js';
+import { findOne } from '../db/lookups.js';
 
 export interface Post {
   id: number;
@@ -50,6 +51,7 @@ const FIELDS: Columns<PostField> = {
 // serializer rejects items with extra members.
 const LIST_COLUMNS = selectList(FIELDS);
 const COLUMNS = `${LIST_COLUMNS}, version`;
+const ONE = { byId: `SELECT ${COLUMNS} FROM posts WHERE id = $1`, byIds: `SELECT ${COLUMNS} FROM posts WHERE id = ANY($1::bigint[])` };
 
 
 /**
@@ -113,10 +115,7 @@ const postsOfUser: ListSource<PostSortField, number> = {
 };
 
 export function postsRepository(db: Queryable) {
-  async function findById(id: number): Promise<VersionedPost | undefined> {
-    const { rows } = await db.query<VersionedPost>(prepared(`SELECT ${COLUMNS} FROM posts WHERE id = $1`, [id]));
-    return rows[0];
-  }
+  const findById = (id: number) => findOne<VersionedPost>(db, ONE, id);
 
   return {
     async create(authorId: number, input: { title: string; body: string }): Promise<VersionedPost> {

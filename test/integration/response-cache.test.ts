@@ -496,6 +496,36 @@ describe('across instances', () => {
   });
 });
 
+describe('confirmations', () => {
+  it('an instance with the cache off waits for no confirmation, so none is sent for its announcements', async () => {
+    await withSecondInstance({ RESPONSE_CACHE_MB: '0' }, async (other) => {
+      const post = await createPost('Unconfirmed');
+      await settle();
+      const client = new pg.Client({ connectionString: t.db.url });
+      const payloads: string[] = [];
+      client.on('notification', ({ payload = '' }) => payloads.push(payload));
+      await client.connect();
+      try {
+        await client.query(`LISTEN ${CHANGES_CHANNEL}`);
+        expect((await patch(`/posts/${post.id}`, ann, { title: 'From the pool' }, {}, other)).statusCode).toBe(200);
+        expect((await patch(`/posts/${post.id}`, ann, { title: 'From the listener' })).statusCode).toBe(200);
+        await settle();
+        await client.query('SELECT 1');
+      } finally {
+        await client.end();
+      }
+      const changes = payloads.filter((p) => p.split(' ').includes(`posts/${post.id}`));
+      expect(changes).toHaveLength(2);
+      const [poolFence, listenerFence] = changes.map((p) => p.split(' ')[0]!);
+      expect(poolFence).toMatch(/~$/);
+      expect(listenerFence).not.toMatch(/~$/);
+      // t.app evicted both (it shows the last title) but confirmed only what the listening instance sent.
+      expect(payloads.filter((p) => p.endsWith(` @${poolFence}`))).toEqual([]);
+      expect(await titleOf(post.id)).toBe('From the listener');
+    });
+  });
+});
+
 describe('limits', () => {
   it('the least recently used answers make room for new ones; long URLs count against the budget', async () => {
     await withSecondInstance({ RESPONSE_CACHE_MB: '1' }, async (other) => {
@@ -514,6 +544,25 @@ describe('limits', () => {
       await retitle(unused.id, 'Unused, changed');
       expect(await titleOf(unused.id, other)).toBe('Unused, changed');
       expect(await titleOf(used.id, other)).toBe('Used');
+    });
+  });
+
+  it('an entry counts what it holds besides its body: 1 000 small posts do not all fit in 1 MiB', async () => {
+    // About 1.2 KiB each on the heap, though body, URL, headers and tag are ~0.4 KiB: counted so, all would fit.
+    await withSecondInstance({ RESPONSE_CACHE_MB: '1', RESPONSE_CACHE_MAX_AGE_MS: '600000' }, async (other) => {
+      const { rows } = await sql(
+        `INSERT INTO posts (author_id, title, body) SELECT $1, 'Budget', 'text' FROM generate_series(1, 1000) RETURNING id`,
+        [ann.user.id],
+      );
+      const ids = rows.map((row: { id: string }) => Number(row.id));
+      await settle(other);
+      for (const id of ids) await prime(`/posts/${id}`, other);
+      await sql('UPDATE posts SET title = $2 WHERE id = ANY($1)', [ids, 'Budget, changed'], true);
+      let kept = 0;
+      // Newest first: a miss stores itself and evicts the least recently used, already counted.
+      for (const id of ids.reverse()) if ((await titleOf(id, other)) === 'Budget') kept += 1;
+      expect(kept).toBeGreaterThan(400);
+      expect(kept).toBeLessThan(900);
     });
   });
 

@@ -4,6 +4,8 @@ import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schema
 import { CommentBody, CommentList, CommentListQuery, CommentParams, CommentPatchBody, CommentSchema } from '../schemas/comments.js';
 import { PostParams } from '../schemas/posts.js';
 import { commentsRepository, type VersionedComment } from '../repositories/comments.js';
+import { perDatabase } from '../db/replicas.js';
+import type { FastifyRequest } from 'fastify';
 import { notFound } from '../errors.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { changeOwned } from '../http/ownership.js';
@@ -25,7 +27,9 @@ const ids = (params: { postId: number; commentId: number }) => [params.postId, p
 
 const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(CommentSchema);
-  const comments = commentsRepository(app.db);
+  // Public reads may go to a replica (request.reader, src/plugins/response-cache.ts).
+  const readOn = perDatabase(commentsRepository);
+  const reads = (request: FastifyRequest) => readOn(request.reader ?? app.db);
 
   app.get(
     '/posts/:postId/comments',
@@ -44,7 +48,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const postId = request.params.postId;
       const page = pageRequest(request.query);
-      const result = await comments.list({ postId, author: request.query.author }, sortOf(request.query), page);
+      const result = await reads(request).list({ postId, author: request.query.author }, sortOf(request.query), page);
       if (!result) throw notFound(`post ${postId} does not exist`);
       return listResponse(request, reply, result, page);
     },
@@ -65,7 +69,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const [postId, id] = ids(request.params);
-      const comment = await comments.find(postId, id);
+      const comment = await reads(request).find(postId, id);
       if (!comment) throw notFound(missingComment(postId, id));
       return conditionalGet(request, reply, commentTag(comment), comment);
     },

@@ -12,6 +12,7 @@ import {
   UserPostsParams,
 } from '../schemas/posts.js';
 import { postsRepository, type PostChanges, type VersionedPost } from '../repositories/posts.js';
+import { perDatabase } from '../db/replicas.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { notFound } from '../errors.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
@@ -38,6 +39,9 @@ const ownPost = (id: number): OwnershipRule<VersionedPost> => ({
 const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(PostSchema);
   const posts = postsRepository(app.db);
+  // Public reads may go to a replica (request.reader, src/plugins/response-cache.ts).
+  const readOn = perDatabase(postsRepository);
+  const reads = (request: FastifyRequest) => readOn(request.reader ?? app.db);
 
   /**
    * PATCH and PUT (`changes` may carry read-only members: only title and body
@@ -76,7 +80,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const page = pageRequest(request.query);
-      const result = await posts.list(request.query.author, sortOf(request.query), page);
+      const result = await reads(request).list(request.query.author, sortOf(request.query), page);
       if (!result) throw new Error('posts list has no parent');
       return listResponse(request, reply, result, page);
     },
@@ -97,7 +101,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request, reply) => {
       const id = request.params.postId;
-      const post = await posts.findById(id);
+      const post = await reads(request).findById(id);
       if (!post) throw notFound(`post ${id} does not exist`);
       return conditionalGet(request, reply, postTag(post), post);
     },
@@ -120,7 +124,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const userId = request.params.userId;
       const page = pageRequest(request.query);
-      const result = await posts.listOfUser(userId, sortOf(request.query), page);
+      const result = await reads(request).listOfUser(userId, sortOf(request.query), page);
       if (!result) throw notFound(`user ${userId} does not exist`);
       return listResponse(request, reply, result, page);
     },

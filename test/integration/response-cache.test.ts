@@ -8,6 +8,7 @@
  * replica), so nothing tells the cache: a read that still shows the old value
  * afterwards was served from the cache, one that shows the new value was not.
  */
+import { onTopology } from '../helpers/database.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -68,7 +69,7 @@ const readyOf = async (app: FastifyInstance) => (await app.inject({ url: '/healt
 
 async function startInstance(env: Record<string, string> = {}): Promise<FastifyInstance> {
   const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', ...env });
-  const app = (await buildApp({ ...config, databaseUrl: t.db.url })) as unknown as FastifyInstance;
+  const app = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
   await app.ready();
   return app;
 }

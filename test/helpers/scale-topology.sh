@@ -55,6 +55,8 @@ start() {
   cat >>"$dir/primary/postgresql.conf" <<EOF
 listen_addresses = '127.0.0.1'
 port = $primary_port
+# Names its processes (postgres: primary: …), as the replicas' cluster_name does theirs.
+cluster_name = primary
 unix_socket_directories = '$dir'
 wal_level = replica
 max_wal_senders = 10

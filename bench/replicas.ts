@@ -26,11 +26,21 @@ import { createPool } from '../src/db/pool.js';
 import { seed } from '../src/db/seed.js';
 
 const { values: flags } = parseArgs({
-  options: { posts: { type: 'string', default: '10000' }, seconds: { type: 'string', default: '10' }, rounds: { type: 'string', default: '2' } },
+  options: {
+    posts: { type: 'string', default: '10000' },
+    seconds: { type: 'string', default: '10' },
+    rounds: { type: 'string', default: '2' },
+    /** How many replicas to read from, in turn. */
+    replicas: { type: 'string', default: '0,1,2' },
+    /** Builds to compare, comma-separated (e.g. another checkout's dist/src/server.js), run in turn; default this one's. */
+    servers: { type: 'string', default: 'dist/src/server.js' },
+  },
 });
 const POSTS = Number(flags.posts);
 const SECONDS = Number(flags.seconds);
 const ROUNDS = Number(flags.rounds);
+const COUNTS = flags.replicas.split(',').map(Number);
+const SERVERS = flags.servers.split(',');
 const TOPOLOGY = 'test/helpers/scale-topology.sh';
 
 const freePort = () =>
@@ -101,9 +111,9 @@ async function main() {
 
     const table: string[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const count of [0, 1, 2]) {
+      for (const count of COUNTS) for (const server of SERVERS) {
         const port = await freePort();
-        const child = spawn(process.execPath, ['dist/src/server.js'], {
+        const child = spawn(process.execPath, [server], {
           env: {
             ...process.env,
             DATABASE_URL: primary,
@@ -142,7 +152,7 @@ async function main() {
           .sort(([a], [b]) => a.localeCompare(b))
           .map(([name, t]) => `${name} ${perRequest(t - (servers0.get(name) ?? 0)).toFixed(3)}`)
           .join(', ');
-        const line = `round ${round} replicas ${count}: ${(n / SECONDS).toFixed(0)} req/s, non-2xx ${result.non2xx}, p99 ${result.latency.p99} ms; CPU ms/request: service ${perRequest(service).toFixed(3)}, ${cpu}`;
+        const line = `round ${round} ${SERVERS.length > 1 ? `${server} ` : ''}replicas ${count}: ${(n / SECONDS).toFixed(0)} req/s, non-2xx ${result.non2xx}, p99 ${result.latency.p99} ms; CPU ms/request: service ${perRequest(service).toFixed(3)}, ${cpu}`;
         console.log(line);
         table.push(line);
         child.kill('SIGTERM');

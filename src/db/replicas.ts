@@ -76,6 +76,12 @@ export interface ReadRouter {
 
 export function createReadRouter(options: {
   primary: pg.Pool;
+  /**
+   * A connection of its own to the primary for the position samples: on a
+   * busy request pool they would wait their turn, and the replicas would look
+   * stale exactly when they are needed most.
+   */
+  sampler: pg.Pool;
   replicas: pg.Pool[];
   maxLagMs: number;
   onCheckError?: (error: unknown, replica: number) => void;
@@ -106,7 +112,7 @@ export function createReadRouter(options: {
     checking = true;
     try {
       const at = performance.now();
-      const { rows } = await primary.query<{ p: string }>('SELECT pg_current_wal_insert_lsn()::text AS p');
+      const { rows } = await options.sampler.query<{ p: string }>('SELECT pg_current_wal_insert_lsn()::text AS p');
       samples.push({ at, position: parseLsn(rows[0]!.p) });
       if (samples.length > SAMPLES) samples.shift();
       await Promise.all(
@@ -157,7 +163,7 @@ export function createReadRouter(options: {
     async close() {
       closed = true;
       clearInterval(timer);
-      await Promise.all(replicas.map((r) => r.pool.end()));
+      await Promise.all([options.sampler.end(), ...replicas.map((r) => r.pool.end())]);
     },
   };
 }

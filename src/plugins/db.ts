@@ -41,6 +41,7 @@ export default fp<DbOptions>(
       const warned = new Set<number>();
       reads = createReadRouter({
         primary: pool,
+        sampler: createPool(connectionString, 1, poolOptions),
         replicas: readUrls.map((url) => createPool(url, max, poolOptions)),
         maxLagMs: readMaxLagMs,
         // Once per replica and process: a down replica fails every check, a few times a second.

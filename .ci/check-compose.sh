@@ -2,7 +2,7 @@
 # Validates docker-compose.yml offline (no Docker engine needed):
 #   docker-compose config -q   (Debian's docker-compose, installed with apt if missing)
 # once with the repo's .env if there is one, once with an empty env file
-# (all defaults). Also uses `docker compose` (v2 plugin) when it is available.
+# (all defaults), once more with the scale profile (PgBouncer, replica). Also uses `docker compose` (v2 plugin) when it is available.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -52,12 +52,14 @@ if [ -f .env ]; then
   run_check "docker-compose with ./.env" docker-compose
 fi
 run_check "docker-compose with defaults (empty env file)" docker-compose --env-file "$empty_env"
+run_check "docker-compose --profile scale (PgBouncer, replica)" docker-compose --profile scale --env-file "$empty_env"
 
 if docker compose version >/dev/null 2>&1; then
   if [ -f .env ]; then
     run_check "docker compose (v2) with ./.env" docker compose
   fi
   run_check "docker compose (v2) with defaults" docker compose --env-file "$empty_env"
+  run_check "docker compose (v2) --profile scale" docker compose --profile scale --env-file "$empty_env"
 fi
 
 echo "check-compose: $COMPOSE_FILE_PATH is valid"

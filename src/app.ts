@@ -95,7 +95,14 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   await app.register(gracefulClose);
   await app.register(httpSecurity, { corsOrigins: config.corsOrigins });
   await app.register(bodyParser);
-  await app.register(db, { connectionString: config.databaseUrl, max: config.pgPoolMax, statementTimeoutMs: config.pgStatementTimeoutMs });
+  await app.register(db, {
+    connectionString: config.databaseUrl,
+    max: config.pgPoolMax,
+    statementTimeoutMs: config.pgStatementTimeoutMs,
+    preparedStatements: config.databasePreparedStatements,
+    readUrls: config.databaseReadUrls,
+    readMaxLagMs: config.databaseReadMaxLagMs,
+  });
   // Before auth: its onRequest hook must run first so a 429 comes before a 401.
   await app.register(rateLimit, { rateLimit: config.rateLimit, redisUrl: config.redisUrl, databaseUrl: config.databaseUrl });
   await app.register(auth, { cacheMs: config.authCacheMs });
@@ -103,7 +110,8 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   await app.register(httpCaching);
   // After rate limiting and auth: a cached answer still spends the budget and still needs a valid token, if one is sent.
   await app.register(responseCache, {
-    connectionString: config.databaseUrl,
+    // LISTEN needs a session of its own: never through a pooler in transaction mode.
+    connectionString: config.databaseListenUrl ?? config.databaseUrl,
     maxBytes: config.responseCacheBytes,
     maxAgeMs: config.responseCacheMaxAgeMs,
   });

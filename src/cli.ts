@@ -1,6 +1,6 @@
 /**
  * Operator commands sharing the app's config and repositories:
- *   migrate                 apply pending migrations to DATABASE_URL
+ *   migrate                 apply pending migrations to DATABASE_LISTEN_URL, else DATABASE_URL
  *   admin:grant <email>     make that user an admin
  *   seed --posts N          fill the database with demo data
  */
@@ -29,7 +29,8 @@ async function adminGrant(email: string | undefined) {
 }
 
 const commands: Record<string, (args: string[]) => Promise<void>> = {
-  migrate: async () => migrate(requireDatabaseUrl(), (msg) => console.log(msg)),
+  // The runner holds a session-level advisory lock: a direct connection, not a pooler in transaction mode.
+  migrate: async () => migrate(loadConfig().databaseListenUrl ?? requireDatabaseUrl(), (msg) => console.log(msg)),
   'admin:grant': async ([email]) => adminGrant(email),
   seed: async (args) => {
     const pool = createPool(requireDatabaseUrl(), 1);

@@ -14,6 +14,28 @@ export const EnvSchema = Type.Object({
   DATABASE_URL: Type.Optional(
     Type.String({ pattern: '^postgres(ql)?://', description: 'PostgreSQL URL; unset = embedded server under .data/' }),
   ),
+  DATABASE_LISTEN_URL: Type.Optional(
+    Type.String({
+      pattern: '^postgres(ql)?://',
+      description: 'direct PostgreSQL URL (not through a pooler) for LISTEN and migrations; unset = DATABASE_URL',
+    }),
+  ),
+  DATABASE_READ_URL: Type.Optional(
+    Type.String({
+      pattern: '^postgres(ql)?://[^,\\s]+(,\\s*postgres(ql)?://[^,\\s]+)*$',
+      description: 'comma-separated URLs of streaming replicas that take the public reads; unset = all reads on DATABASE_URL',
+    }),
+  ),
+  DATABASE_READ_MAX_LAG_MS: Type.Integer({
+    minimum: 100,
+    maximum: 600_000,
+    default: 1_000,
+    description: 'most a replica may lag behind the primary and still take reads, ms; past it reads go to the primary',
+  }),
+  DATABASE_PREPARED_STATEMENTS: Type.Union([Type.Literal('on'), Type.Literal('off')], {
+    default: 'on',
+    description: 'named prepared statements; off behind PgBouncer < 1.21 (or without max_prepared_statements) in transaction mode',
+  }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
   API_PREFIX: Type.String({ pattern: '^(/[A-Za-z0-9._~-]+)*$', default: '', description: 'e.g. /v1; empty = none' }),
@@ -111,6 +133,10 @@ export function loadConfig(source: Record<string, string | undefined> = process.
   const e = env as Env;
   return {
     databaseUrl: e.DATABASE_URL,
+    databaseListenUrl: e.DATABASE_LISTEN_URL,
+    databaseReadUrls: e.DATABASE_READ_URL === undefined ? [] : e.DATABASE_READ_URL.split(',').map((s) => s.trim()),
+    databaseReadMaxLagMs: e.DATABASE_READ_MAX_LAG_MS,
+    databasePreparedStatements: e.DATABASE_PREPARED_STATEMENTS === 'on',
     host: e.HOST,
     port: e.PORT,
     apiPrefix: e.API_PREFIX,

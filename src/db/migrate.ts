@@ -6,6 +6,7 @@
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
 import { runner } from 'node-pg-migrate';
 
 // This module runs from src/db/ (tsx, vitest) and from dist/src/db/ (after
@@ -22,9 +23,25 @@ function migrationsDir(): string {
   return dir;
 }
 
+/**
+ * Give `databaseUrl` a direct connection (DATABASE_LISTEN_URL when the service
+ * is behind a pooler): the runner holds a session-level advisory lock. Its
+ * session has no statement timeout, whatever the role's (set for PgBouncer's
+ * sessions, docs/operations.md): a migration may rewrite a large table.
+ */
 export async function migrate(databaseUrl: string, log?: (msg: string) => void): Promise<void> {
+  const dbClient = new pg.Client({ connectionString: databaseUrl, options: '-c statement_timeout=0' });
+  await dbClient.connect();
+  try {
+    await runMigrations(dbClient, log);
+  } finally {
+    await dbClient.end();
+  }
+}
+
+async function runMigrations(dbClient: pg.Client, log?: (msg: string) => void): Promise<void> {
   await runner({
-    databaseUrl,
+    dbClient,
     dir: migrationsDir(),
     direction: 'up',
     migrationsTable: 'pgmigrations',

@@ -17,10 +17,18 @@ import pg from 'pg';
 export const CHANGES_CHANNEL = 'posts_api_changed';
 
 /**
- * Settings of every pool connection. `posts_api.notifies` tells the
- * change_notifications migration's triggers that this session announces its
- * changes itself, after they commit: a NOTIFY inside the writing transaction
- * would serialize every commit behind PostgreSQL's single notification lock.
+ * The application_name of the service's pool connections. It also tells the
+ * change_notifications triggers that these sessions announce their changes
+ * themselves, after they commit (a NOTIFY inside the writing transaction would
+ * serialize every commit behind PostgreSQL's single notification lock):
+ * application_name is the one startup parameter PgBouncer passes on to every
+ * server connection it lends in transaction mode, so this works behind it.
+ */
+export const APPLICATION_NAME = 'posts-api';
+
+/**
+ * The older form of the same signal (`posts_api.notifies`), kept for tools
+ * that can only set options (pgbench's PGOPTIONS in the bench).
  * Statements are prepared by name (src/db/sql.ts `prepared`) and planned under
  * PostgreSQL's default plan_cache_mode (auto): forcing a custom plan for every
  * execution made a point lookup spend three times as long planning as running.
@@ -39,6 +47,29 @@ export interface PoolOptions {
   statementTimeoutMs?: number;
   /** Told about errors of idle clients (e.g. the server closed their connection). */
   onIdleError?: (error: Error) => void;
+  /**
+   * Named prepared statements (default true). False sends every statement
+   * unnamed (parsed on each run), for a pooler in transaction mode that cannot
+   * follow names across its server connections (PgBouncer < 1.21, or without
+   * max_prepared_statements).
+   */
+  preparedStatements?: boolean;
+}
+
+/**
+ * A client that drops the name of named statements: PgBouncer in transaction
+ * mode may run a statement's Bind on a server connection that never saw its
+ * Parse ("prepared statement does not exist").
+ */
+class UnnamedStatementsClient extends pg.Client {
+  override query(...args: unknown[]): never {
+    const [config] = args;
+    if (typeof config === 'object' && config !== null && 'name' in config && 'text' in config) {
+      const { name: _name, ...unnamed } = config as { name: unknown };
+      args[0] = unnamed;
+    }
+    return (super.query as (...a: unknown[]) => never)(...args);
+  }
 }
 
 export function createPool(connectionString: string, max: number, options: PoolOptions = {}): pg.Pool {
@@ -48,10 +79,12 @@ export function createPool(connectionString: string, max: number, options: PoolO
     types,
     connectionTimeoutMillis: 3000,
     idleTimeoutMillis: 30_000,
-    statement_timeout: options.statementTimeoutMs ?? 10_000,
-    idle_in_transaction_session_timeout: 15_000,
-    application_name: 'posts-api',
-    options: SESSION_OPTIONS,
+    // The timeouts travel in `options`, the one startup parameter PgBouncer can
+    // be told to ignore (ignore_startup_parameters = options); behind it they are
+    // the database role's settings instead (docs/operations.md).
+    options: `${SESSION_OPTIONS} -c statement_timeout=${options.statementTimeoutMs ?? 10_000} -c idle_in_transaction_session_timeout=15000`,
+    application_name: APPLICATION_NAME,
+    ...(options.preparedStatements === false ? { Client: UnnamedStatementsClient } : {}),
   });
   // An idle client losing its connection (database restart) must not crash the
   // process; the pool drops it and the next query opens a fresh one.

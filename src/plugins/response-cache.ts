@@ -46,6 +46,23 @@
  * reconnecting serves from the database and stores nothing; it reconnects
  * every second and starts empty. /health/ready reports this as `cache`.
  * A read that started before an eviction of one of its tags is not stored.
+ *
+ * Reads on replicas (DATABASE_READ_URL, src/db/replicas.ts): the public reads
+ * of posts and comments, the routes marked `cached`, go to a replica within
+ * the lag bound, and only while this instance listens (healthy), because two
+ * promises ride on the announcements. A change fence also carries the WAL
+ * insert position after the write's commit (`!<lsn>`, computed by the NOTIFY
+ * statement itself, so no extra round trip) and the writers' user ids
+ * (`~<id>`); every instance records "user U wrote up to L" before it
+ * confirms, so when U's write answers, every live instance sends U's reads to
+ * a replica that has replayed L, or to the primary (read-your-writes on any
+ * instance). Records older than twice the lag bound are dropped: by then any
+ * replica within the bound has the write. And an answer is stored only if read
+ * where every eviction received so far had been replayed (NOTIFY is not
+ * replicated: a replica behind the eviction would put the old answer back);
+ * an eviction of unknown position (our own before its fence is back, a
+ * trigger's, a flush at reconnect) sends storable misses to the primary until
+ * a position sampled after it is known (a check interval, 250 ms at most).
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -53,7 +70,8 @@ import fp from 'fastify-plugin';
 import pg from 'pg';
 import { LRUCache } from 'lru-cache';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { CHANGES_CHANNEL } from '../db/pool.js';
+import { CHANGES_CHANNEL, type Queryable } from '../db/pool.js';
+import { parseLsn } from '../db/replicas.js';
 import { namesTag } from '../http/conditional.js';
 import { changeTags, entryTags, routeShape, type ChangeKind, type RouteShape } from '../http/cache-tags.js';
 
@@ -75,6 +93,8 @@ declare module 'fastify' {
     cacheChanges: Set<string> | null;
     /** The eviction count a storable miss started at; null when its answer must not be stored. */
     cacheEpoch: number | null;
+    /** Where this request's reads go when not to the primary (`app.db`): set for the cached routes when replicas are configured. */
+    reader: Queryable | null;
   }
   interface FastifyInstance {
     responseCache: {
@@ -122,6 +142,8 @@ const TAG_OVERHEAD = 200;
 const RECENT_EVICTIONS = 256;
 const DOORKEEPER_SLOTS = 1 << 16;
 const NOTIFY = 'SELECT pg_notify($1, $2)';
+/** A change: the WAL insert position once the write has committed goes with it. */
+const NOTIFY_CHANGE = "SELECT pg_notify($1, $2 || ' !' || pg_current_wal_insert_lsn()::text)";
 
 interface Entry {
   body: Buffer;
@@ -129,10 +151,11 @@ interface Entry {
   tags: string[];
 }
 
-/** A fence's NOTIFY payload: its id and tags, or `*` (flush all) when they would not fit. */
-export function fencePayload(id: string, tags: Set<string>): string {
-  const payload = tags.size ? `${id} ${[...tags].join(' ')}` : id;
-  return Buffer.byteLength(payload) > MAX_PAYLOAD ? `${id} ${FLUSH_ALL}` : payload;
+/** A fence's NOTIFY payload: its id, the writers (`~<user id>`) and tags, or `*` (flush all) when the tags would not fit. */
+export function fencePayload(id: string, tags: Set<string>, writers: Set<number> = new Set()): string {
+  const head = [id, ...[...writers].map((writer) => `~${writer}`)].join(' ');
+  const payload = tags.size ? `${head} ${[...tags].join(' ')}` : head;
+  return Buffer.byteLength(payload) > MAX_PAYLOAD ? `${head} ${FLUSH_ALL}` : payload;
 }
 
 /** FNV-1a: the doorkeeper's fingerprint of a URL, with no allocation. */
@@ -167,6 +190,9 @@ export interface ResponseCacheOptions {
 export default fp<ResponseCacheOptions>(
   async (app, { connectionString, maxBytes, maxAgeMs }) => {
     const enabled = maxBytes > 0;
+    const reads = app.reads;
+    // Replicas need the announcements even with the cache off (read-your-writes).
+    const listens = enabled || reads !== null;
     const instance = randomBytes(6).toString('base64url');
     let seq = 0;
 
@@ -202,9 +228,47 @@ export default fp<ResponseCacheOptions>(
       return false;
     };
 
+    // --- what replicas must have replayed (see the header) ---
+    /** The highest WAL position of an eviction received. */
+    let evictedUpTo = 0;
+    /** performance.now() of the latest eviction whose position is unknown, until a later position is sampled. */
+    let unknownSince: number | null = null;
+    /** Per writer: the position of their latest write and when this instance heard of it. */
+    const written = new Map<number, { position: number; at: number }>();
+    function wrote(writers: string[], position: number): void {
+      const at = performance.now();
+      for (const writer of writers) {
+        const id = Number(writer);
+        written.set(id, { position: Math.max(position, written.get(id)?.position ?? 0), at });
+      }
+    }
+    function forgetOldWrites(): void {
+      const oldest = performance.now() - 2 * (reads?.maxLagMs ?? 0);
+      for (const [id, write] of written) if (write.at < oldest) written.delete(id);
+    }
+    /** Where a read of a cached route goes: a replica that has what this reader must see, or null (the primary). */
+    function readerFor(request: FastifyRequest, storable: boolean): Queryable | null {
+      if (reads === null || !healthy()) return null;
+      let atLeast = request.user ? (written.get(request.user.id)?.position ?? 0) : 0;
+      if (storable) {
+        if (unknownSince !== null) {
+          const position = reads.positionAfter(unknownSince);
+          if (position === undefined) return null;
+          evictedUpTo = Math.max(evictedUpTo, position);
+          unknownSince = null;
+        }
+        atLeast = Math.max(atLeast, evictedUpTo);
+      }
+      const reader = reads.reader(atLeast);
+      return reader === app.db ? null : reader;
+    }
+
     let epoch = 0;
     const recent: { epoch: number; tags: Set<string> | null }[] = [];
-    function evict(tags: Iterable<string> | null): void {
+    /** `position`: the WAL position the eviction's write reached, when known. */
+    function evict(tags: Iterable<string> | null, position?: number): void {
+      if (position === undefined) unknownSince = performance.now();
+      else evictedUpTo = Math.max(evictedUpTo, position);
       epoch += 1;
       const set = tags === null ? null : new Set(tags);
       recent.push({ epoch, tags: set });
@@ -277,10 +341,24 @@ export default fp<ResponseCacheOptions>(
      */
     function onNotification(client: pg.Client, payload: string): void {
       if (payload === '') return evict(null);
-      const [id = '', ...tags] = payload.split(' ');
+      const [id = '', ...words] = payload.split(' ');
       const sender = id.slice(0, id.indexOf('.'));
+      // A change's writers (~) and position (!), then its tags.
+      let position: number | undefined;
+      const writers: string[] = [];
+      const tags: string[] = [];
+      for (const word of words) {
+        if (word.startsWith('~')) writers.push(word.slice(1));
+        else if (word.startsWith('!')) position = parseLsn(word.slice(1));
+        else tags.push(word);
+      }
+      // Sent through the pool by an instance that does not listen: no position, so none of the writers' reads may go to a replica.
+      if (writers.length) wrote(writers, position ?? Infinity);
       // Our own fences: their tags were evicted here before they were sent.
-      if (sender === instance) return confirmed(id, instance);
+      if (sender === instance) {
+        if (position !== undefined && tags.length) evictedUpTo = Math.max(evictedUpTo, position);
+        return confirmed(id, instance);
+      }
       const first = tags[0];
       // Peers are the instances that listen: they send heartbeats and confirmations, while an
       // instance with the cache off (or its listener down) announces through its pool and confirms nothing.
@@ -292,7 +370,7 @@ export default fp<ResponseCacheOptions>(
         peers.set(sender, performance.now());
         confirmed(first.slice(1), sender);
       } else {
-        evict(tags);
+        evict(tags, position);
         if (!id.endsWith(UNCONFIRMED)) client.query(NOTIFY, [CHANGES_CHANNEL, `${instance}.${++seq} @${id}`]).catch(() => undefined);
       }
     }
@@ -347,10 +425,10 @@ export default fp<ResponseCacheOptions>(
      * on this instance's listener and every live peer has confirmed it (for
      * changes), or merely until it is sent when this instance does not listen.
      */
-    async function sendFence(tags: Set<string>): Promise<void> {
+    async function sendFence(tags: Set<string>, writers: Set<number>): Promise<void> {
       const client = listening ? listener : undefined;
       const id = `${instance}.${++seq}${client ? '' : UNCONFIRMED}`;
-      const payload = fencePayload(id, tags);
+      const payload = fencePayload(id, tags, writers);
       if (!client) {
         if (tags.size === 0) return;
         const sent = app.db.query(NOTIFY, [CHANGES_CHANNEL, payload]).then(
@@ -367,7 +445,7 @@ export default fp<ResponseCacheOptions>(
       }
       const awaiting = new Set([instance, ...(tags.size ? livePeers() : [])]);
       const back = new Promise<boolean>((done) => fences.set(id, { sentAt: performance.now(), awaiting, done }));
-      client.query(NOTIFY, [CHANGES_CHANNEL, payload]).catch(() => fences.get(id)?.done(false));
+      client.query(tags.size ? NOTIFY_CHANGE : NOTIFY, [CHANGES_CHANNEL, payload]).catch(() => fences.get(id)?.done(false));
       const complete = await within(back, FENCE_TIMEOUT_MS);
       fences.delete(id);
       if (complete) return;
@@ -379,25 +457,26 @@ export default fp<ResponseCacheOptions>(
      * One fence in flight at a time; tags arriving meanwhile need one sent after
      * their commit, and all of them share the next.
      */
-    let next: { tags: Set<string>; done: Promise<void>; resolve: () => void } | null = null;
+    let next: { tags: Set<string>; writers: Set<number>; done: Promise<void>; resolve: () => void } | null = null;
     let flying = false;
     async function drain(): Promise<void> {
       flying = true;
       while (next) {
         const batch = next;
         next = null;
-        await sendFence(batch.tags);
+        await sendFence(batch.tags, batch.writers);
         batch.resolve();
       }
       flying = false;
     }
-    function publish(tags: Iterable<string>): Promise<void> {
+    function publish(tags: Iterable<string>, writer?: number): Promise<void> {
       if (!next) {
         let resolve!: () => void;
         const done = new Promise<void>((r) => (resolve = r));
-        next = { tags: new Set(), done, resolve };
+        next = { tags: new Set(), writers: new Set(), done, resolve };
       }
       for (const tag of tags) next.tags.add(tag);
+      if (writer !== undefined) next.writers.add(writer);
       const { done } = next;
       if (!flying) void drain();
       return done;
@@ -405,6 +484,7 @@ export default fp<ResponseCacheOptions>(
 
     app.decorateRequest('cacheChanges', null);
     app.decorateRequest('cacheEpoch', null);
+    app.decorateRequest('reader', null);
     app.decorateRequest('changed', function (this: FastifyRequest, how: ChangeKind, collection: string, resource: { id: number }) {
       this.cacheChanges ??= new Set();
       for (const tag of changeTags(how, collection, resource)) this.cacheChanges.add(tag);
@@ -464,38 +544,12 @@ export default fp<ResponseCacheOptions>(
       const status = reply.statusCode;
       if (status >= 300 && status < 500) return done(null, payload);
       if (enabled) evict(changes);
-      void publish(changes).then(() => done(null, payload));
-    });
-
-    if (!enabled) return;
-
-    // X-Cache (hit, miss, bypass) on every cacheable GET: operators and the
-    // bench read hit rates off the answers without a metrics endpoint.
-    app.addHook('onRequest', (request, reply, done) => {
-      if (request.method !== 'GET' || !request.routeOptions.config.cached) return done();
-      if (!healthy()) {
-        reply.header('x-cache', 'bypass');
-        return done();
-      }
-      const entry = entries.get(request.url);
-      if (!entry) {
-        reply.header('x-cache', 'miss');
-        if (seenBefore(request.url)) request.cacheEpoch = epoch;
-        return done();
-      }
-      reply.header('x-cache', 'hit');
-      const condition = request.headers['if-none-match'];
-      const etag = entry.headers.etag;
-      if (condition !== undefined && etag !== undefined && namesTag(condition, etag)) {
-        const { 'content-type': _none, ...headers } = entry.headers;
-        reply.code(304).headers(headers).send();
-        return;
-      }
-      reply.headers(entry.headers).send(entry.body);
+      void publish(changes, request.user?.id).then(() => done(null, payload));
     });
 
     const heartbeat = setInterval(() => {
       if (listening && !flying) void publish([]);
+      forgetOldWrites();
     }, HEARTBEAT_MS);
     heartbeat.unref();
 
@@ -515,7 +569,44 @@ export default fp<ResponseCacheOptions>(
       }
     });
 
-    await listen();
+    if (listens) await listen();
+
+    if (!enabled) {
+      // No cache, but replicas: the cached routes' reads are routed all the same.
+      if (reads !== null) {
+        app.addHook('onRequest', (request, _reply, done) => {
+          if (request.method === 'GET' && request.routeOptions.config.cached) request.reader = readerFor(request, false);
+          done();
+        });
+      }
+      return;
+    }
+
+    // X-Cache (hit, miss, bypass) on every cacheable GET: operators and the
+    // bench read hit rates off the answers without a metrics endpoint.
+    app.addHook('onRequest', (request, reply, done) => {
+      if (request.method !== 'GET' || !request.routeOptions.config.cached) return done();
+      if (!healthy()) {
+        reply.header('x-cache', 'bypass');
+        return done();
+      }
+      const entry = entries.get(request.url);
+      if (!entry) {
+        reply.header('x-cache', 'miss');
+        if (seenBefore(request.url)) request.cacheEpoch = epoch;
+        if (reads !== null) request.reader = readerFor(request, request.cacheEpoch !== null);
+        return done();
+      }
+      reply.header('x-cache', 'hit');
+      const condition = request.headers['if-none-match'];
+      const etag = entry.headers.etag;
+      if (condition !== undefined && etag !== undefined && namesTag(condition, etag)) {
+        const { 'content-type': _none, ...headers } = entry.headers;
+        reply.code(304).headers(headers).send();
+        return;
+      }
+      reply.headers(entry.headers).send(entry.body);
+    });
   },
   { name: 'response-cache', dependencies: ['db', 'auth', 'rate-limit', 'http-caching'] },
 );

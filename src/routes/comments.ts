@@ -14,6 +14,8 @@ import {
 } from '../schemas/comments.js';
 import { PostParams } from '../schemas/posts.js';
 import { commentsRepository, type VersionedComment } from '../repositories/comments.js';
+import { perDatabase } from '../db/replicas.js';
+import type { FastifyRequest } from 'fastify';
 import { notFound } from '../errors.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { rangeOf, viewOf } from '../http/reads.js';
@@ -42,7 +44,9 @@ const ids = (params: { postId: number; commentId: number }) => [params.postId, p
 const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(CommentSchema);
   app.addSchema(CommentViewSchema);
-  const comments = commentsRepository(app.db);
+  // Public reads may go to a replica (request.reader, src/plugins/response-cache.ts).
+  const readOn = perDatabase(commentsRepository);
+  const reads = (request: FastifyRequest) => readOn(request.reader ?? app.db);
 
   app.get(
     '/posts/:postId/comments',
@@ -62,7 +66,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const { query } = request;
       const postId = request.params.postId;
       const page = pageRequest(query);
-      const result = await comments.list({ postId, author: query.author, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
+      const result = await reads(request).list({ postId, author: query.author, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
       if (!result) throw notFound(`post ${postId} does not exist`);
       return listResponse(request, reply, result, page);
     },
@@ -87,11 +91,11 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const view = viewOf<CommentField>(request.query);
       if (!isFull(view)) {
         // Its ETag is a digest of the body (src/plugins/http-caching.ts): it differs from the full comment's and follows the author's name.
-        const partial = await comments.read(postId, id, view);
+        const partial = await reads(request).read(postId, id, view);
         if (!partial) throw notFound(missingComment(postId, id));
         return partial;
       }
-      const comment = await comments.find(postId, id);
+      const comment = await reads(request).find(postId, id);
       if (!comment) throw notFound(missingComment(postId, id));
       return conditionalGet(request, reply, commentTag(comment), comment);
     },

@@ -15,6 +15,7 @@ import {
 } from '../schemas/posts.js';
 import { postsRepository, type PostChanges, type VersionedPost } from '../repositories/posts.js';
 import type { PostField } from '../schemas/posts.js';
+import { perDatabase } from '../db/replicas.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { notFound } from '../errors.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
@@ -48,6 +49,9 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(PostSchema);
   app.addSchema(PostViewSchema);
   const posts = postsRepository(app.db);
+  // Public reads may go to a replica (request.reader, src/plugins/response-cache.ts).
+  const readOn = perDatabase(postsRepository);
+  const reads = (request: FastifyRequest) => readOn(request.reader ?? app.db);
 
   /**
    * PATCH and PUT (`changes` may carry read-only members: only title and body
@@ -87,7 +91,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const { query } = request;
       const page = pageRequest(query);
-      const result = await posts.list({ author: query.author, q: query.q, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
+      const result = await reads(request).list({ author: query.author, q: query.q, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
       if (!result) throw new Error('posts list has no parent');
       return listResponse(request, reply, result, page);
     },
@@ -112,11 +116,11 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const view = viewOf<PostField>(request.query);
       if (!isFull(view)) {
         // Its ETag is a digest of the body (src/plugins/http-caching.ts): it differs from the full post's and follows the author's name.
-        const partial = await posts.read(id, view);
+        const partial = await reads(request).read(id, view);
         if (!partial) throw notFound(`post ${id} does not exist`);
         return partial;
       }
-      const post = await posts.findById(id);
+      const post = await reads(request).findById(id);
       if (!post) throw notFound(`post ${id} does not exist`);
       return conditionalGet(request, reply, postTag(post), post);
     },
@@ -140,7 +144,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const { query } = request;
       const userId = request.params.userId;
       const page = pageRequest(query);
-      const result = await posts.listOfUser(userId, { q: query.q, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
+      const result = await reads(request).listOfUser(userId, { q: query.q, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
       if (!result) throw notFound(`user ${userId} does not exist`);
       return listResponse(request, reply, result, page);
     },

@@ -55,3 +55,32 @@ async function withAdmin(adminUrl: string, fn: (client: Client) => Promise<unkno
     await client.end();
   }
 }
+
+/**
+ * The app's database settings for a test database at `url`. With the scale
+ * topology (test/helpers/scale-topology.sh: TEST_DATABASE_URL is PgBouncer in
+ * transaction mode), LISTEN goes to the primary directly
+ * (TEST_DATABASE_LISTEN_URL), reads to the replicas (TEST_DATABASE_READ_URL),
+ * and statements go unnamed (TEST_DATABASE_PREPARED_STATEMENTS, PgBouncer 1.18).
+ */
+export function onTopology(url: string): {
+  databaseUrl: string;
+  databaseListenUrl?: string;
+  databaseReadUrls: string[];
+  databasePreparedStatements: boolean;
+} {
+  const database = new URL(url).pathname;
+  const same = (server: string) => {
+    const moved = new URL(server.trim());
+    moved.pathname = database;
+    return moved.toString();
+  };
+  const listen = process.env.TEST_DATABASE_LISTEN_URL;
+  const read = process.env.TEST_DATABASE_READ_URL;
+  return {
+    databaseUrl: url,
+    ...(listen ? { databaseListenUrl: same(listen) } : {}),
+    databaseReadUrls: read ? read.split(',').map(same) : [],
+    databasePreparedStatements: process.env.TEST_DATABASE_PREPARED_STATEMENTS !== 'off',
+  };
+}

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { usersRepository } from '../../src/repositories/users.js';
-import { createTestDatabase, type TestDatabase } from './database.js';
+import { createTestDatabase, type TestDatabase , onTopology } from './database.js';
 import { checkAgainstDocument } from './openapi-conformance.js';
 
 export interface TestApp {
@@ -22,7 +22,7 @@ export interface TestApp {
 export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
   const db = await createTestDatabase();
   const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', RATE_LIMIT_AUTH_MAX: '1000000', ...env });
-  const app = (await buildApp({ ...config, databaseUrl: db.url })) as unknown as FastifyInstance;
+  const app = (await buildApp({ ...config, ...onTopology(db.url) })) as unknown as FastifyInstance;
   await checkAgainstDocument(app);
   return {
     app,

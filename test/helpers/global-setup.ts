@@ -58,7 +58,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   try {
     if (server.throwaway) await relaxDurability(server.adminUrl);
     await withClient(server.adminUrl, (c) => c.query(`CREATE DATABASE ${c.escapeIdentifier(template)}`));
-    await migrate(withDatabase(server.adminUrl, template));
+    // Migrations hold a session-level advisory lock: directly on the server, never through a pooler.
+    await migrate(withDatabase(process.env.TEST_DATABASE_LISTEN_URL || server.adminUrl, template));
     // No one may connect to the template: CREATE DATABASE ... TEMPLATE fails
     // while any session is connected to it.
     await withClient(server.adminUrl, (c) =>

@@ -4,6 +4,7 @@
  * through the service is seen at once by the instance that did it, and by every
  * other instance within the bound; AUTH_CACHE_MS=0 asks the database every time.
  */
+import { onTopology } from '../helpers/database.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,7 +20,7 @@ const BOUND_MS = 300;
 beforeAll(async () => {
   t = await startTestApp({ AUTH_CACHE_MS: String(BOUND_MS) });
   const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', AUTH_CACHE_MS: String(BOUND_MS) });
-  other = (await buildApp({ ...config, databaseUrl: t.db.url })) as unknown as FastifyInstance;
+  other = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
   await other.ready();
 });
 afterAll(async () => {
@@ -86,7 +87,7 @@ describe('checked tokens', () => {
 
   it('AUTH_CACHE_MS=0: every request asks the database', async () => {
     const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', AUTH_CACHE_MS: '0' });
-    const uncached = (await buildApp({ ...config, databaseUrl: t.db.url })) as unknown as FastifyInstance;
+    const uncached = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
     try {
       const eve = await signUp(t.app);
       expect((await me(uncached, eve.auth)).statusCode).toBe(200);

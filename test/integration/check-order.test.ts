@@ -5,6 +5,7 @@
  * idempotency fingerprint (or anything else) overflow the stack; a PATCH that
  * changes nothing writes nothing.
  */
+import { onTopology } from '../helpers/database.js';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -59,7 +60,7 @@ describe('rate limit before token lookup', () => {
     // Another instance than the one revoking tokens, asking the database on every
     // request: what is counted here is each lookup (auth-cache.test.ts covers the cache).
     const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '2', AUTH_CACHE_MS: '0' });
-    const app = (await buildApp({ ...config, databaseUrl: t.db.url })) as unknown as FastifyInstance;
+    const app = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
     cleanups.push(() => app.close());
     return app;
   }

@@ -14,7 +14,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createPool, TRANSACTION_ATTEMPTS, withTransaction } from '../../src/db/pool.js';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { createTestDatabase, onTopology, type TestDatabase } from '../helpers/database.js';
 import { signUp } from '../helpers/factories.js';
 import { expectError } from '../helpers/expect.js';
 
@@ -23,10 +23,16 @@ afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
 });
 
+/**
+ * On the server itself, also when the suite runs through PgBouncer (the scale
+ * topology): these conditions are made on particular sessions (a lock held, a
+ * role's connection limit, a backend terminated), and through the pooler the
+ * session that waits or fails is whichever one it lends.
+ */
 async function database(): Promise<TestDatabase> {
   const db = await createTestDatabase();
   cleanups.push(() => db.drop());
-  return db;
+  return { ...db, url: onTopology(db.url).databaseListenUrl ?? db.url };
 }
 
 async function client(url: string): Promise<pg.Client> {

@@ -3,6 +3,7 @@
  * the order when several apply, request ids, 500 without internals, and 503
  * while PostgreSQL is unreachable with recovery once it is back.
  */
+import { onTopology } from '../helpers/database.js';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
@@ -226,7 +227,7 @@ describe('422 validation', () => {
 describe('500 internal', () => {
   it('says nothing internal', async () => {
     const db = t.db;
-    const app = await buildApp({ ...loadConfig({ LOG_LEVEL: 'silent' }), databaseUrl: db.url });
+    const app = await buildApp({ ...loadConfig({ LOG_LEVEL: 'silent' }), ...onTopology(db.url) });
     app.get('/boom', async () => {
       throw Object.assign(new Error('relation "secret_table" does not exist at /srv/app.js:12'), { code: '42P01' });
     });

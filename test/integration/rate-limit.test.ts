@@ -9,6 +9,7 @@
  * uses its own client addresses so tests never share them either. Losing
  * Redis is tested on a private redis-server this file starts and kills.
  */
+import { onTopology } from '../helpers/database.js';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
@@ -44,7 +45,7 @@ afterAll(() => setup.close());
 
 async function build(env: Record<string, string>, logStream?: Writable): Promise<FastifyInstance> {
   const config = loadConfig({ LOG_LEVEL: 'silent', REDIS_URL: SHARED_REDIS, RATE_LIMIT_WINDOW: String(WINDOW), ...env });
-  const app = (await buildApp({ ...config, databaseUrl: setup.db.url }, { logStream })) as unknown as FastifyInstance;
+  const app = (await buildApp({ ...config, ...onTopology(setup.db.url) }, { logStream })) as unknown as FastifyInstance;
   opened.push(app);
   await checkAgainstDocument(app);
   return app;

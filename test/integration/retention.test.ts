@@ -5,6 +5,7 @@
  * cursor naming the item is a 422; the scheduled purge removes both kinds of
  * expired rows.
  */
+import { onTopology } from '../helpers/database.js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
@@ -75,7 +76,7 @@ describe('tombstones and the scheduled purge', () => {
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     try {
       const config = loadConfig({ LOG_LEVEL: 'silent', ...env });
-      const app = (await buildApp({ ...config, databaseUrl: t.db.url })) as unknown as FastifyInstance;
+      const app = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
       await app.ready();
       vi.advanceTimersByTime(10 * 60_000);
       return app;

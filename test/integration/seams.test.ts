@@ -3,6 +3,7 @@
  * through the whole pipeline, and links never point where the request target
  * said but to this service.
  */
+import { onTopology } from '../helpers/database.js';
 import net, { type AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -83,7 +84,7 @@ describe('a path id longer than any id', () => {
       },
     });
     const config = loadConfig({ LOG_LEVEL: 'info', RATE_LIMIT_MAX: '1' });
-    const app = (await buildApp({ ...config, databaseUrl: t.db.url }, { logStream })) as unknown as FastifyInstance;
+    const app = (await buildApp({ ...config, ...onTopology(t.db.url) }, { logStream })) as unknown as FastifyInstance;
     try {
       expect((await app.inject({ url: `/posts/${longId}` })).statusCode).toBe(404);
       const limited = await app.inject({ url: `/posts/${longId}` });
@@ -120,7 +121,7 @@ describe('links in responses', () => {
 
   it('with PUBLIC_BASE_URL they are absolute URLs under it', async () => {
     const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'https://api.example.com/base', API_PREFIX: '/v1' });
-    const app = (await buildApp({ ...config, databaseUrl: t.db.url })) as unknown as FastifyInstance;
+    const app = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
     try {
       const port = await listening(app);
       const res = await raw(port, 'POST', 'http://evil.example/v1/posts', ann.auth, { title: 'T', body: 'B' });

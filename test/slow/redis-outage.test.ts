@@ -5,6 +5,7 @@
  * writes. Requests keep being served — no 5xx, no 429, rate limit headers
  * still sent — and once Redis is back the two instances share one budget again.
  */
+import { onTopology } from '../helpers/database.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -25,7 +26,7 @@ beforeAll(async () => {
   const env = { REDIS_URL: redis.url, RATE_LIMIT_MAX: String(MAX), LOG_LEVEL: 'silent' };
   t = await startTestApp(env);
   // A second instance on the same database: the same Redis namespace, so one shared budget.
-  second = (await buildApp({ ...loadConfig({ ...env, RATE_LIMIT_AUTH_MAX: '1000000' }), databaseUrl: t.db.url })) as unknown as FastifyInstance;
+  second = (await buildApp({ ...loadConfig({ ...env, RATE_LIMIT_AUTH_MAX: '1000000' }), ...onTopology(t.db.url) })) as unknown as FastifyInstance;
   await second.ready();
   ann = await signUp(t.app, { name: 'Ann' });
 });

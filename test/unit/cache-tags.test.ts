@@ -66,4 +66,10 @@ describe('fencePayload', () => {
     const many = new Set(Array.from({ length: 1_000 }, (_, i) => `posts/${i}`));
     expect(fencePayload('a.1', many)).toBe('a.1 *');
   });
+
+  it('names the writers (~user id) before the tags, and keeps them when the tags become `*`', () => {
+    expect(fencePayload('a.1', new Set(['posts/1']), new Set([7, 9]))).toBe('a.1 ~7 ~9 posts/1');
+    const many = new Set(Array.from({ length: 1_000 }, (_, i) => `posts/${i}`));
+    expect(fencePayload('a.1', many, new Set([7]))).toBe('a.1 ~7 *');
+  });
 });

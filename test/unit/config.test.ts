@@ -5,6 +5,10 @@ describe('loadConfig', () => {
   it('applies the documented defaults', () => {
     expect(loadConfig({})).toEqual({
       databaseUrl: undefined,
+      databaseListenUrl: undefined,
+      databaseReadUrls: [],
+      databaseReadMaxLagMs: 1_000,
+      databasePreparedStatements: true,
       host: '0.0.0.0',
       port: 3000,
       apiPrefix: '',
@@ -46,6 +50,21 @@ describe('loadConfig', () => {
       responseCacheMaxAgeMs: 250,
     });
     expect(loadConfig({ TRUST_PROXY: 'true' }).trustProxy).toBe(true);
+    expect(
+      loadConfig({
+        DATABASE_LISTEN_URL: 'postgres://u@primary/db',
+        DATABASE_READ_URL: 'postgres://u@r1/db, postgresql://u@r2:5433/db',
+        DATABASE_READ_MAX_LAG_MS: '250',
+        DATABASE_PREPARED_STATEMENTS: 'off',
+      }),
+    ).toMatchObject({
+      databaseListenUrl: 'postgres://u@primary/db',
+      databaseReadUrls: ['postgres://u@r1/db', 'postgresql://u@r2:5433/db'],
+      databaseReadMaxLagMs: 250,
+      databasePreparedStatements: false,
+    });
+    expect(() => loadConfig({ DATABASE_READ_URL: 'postgres://u@r1/db,mysql://r2' })).toThrow(/DATABASE_READ_URL/);
+    expect(() => loadConfig({ DATABASE_PREPARED_STATEMENTS: 'auto' })).toThrow(/DATABASE_PREPARED_STATEMENTS/);
     expect(loadConfig({ TRUST_PROXY: '2' }).trustProxy).toBe(2);
   });
 

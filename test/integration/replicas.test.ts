@@ -1,0 +1,129 @@
+/**
+ * Reads on a real, asynchronous streaming replica (DATABASE_READ_URL), its lag
+ * made by pausing its replay: anonymous reads may lag by the bound and no
+ * more, a writer reads its write at once on any instance, a replica that is
+ * down is skipped, and the response cache never keeps an answer older than an
+ * eviction it received. Needs the scale topology (test/helpers/scale-topology.sh,
+ * which .ci/run starts): SCALE_ASYNC_REPLICA_URLS names the replica.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { Client } from 'pg';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createTestDatabase, onTopology, type TestDatabase } from '../helpers/database.js';
+import { signUp, type SignedUp } from '../helpers/factories.js';
+
+const replicaServer = process.env.SCALE_ASYNC_REPLICA_URLS?.split(',')[0];
+const MAX_LAG_MS = 1_500;
+
+describe.skipIf(replicaServer === undefined || replicaServer === '')(
+  'reads on an asynchronous replica (skipped: needs the scale topology, test/helpers/scale-topology.sh, SCALE_ASYNC_REPLICA_URLS)',
+  () => {
+    let db: TestDatabase;
+    const apps: FastifyInstance[] = [];
+    let replica: Client;
+
+    beforeAll(async () => {
+      db = await createTestDatabase();
+      replica = new Client({ connectionString: replicaServer });
+      await replica.connect();
+    });
+    afterAll(async () => {
+      await replica?.query('SELECT pg_wal_replay_resume()').catch(() => undefined);
+      await replica?.end();
+      await Promise.all(apps.map((app) => app.close()));
+      await db?.drop();
+    });
+
+    /** An instance reading from the asynchronous replica (or `readUrl`). */
+    async function instance(env: Record<string, string> = {}, readUrl?: string): Promise<FastifyInstance> {
+      const topology = onTopology(db.url);
+      const replicaUrl = new URL(replicaServer!);
+      replicaUrl.pathname = new URL(db.url).pathname;
+      const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', DATABASE_READ_MAX_LAG_MS: String(MAX_LAG_MS), ...env });
+      const app = (await buildApp({ ...config, ...topology, databaseReadUrls: [readUrl ?? replicaUrl.toString()] })) as unknown as FastifyInstance;
+      await app.ready();
+      apps.push(app);
+      return app;
+    }
+    /** Until the replica has replayed everything and the instances' checks have seen it. */
+    async function caughtUp(...instances: FastifyInstance[]): Promise<void> {
+      for (let i = 0; i < 100; i++) {
+        if (instances.every((app) => app.reads!.status().every((r) => r.lagMs < 300))) return;
+        await sleep(50);
+      }
+      throw new Error('the replica did not catch up');
+    }
+    const get = (app: FastifyInstance, url: string, who?: SignedUp) => app.inject({ method: 'GET', url, headers: who?.auth ?? {} });
+    async function createPost(app: FastifyInstance, who: SignedUp, title = 'first'): Promise<number> {
+      const res = await app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body: 'text' } });
+      expect(res.statusCode).toBe(201);
+      return res.json().id as number;
+    }
+
+    it('with replay paused: anonymous reads lag by the bound at most, the writer reads its write at once on another instance', async () => {
+      const a = await instance({ RESPONSE_CACHE_MB: '0' });
+      const b = await instance({ RESPONSE_CACHE_MB: '0' });
+      const ann = await signUp(a);
+      await caughtUp(a, b);
+
+      await replica.query('SELECT pg_wal_replay_pause()');
+      try {
+        const id = await createPost(a, ann);
+        // The writer, on the other instance: the primary, since the replica has not replayed the write.
+        expect((await get(b, `/posts/${id}`, ann)).statusCode).toBe(200);
+        expect((await get(b, `/users/${ann.user.id}/posts`, ann)).json().total).toBe(1);
+        // An anonymous reader right away: the replica, within its bound (proof that reads go there).
+        expect((await get(b, `/posts/${id}`)).statusCode).toBe(404);
+        // Past the bound (plus a check interval), the lagging replica is skipped.
+        await sleep(MAX_LAG_MS + 400);
+        expect((await get(b, `/posts/${id}`)).statusCode).toBe(200);
+        expect((await get(a, `/posts/${id}`)).statusCode).toBe(200);
+      } finally {
+        await replica.query('SELECT pg_wal_replay_resume()');
+      }
+      await caughtUp(a, b);
+    });
+
+    it('a replica that is down is skipped: reads go to the primary', async () => {
+      // A port nothing listens on: the replica of an operator whose standby is down.
+      const down = new URL(replicaServer!);
+      down.port = '1';
+      down.pathname = new URL(db.url).pathname;
+      const app = await instance({ RESPONSE_CACHE_MB: '0' }, down.toString());
+      const ann = await signUp(app);
+      const id = await createPost(app, ann);
+      for (const url of [`/posts/${id}`, '/posts', `/posts/${id}/comments`]) expect((await get(app, url)).statusCode).toBe(200);
+      expect(app.reads!.status()).toEqual([expect.objectContaining({ replayed: -1 })]);
+      expect((await app.inject({ url: '/health/ready' })).statusCode).toBe(200);
+    });
+
+    it('the response cache does not store a replica answer older than an eviction it received', async () => {
+      const a = await instance();
+      const b = await instance();
+      const ann = await signUp(a);
+      const id = await createPost(a, ann, 'old title');
+      await caughtUp(a, b);
+      const url = `/posts/${id}`;
+      // Stored on b (the second miss), then a hit.
+      await get(b, url);
+      await get(b, url);
+      expect((await get(b, url)).headers['x-cache']).toBe('hit');
+
+      await replica.query('SELECT pg_wal_replay_pause()');
+      try {
+        const changed = await a.inject({ method: 'PATCH', url, headers: ann.auth, payload: { title: 'new title' } });
+        expect(changed.statusCode).toBe(200);
+        // b received the eviction: its next miss is stored, and must not come from the paused replica.
+        const reads = [];
+        for (let i = 0; i < 3; i++) reads.push(await get(b, url));
+        expect(reads.map((res) => res.headers['x-cache'])).toContain('hit');
+        for (const res of reads) expect(res.json().title).toBe('new title');
+      } finally {
+        await replica.query('SELECT pg_wal_replay_resume()');
+      }
+    });
+  },
+);

@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { checkInterval, parseLsn, perDatabase } from '../../src/db/replicas.js';
+import type { Queryable } from '../../src/db/pool.js';
+
+describe('parseLsn', () => {
+  it('reads a WAL position as bytes, ordered as PostgreSQL orders them', () => {
+    expect(parseLsn('0/0')).toBe(0);
+    expect(parseLsn('0/3000148')).toBe(0x3000148);
+    expect(parseLsn('16/B374D848')).toBe(0x16 * 2 ** 32 + 0xb374d848);
+    expect(parseLsn('1/0')).toBeGreaterThan(parseLsn('0/FFFFFFFF'));
+  });
+});
+
+describe('checkInterval', () => {
+  it('checks four times within the lag bound, and at least every 250 ms', () => {
+    expect(checkInterval(1_000)).toBe(250);
+    expect(checkInterval(60_000)).toBe(250);
+    expect(checkInterval(200)).toBe(50);
+  });
+});
+
+describe('perDatabase', () => {
+  it('makes one repository per database, not one per request', () => {
+    let made = 0;
+    const repo = perDatabase((db) => ({ db, n: ++made }));
+    const a = { query: () => undefined } as unknown as Queryable;
+    const b = { query: () => undefined } as unknown as Queryable;
+    expect(repo(a)).toBe(repo(a));
+    expect(repo(b)).not.toBe(repo(a));
+    expect(made).toBe(2);
+  });
+});

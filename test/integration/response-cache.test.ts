@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig, type Config } from '../../src/config.js';
 import { CHANGES_CHANNEL } from '../../src/db/pool.js';
 import { idempotencyLockId } from '../../src/repositories/idempotency-keys.js';
 import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
@@ -69,15 +69,19 @@ async function prime(url: string, app: FastifyInstance = t.app) {
 const titleOf = async (id: number, app: FastifyInstance = t.app) => (await get(`/posts/${id}`, app)).json().title as string;
 const readyOf = async (app: FastifyInstance) => (await app.inject({ url: '/health/ready' })).json().cache as string;
 
-async function startInstance(env: Record<string, string> = {}): Promise<FastifyInstance> {
+async function startInstance(env: Record<string, string> = {}, overrides: Partial<Config> = {}): Promise<FastifyInstance> {
   const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', ...env });
-  const app = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
+  const app = (await buildApp({ ...config, ...onTopology(t.db.url), ...overrides })) as unknown as FastifyInstance;
   await app.ready();
   return app;
 }
 /** Runs fn with a second instance of the app on the same database, closed afterwards. */
-async function withSecondInstance(env: Record<string, string>, fn: (other: FastifyInstance) => Promise<void>): Promise<void> {
-  const other = await startInstance(env);
+async function withSecondInstance(
+  env: Record<string, string>,
+  fn: (other: FastifyInstance) => Promise<void>,
+  overrides: Partial<Config> = {},
+): Promise<void> {
+  const other = await startInstance(env, overrides);
   try {
     await fn(other);
   } finally {
@@ -505,7 +509,9 @@ describe('confirmations', () => {
     await withSecondInstance({ RESPONSE_CACHE_MB: '0' }, async (other) => {
       const post = await createPost('Unconfirmed');
       await settle();
-      const client = new pg.Client({ connectionString: t.db.url });
+      // Notifications come only on a direct connection, never through PgBouncer in transaction mode.
+      const { databaseListenUrl, databaseUrl } = onTopology(t.db.url);
+      const client = new pg.Client({ connectionString: databaseListenUrl ?? databaseUrl });
       const payloads: string[] = [];
       client.on('notification', ({ payload = '' }) => payloads.push(payload));
       await client.connect();
@@ -526,7 +532,8 @@ describe('confirmations', () => {
       // t.app evicted both (it shows the last title) but confirmed only what the listening instance sent.
       expect(payloads.filter((p) => p.endsWith(` @${poolFence}`))).toEqual([]);
       expect(await titleOf(post.id)).toBe('From the listener');
-    });
+      // Without replicas: an instance with the cache off and replicas listens (its writers' positions must reach every instance).
+    }, { databaseReadUrls: [] });
   });
 });
 

@@ -42,6 +42,10 @@
  * items of the list; the anchor is still checked against the list itself, so a
  * walk survives an item edited out of a search. Their totals cannot come from
  * a counter: they are counted, up to TOTAL_CAP + 1 rows, and reported capped.
+ * A search is also a narrowing whose selectivity the planner can only guess
+ * (ListOptions.unsure): its pages come from the matches themselves when they
+ * are few (fewer than TOTAL_CAP, or a walk of WALK_LIMIT items finds less than
+ * a page), and from a walk of the sort index otherwise.
  */
 import { join, raw, sql, toQuery, type SqlFragment } from './sql.js';
 import type { Queryable } from './pool.js';
@@ -60,6 +64,13 @@ export type PageRequest =
 
 /** Filtered lists count their matches up to this many (docs/api.md §10). */
 export const TOTAL_CAP = 10_000;
+
+/**
+ * A narrowed cursor page walks the sort index for at most this many items
+ * before reading the matches instead (runList): enough for a condition that
+ * matches one item in 100 to fill a page of 20 by walking.
+ */
+export const WALK_LIMIT = 2_000;
 
 /** What a request adds to a list: the select list it asks for, and conditions that narrow it. */
 export interface ListOptions {
@@ -80,6 +91,14 @@ export interface ListOptions {
    * can cost more to evaluate than they save it.
    */
   hints?: SqlFragment[];
+  /**
+   * The planner cannot tell how many items `narrow` keeps: a full-text search,
+   * where a word missing from the column's statistics is guessed at about
+   * 0.5 % of the rows, whether it is in 40 posts or in 40 000. Pages are then
+   * read in ways that stay cheap whatever the real number (runList), instead
+   * of in the plan that guess picks.
+   */
+  unsure?: boolean;
 }
 
 /** How a sort column's values travel in `afterKey`. */
@@ -164,8 +183,11 @@ export async function runList<T extends { id: number }, F extends string, Filter
     return sort.field === 'id' ? sql`ORDER BY id ${dir}` : sql`ORDER BY ${column} ${dir}, id ${dir}`;
   };
   const orderBy = order(sort.descending);
+  // A match as far as sorting goes: its id and sort key.
+  const keyColumns = raw(sortColumn.key === 'id' ? 'id' : `id, ${sortColumn.column}`);
   const scope = source.scope(filter);
   const narrow = options.narrow ?? [];
+  const unsure = narrow.length > 0 && options.unsure === true;
   const listed = [...scope, ...(source.live ?? [])];
   const conditions = where([...listed, ...narrow]);
   const pageConditions = options.hints?.length ? where([...listed, ...narrow, ...options.hints]) : conditions;
@@ -183,12 +205,14 @@ export async function runList<T extends { id: number }, F extends string, Filter
     // Past the first page the skipped rows are walked on the sort index alone (ids
     // only, an index-only scan) and just the page's rows are read and rendered:
     // selecting all columns would fetch and format every skipped row.
+    // An unsure narrowing walks the sort index only when more than TOTAL_CAP match (below).
+    const walked = raw(unsure ? `> ${TOTAL_CAP}` : 'IS NOT NULL');
     const items =
       offset === 0
-        ? sql`SELECT ${columns} FROM ${joined} WHERE h.total IS NOT NULL AND ${pageConditions}
+        ? sql`SELECT ${columns} FROM ${joined} WHERE h.total ${walked} AND ${pageConditions}
             ${orderBy} LIMIT ${pageSize(page.perPage)}`
         : sql`SELECT ${columns} FROM ${joined} WHERE id IN (
-              SELECT id FROM ${from} WHERE h.total IS NOT NULL AND ${pageConditions}
+              SELECT id FROM ${from} WHERE h.total ${walked} AND ${pageConditions}
               ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
             ) ${orderBy}`;
     // A narrowed list has no counter: its matches are counted, TOTAL_CAP + 1 at most,
@@ -196,12 +220,31 @@ export async function runList<T extends { id: number }, F extends string, Filter
     const total = narrow.length
       ? sql`SELECT CASE WHEN ${parent} THEN (SELECT count(*) FROM (SELECT 1 FROM ${from} WHERE ${conditions} LIMIT ${raw(String(TOTAL_CAP + 1))}) m) END`
       : source.total(filter);
-    const query = sql`SELECT h.total, r.* FROM (SELECT (${total})::int8 AS total OFFSET 0) h
+    let query = sql`SELECT h.total, r.* FROM (SELECT (${total})::int8 AS total OFFSET 0) h
       LEFT JOIN LATERAL (${items}) r ON TRUE`;
+    if (unsure) {
+      // The matches are read once, TOTAL_CAP + 1 at most, as (id, sort key)
+      // pairs (MATERIALIZED: one scan serves both uses), and counted. Up to
+      // TOTAL_CAP of them, the page is sorted out of those pairs. Walking the
+      // sort index instead is what the planner picks for a word it wrongly
+      // thinks common, and it reads nearly every post to find a rare word's
+      // few. Past TOTAL_CAP the matches are at least that common, and the page
+      // walks the sort index, stopping after a page of them. h.total picks the
+      // branch as a one-time filter on each side of the UNION ALL: only one of
+      // them runs.
+      const sorted = sql`SELECT ${columns} FROM ${joined} WHERE h.total <= ${raw(String(TOTAL_CAP))} AND id IN (
+          SELECT id FROM matches ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
+        ) ${orderBy}`;
+      query = sql`WITH matches AS MATERIALIZED (
+          SELECT ${keyColumns} FROM ${from} WHERE ${conditions} LIMIT ${raw(String(TOTAL_CAP + 1))}
+        )
+        SELECT h.total, r.* FROM (SELECT (CASE WHEN ${parent} THEN (SELECT count(*) FROM matches) END)::int8 AS total OFFSET 0) h
+        LEFT JOIN LATERAL ((${sorted}) UNION ALL (${items})) r ON TRUE`;
+    }
     const { rows } = await db.query(toQuery(query, !narrow.length));
     const head = rows[0] as { total: number | null } | undefined;
     if (!head || head.total === null) return null;
-    const found = head && (rows[0] as T).id === null ? [] : rows.map(strip<T>);
+    const found = (rows[0] as T).id === null ? [] : rows.map(strip<T>);
     if (!narrow.length) return { kind: 'offset', total: head.total, items: found };
     return { kind: 'offset', total: Math.min(head.total, TOTAL_CAP), capped: head.total > TOTAL_CAP, items: found };
   }
@@ -237,11 +280,44 @@ export async function runList<T extends { id: number }, F extends string, Filter
     }
   }
   const key = keyed ? sql`, ${keyText(sortColumn)} AS cursor_key` : sql``;
+  const pageOrder = order(sort.descending !== backward);
+  const size = pageSize(page.limit + 1);
+  let rowsRead = sql`SELECT ${columns}${key} FROM ${joined} WHERE h.found AND h.parent AND ${pageConditions} AND ${after}
+    ${pageOrder} LIMIT ${size}`;
+  if (unsure) {
+    // A cursor page has no count to tell a rare word from a common one, so it
+    // tries the cheap way first: walk the sort index for at most WALK_LIMIT
+    // listed items after the anchor, keeping those that match (a common word
+    // fills the page in a few dozen). The walk's WALK_LIMIT-th item is kept
+    // too, as a marker: it is read only when the walk went that far. If it did
+    // and found no more than `limit` matches, the page is read from the
+    // matches instead: all of them, planned on their own (OFFSET 0 fences them:
+    // a bitmap of the GIN index for a word), then those after the anchor,
+    // sorted. The anchor's condition stays outside the fence: planned without
+    // the anchor's key, the planner guesses it keeps a third of the table and
+    // ANDs the GIN bitmap with a bitmap of the sort index over that range,
+    // which reads up to the whole index to save nothing. Either way the page
+    // is the first limit + 1 matches after the anchor (the walk's matches are
+    // the first ones, since it walks in order): where the walk stops decides
+    // the cost only, never the items.
+    const walkLimit = raw(String(WALK_LIMIT));
+    const walkConditions = where([...listed, ...(options.hints ?? []), after]);
+    const ids = sql`WITH walk AS (
+          SELECT id, hit, row_number() OVER () AS n FROM (
+            SELECT id, (${where(narrow)}) AS hit FROM ${from} WHERE h.found AND h.parent AND ${walkConditions}
+            ${pageOrder} LIMIT ${walkLimit}
+          ) w
+        ),
+        walked AS MATERIALIZED (SELECT id, hit, n FROM walk WHERE hit OR n = ${walkLimit} LIMIT ${size}),
+        short AS (SELECT count(*) FILTER (WHERE hit) < ${size} AND count(*) FILTER (WHERE n = ${walkLimit}) > 0 AS yes FROM walked)
+        SELECT id FROM walked WHERE hit AND NOT (SELECT yes FROM short)
+        UNION ALL
+        (SELECT id FROM (SELECT ${keyColumns} FROM ${from} WHERE ${conditions} OFFSET 0) m
+          WHERE (SELECT yes FROM short) AND ${after} ${pageOrder} LIMIT ${size})`;
+    rowsRead = sql`SELECT ${columns}${key} FROM ${joined} WHERE id IN (${ids}) ${pageOrder}`;
+  }
   const query = sql`${anchor}SELECT h.found, h.parent, r.* FROM (SELECT ${found} AS found, (${parent}) AS parent OFFSET 0) h
-    LEFT JOIN LATERAL (
-      SELECT ${columns}${key} FROM ${joined} WHERE h.found AND h.parent AND ${pageConditions} AND ${after}
-      ${order(sort.descending !== backward)} LIMIT ${pageSize(page.limit + 1)}
-    ) r ON TRUE`;
+    LEFT JOIN LATERAL (${rowsRead}) r ON TRUE`;
   const { rows } = await db.query(toQuery(query, !narrow.length));
   const head = rows[0] as { found: boolean; parent: boolean | null };
   if (!head.parent) return null;

@@ -32,8 +32,15 @@ export const APPLICATION_NAME = 'posts-api';
  * Statements are prepared by name (src/db/sql.ts `prepared`) and planned under
  * PostgreSQL's default plan_cache_mode (auto): forcing a custom plan for every
  * execution made a point lookup spend three times as long planning as running.
+ *
+ * JIT compilation is off (behind PgBouncer: the role's setting, like the
+ * timeouts): it starts when a plan's estimated cost passes jit_above_cost, and
+ * a search page's plan carries the cost of reading every match in a branch
+ * that runs only for rare words (src/db/pagination.ts), so a page that reads
+ * 25 rows in 0.3 ms spent 30–40 ms compiling expressions. No statement of this
+ * service runs long enough for compiled expressions to pay that back.
  */
-export const SESSION_OPTIONS = '-c posts_api.notifies=after_commit';
+export const SESSION_OPTIONS = '-c posts_api.notifies=after_commit -c jit=off';
 
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 

@@ -69,9 +69,15 @@ function idBound(range: SqlFragment[], sort: Sort<PostSortField>): SqlFragment[]
   return [sql`id ${raw(cmp)} (SELECT ${raw(edge)}(id) FROM (SELECT id FROM posts WHERE ${join(range, ' AND ')} OFFSET 0) r)`];
 }
 
-function narrowing(filter: Omit<PostFilter, 'author'>, sort: Sort<PostSortField>): Pick<ListOptions, 'narrow' | 'hints'> {
+function narrowing(filter: Omit<PostFilter, 'author'>, sort: Sort<PostSortField>): Pick<ListOptions, 'narrow' | 'hints' | 'unsure'> {
   const range = createdBetween(filter);
-  return { narrow: [...(filter.q === undefined ? [] : [searchMatches(filter.q)]), ...range], hints: idBound(range, sort) };
+  const search = filter.q === undefined ? [] : [searchMatches(filter.q)];
+  return {
+    narrow: [...search, ...range],
+    hints: idBound(range, sort),
+    // A range's share of the posts the planner knows from created_at's histogram; a word's it can only guess.
+    unsure: search.length > 0,
+  };
 }
 
 /**

@@ -72,7 +72,8 @@ EOF
   # What the service's `options` would have set on each session (docs/operations.md).
   "$PG_BIN/psql" -q -h 127.0.0.1 -p "$primary_port" -U postgres -d postgres \
     -c "ALTER ROLE postgres SET statement_timeout = '10s'" \
-    -c "ALTER ROLE postgres SET idle_in_transaction_session_timeout = '15s'"
+    -c "ALTER ROLE postgres SET idle_in_transaction_session_timeout = '15s'" \
+    -c "ALTER ROLE postgres SET jit = off"
 
   local sync_urls=() async_urls=() name port
   for name in $(seq -f 'sync%g' 1 "$sync") $(seq -f 'async%g' 1 "$async"); do

@@ -7,8 +7,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
-import type { Post } from '../../src/repositories/posts.js';
+import { postsRepository, type Post } from '../../src/repositories/posts.js';
+import type { Queryable } from '../../src/db/pool.js';
+import type { Statement } from '../../src/db/sql.js';
 import { expect404, expect422 } from '../helpers/expect.js';
+import { WALK_LIMIT } from '../../src/db/pagination.js';
 
 let t: TestApp;
 let ann: SignedUp;
@@ -367,5 +370,179 @@ describe('totals of filtered lists are counted up to 10 000', () => {
     expect(exact.json()).toMatchObject({ total: 10_000, totalCapped: false });
     const tail = await get('/posts?q=needle&sort=-id&limit=1&fields=title');
     expect(tail.json().data).toEqual([expect.objectContaining({ title: 'Needle 10001' })]);
+  });
+});
+
+/**
+ * Search pages against a brute force: the list's items in sort order and the
+ * set of matches, each read with one plain statement, give every page. The
+ * 10 009 posts above plus 3 000 here make words of every frequency: `haystack`
+ * (10 001 matches: a capped count), `common` (4 in 5 of these), `rare` (4
+ * posts), and `edge`, placed around the cursor walk's end (WALK_LIMIT items
+ * after the last needle) so that the walk fills the page exactly at its last
+ * item, or falls one match short there.
+ */
+describe('search pages equal a brute-force reading, whatever the plan', () => {
+  const SORTS = ['id', '-id', 'createdAt', '-createdAt', 'updatedAt', '-updatedAt', 'title', '-title'] as const;
+  const COLUMN = { id: 'id', createdAt: 'created_at', updatedAt: 'updated_at', title: 'title' } as const;
+  let g0 = 0; // the id before the first of the 3 000 (the last needle)
+  const g = (n: number) => g0 + n;
+  const EDGE = [1, 2, 3, 4, 5, 6, 7, WALK_LIMIT, WALK_LIMIT + 500];
+
+  beforeAll(async () => {
+    const { rows } = await t.app.db.query<{ id: number }>(
+      `INSERT INTO posts (author_id, title, body, created_at, updated_at)
+       SELECT CASE WHEN g % 2 = 0 THEN $1::int8 ELSE $2::int8 END,
+         'Sample ' || lpad(((g * 7919) % 1500)::text, 4, '0'),
+         concat_ws(' ', CASE WHEN g % 5 <> 0 THEN 'common' END, CASE WHEN g % 701 = 0 THEN 'rare' END,
+           CASE WHEN g = ANY ($3::int[]) THEN 'edge' END, 'filler'),
+         '2031-01-01T00:00:00Z'::timestamptz + ((g * 37) % 1000) * interval '1 second',
+         '2032-01-01T00:00:00Z'::timestamptz + ((g * 101) % 2999) * interval '1 second'
+       FROM generate_series(1, 3000) g RETURNING id`,
+      [ann.user.id, bob.user.id, EDGE],
+    );
+    g0 = rows[0]!.id - 1;
+    expect(rows.map((r) => r.id)).toEqual(rows.map((_, i) => g(i + 1)));
+    await t.app.db.query('ANALYZE posts');
+    await t.app.responseCache.sync();
+  });
+
+  /** The list's ids in `sort` order and which of them match `q` (and the extra condition). */
+  async function brute(q: string, sort: string, extra = 'TRUE', params: unknown[] = []) {
+    const descending = sort.startsWith('-');
+    const column = COLUMN[sort.replace('-', '') as keyof typeof COLUMN];
+    const dir = descending ? 'DESC' : 'ASC';
+    const { rows } = await t.app.db.query<{ id: number; hit: boolean }>(
+      `SELECT id, search @@ websearch_to_tsquery('posts_search', $1) AND ${extra} AS hit FROM posts
+       ORDER BY ${column} ${dir}, id ${dir}`,
+      [q, ...params],
+    );
+    return { order: rows.map((r) => r.id), hits: rows.filter((r) => r.hit).map((r) => r.id) };
+  }
+
+  const page = async (url: string) => {
+    const res = await get(url);
+    expect(res.statusCode, res.body).toBe(200);
+    return res;
+  };
+
+  it.each(SORTS)('sort=%s: cursor pages after and before any anchor', async (sort) => {
+    for (const word of ['edge', 'rare', 'common', 'haystack']) {
+      const { order, hits } = await brute(word, sort);
+      const matched = new Set(hits);
+      const anchors = [g(0), g(1), g(7), g(WALK_LIMIT - 1), g(WALK_LIMIT), g(1000), g(3000 - WALK_LIMIT), g(3000 - WALK_LIMIT + 1), g(3000)];
+      for (const anchor of anchors) {
+        const at = order.indexOf(anchor);
+        const following = order.slice(at + 1).filter((id) => matched.has(id));
+        const preceding = order.slice(0, at).filter((id) => matched.has(id));
+        for (const limit of word === 'edge' ? [6, 7, 8, 20] : [20]) {
+          const after = (await page(`/posts?q=${word}&sort=${sort}&limit=${limit}&after=${anchor}&fields=id`)).json();
+          expect(after.data.map((p: { id: number }) => p.id), `${word} after ${anchor} limit ${limit}`).toEqual(following.slice(0, limit));
+          expect(after.hasMore).toBe(following.length > limit);
+          const before = (await page(`/posts?q=${word}&sort=${sort}&limit=${limit}&before=${anchor}&fields=id`)).json();
+          expect(before.data.map((p: { id: number }) => p.id), `${word} before ${anchor} limit ${limit}`).toEqual(
+            preceding.slice(Math.max(0, preceding.length - limit)),
+          );
+          expect(before.prevCursor !== null).toBe(preceding.length > limit);
+        }
+      }
+    }
+  });
+
+  it.each(SORTS)('sort=%s: walking next links, then prev links back, gives every match once', async (sort) => {
+    for (const [word, limit] of [['edge', 3], ['rare', 2], ['common', 100]] as const) {
+      const { hits } = await brute(word, sort);
+      const forward: number[] = [];
+      let last = await page(`/posts?q=${word}&sort=${sort}&limit=${limit}&fields=id`);
+      for (;;) {
+        forward.push(...last.json().data.map((p: { id: number }) => p.id));
+        const next = link(last.headers.link, 'next');
+        if (next === undefined) break;
+        last = await page(next);
+      }
+      expect(forward, word).toEqual(hits);
+      const backward: number[] = [];
+      let prev = link(last.headers.link, 'prev');
+      while (prev !== undefined) {
+        const res = await page(prev);
+        backward.unshift(...res.json().data.map((p: { id: number }) => p.id));
+        prev = link(res.headers.link, 'prev');
+      }
+      const lastPage = last.json().data.length;
+      expect(backward, word).toEqual(hits.slice(0, hits.length - lastPage));
+    }
+  });
+
+  it.each(SORTS)('sort=%s: offset pages and totals, capped or not', async (sort) => {
+    for (const word of ['edge', 'rare', 'common', 'haystack', 'common -filler']) {
+      const { hits } = await brute(word, sort);
+      const total = Math.min(hits.length, 10_000);
+      const pages = Math.ceil(total / 100);
+      for (const n of new Set([1, 2, pages - 1, pages].filter((p) => p >= 1))) {
+        const res = (await page(`/posts?q=${encodeURIComponent(word)}&sort=${sort}&perPage=100&page=${n}&fields=id`)).json();
+        expect(res.data.map((p: { id: number }) => p.id), `${word} page ${n}`).toEqual(hits.slice((n - 1) * 100, n * 100));
+        expect(res).toMatchObject({ total, totalCapped: hits.length > 10_000 });
+      }
+    }
+  });
+
+  it('with the author, in /users/{id}/posts, and with a date range (sorted by id: the id bound)', async () => {
+    for (const sort of ['id', '-title', 'createdAt']) {
+      for (const word of ['rare', 'common', 'edge']) {
+        const own = await brute(word, sort, 'author_id = $2', [ann.user.id]);
+        expect(await ids(`/users/${ann.user.id}/posts?q=${word}&sort=${sort}&perPage=100`)).toEqual(own.hits.slice(0, 100));
+        expect(await ids(`/posts?author=${ann.user.id}&q=${word}&sort=${sort}&limit=5&after=${g(2)}`)).toEqual(
+          own.order.slice(own.order.indexOf(g(2)) + 1).filter((id) => own.hits.includes(id)).slice(0, 5),
+        );
+        const from = '2031-01-01T00:08:20Z';
+        const dated = await brute(word, sort, `created_at > $2::timestamptz`, [from]);
+        expect(await ids(`/posts?q=${word}&sort=${sort}&createdAfter=${from}&perPage=100`)).toEqual(dated.hits.slice(0, 100));
+        expect(await ids(`/posts?q=${word}&sort=${sort}&createdAfter=${from}&limit=7&after=${g(WALK_LIMIT)}`)).toEqual(
+          dated.order.slice(dated.order.indexOf(g(WALK_LIMIT)) + 1).filter((id) => dated.hits.includes(id)).slice(0, 7),
+        );
+      }
+    }
+  });
+});
+
+describe('a rare word is read from its matches, not by walking the sort index', () => {
+  // The 13 009 posts above, analyzed: `rare` is in 4 of them, outside the
+  // column's most common words, so the planner guesses it in dozens of posts
+  // and, left to itself, walks the sort index past every post for a page of
+  // them. On a table this small, reading the matches may well be a sequential
+  // scan (all of it, as cheap as the few pages it is): what must not happen is
+  // an index walk longer than the cursor page's bounded one.
+  interface Node {
+    'Node Type': string;
+    'Actual Rows': number;
+    'Actual Loops': number;
+    'Rows Removed by Filter'?: number;
+    Plans?: Node[];
+  }
+  beforeAll(async () => {
+    await t.app.db.query('ALTER TABLE posts ALTER COLUMN search SET STATISTICS 1');
+    await t.app.db.query('ANALYZE posts');
+  });
+
+  const longestIndexWalk = async (read: (posts: ReturnType<typeof postsRepository>) => Promise<unknown>) => {
+    const sent: Statement[] = [];
+    await read(postsRepository({ query: (statement: Statement) => (sent.push(statement), t.app.db.query(statement)) } as unknown as Queryable));
+    const { text, values } = sent.at(-1)!;
+    const { rows } = await t.app.db.query({ text: `EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values });
+    const walk = (node: Node): number =>
+      Math.max(
+        node['Node Type'].startsWith('Index') ? (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops'] : 0,
+        ...(node.Plans ?? []).map(walk),
+      );
+    return walk((rows[0] as { 'QUERY PLAN': [{ Plan: Node }] })['QUERY PLAN'][0].Plan);
+  };
+
+  it.each(['id', 'createdAt', 'title'] as const)('sort=%s: no index walk past WALK_LIMIT posts, in either mode', async (field) => {
+    const sort = { field, descending: field !== 'title' };
+    expect(await longestIndexWalk((posts) => posts.list({ q: 'rare' }, sort, { kind: 'offset', page: 1, perPage: 20 }))).toBeLessThanOrEqual(
+      WALK_LIMIT,
+    );
+    const cursor = { kind: 'cursor', after: undefined, afterKey: undefined, limit: 20 } as const;
+    expect(await longestIndexWalk((posts) => posts.list({ q: 'rare' }, sort, cursor))).toBeLessThanOrEqual(WALK_LIMIT);
   });
 });

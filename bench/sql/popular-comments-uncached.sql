@@ -3,6 +3,5 @@
 \set p1 1
 \set p2 1
 SELECT h.total, r.* FROM (SELECT (SELECT comment_count FROM posts WHERE id = :p1)::int8 AS total OFFSET 0) h
-  LEFT JOIN LATERAL (SELECT id, post_id AS "postId", author_id AS "authorId", body,
-  iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt" FROM comments WHERE h.total IS NOT NULL AND post_id = :p2
+  LEFT JOIN LATERAL (SELECT id, post_id AS "postId", author_id AS "authorId", body, iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt" FROM comments WHERE h.total IS NOT NULL AND post_id = :p2
   ORDER BY id ASC LIMIT 20) r ON TRUE;

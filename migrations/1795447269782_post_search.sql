@@ -23,7 +23,12 @@ ALTER TEXT SEARCH CONFIGURATION posts_search
 SET LOCAL maintenance_work_mem = '256MB';
 ALTER TABLE posts ADD COLUMN search tsvector
   GENERATED ALWAYS AS (to_tsvector('posts_search'::regconfig, title || ' ' || body)) STORED;
-CREATE INDEX posts_search_idx ON posts USING gin (search);
+-- New posts wait in the index's pending list until it is merged into the
+-- index, and every search reads the whole list: at the default 4 MB (thousands
+-- of posts) a rare word's search took 1.4 ms instead of 0.25. 256 kB keeps it
+-- to a few hundred posts; with real text, merging that often cost inserts
+-- nothing measurable (4 000 creates: 1.10 s against 1.20 s at the default).
+CREATE INDEX posts_search_idx ON posts USING gin (search) WITH (gin_pending_list_limit = 256);
 
 -- Down Migration
 

@@ -215,13 +215,7 @@ export async function runList<T extends { id: number }, F extends string, Filter
               SELECT id FROM ${from} WHERE h.total ${walked} AND ${pageConditions}
               ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
             ) ${orderBy}`;
-    // A narrowed list has no counter: its matches are counted, TOTAL_CAP + 1 at most,
-    // which an index on the narrowing condition bounds (posts_search_idx for q).
-    const total = narrow.length
-      ? sql`SELECT CASE WHEN ${parent} THEN (SELECT count(*) FROM (SELECT 1 FROM ${from} WHERE ${conditions} LIMIT ${raw(String(TOTAL_CAP + 1))}) m) END`
-      : source.total(filter);
-    let query = sql`SELECT h.total, r.* FROM (SELECT (${total})::int8 AS total OFFSET 0) h
-      LEFT JOIN LATERAL (${items}) r ON TRUE`;
+    let query: SqlFragment;
     if (unsure) {
       // The matches are read once, TOTAL_CAP + 1 at most, as (id, sort key)
       // pairs (MATERIALIZED: one scan serves both uses), and counted. Up to
@@ -240,6 +234,14 @@ export async function runList<T extends { id: number }, F extends string, Filter
         )
         SELECT h.total, r.* FROM (SELECT (CASE WHEN ${parent} THEN (SELECT count(*) FROM matches) END)::int8 AS total OFFSET 0) h
         LEFT JOIN LATERAL ((${sorted}) UNION ALL (${items})) r ON TRUE`;
+    } else {
+      // A narrowed list has no counter: its matches are counted, TOTAL_CAP + 1 at most,
+      // which an index on the narrowing condition bounds.
+      const total = narrow.length
+        ? sql`SELECT CASE WHEN ${parent} THEN (SELECT count(*) FROM (SELECT 1 FROM ${from} WHERE ${conditions} LIMIT ${raw(String(TOTAL_CAP + 1))}) m) END`
+        : source.total(filter);
+      query = sql`SELECT h.total, r.* FROM (SELECT (${total})::int8 AS total OFFSET 0) h
+        LEFT JOIN LATERAL (${items}) r ON TRUE`;
     }
     const { rows } = await db.query(toQuery(query, !narrow.length));
     const head = rows[0] as { total: number | null } | undefined;

@@ -38,6 +38,15 @@ export function perDatabase<R>(make: (db: Queryable) => R): (db: Queryable) => R
 }
 
 /**
+ * A route's public reads: `make`'s repository on the replica the response
+ * cache chose for the request (`request.reader`), else on `primary`.
+ */
+export function readsOn<R>(make: (db: Queryable) => R, primary: Queryable): (request: { reader: Queryable | null }) => R {
+  const on = perDatabase(make);
+  return (request) => on(request.reader ?? primary);
+}
+
+/**
  * Errors after which the same read can succeed on the primary: no SQLSTATE
  * (the connection failed), connection exceptions (08), insufficient resources
  * (53), operator intervention other than a statement timeout (57P*, e.g. the

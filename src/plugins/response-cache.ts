@@ -236,6 +236,8 @@ export default fp<ResponseCacheOptions>(
     /** Per writer: the position of their latest write and when this instance heard of it. */
     const written = new Map<number, { position: number; at: number }>();
     function wrote(writers: string[], position: number): void {
+      // Only reads on replicas need to know (readerFor); without them every read is on the primary.
+      if (reads === null) return;
       const at = performance.now();
       for (const writer of writers) {
         const id = Number(writer);

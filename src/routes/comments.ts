@@ -14,8 +14,7 @@ import {
 } from '../schemas/comments.js';
 import { PostParams } from '../schemas/posts.js';
 import { commentsRepository, type VersionedComment } from '../repositories/comments.js';
-import { perDatabase } from '../db/replicas.js';
-import type { FastifyRequest } from 'fastify';
+import { readsOn } from '../db/replicas.js';
 import { notFound } from '../errors.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { rangeOf, viewOf } from '../http/reads.js';
@@ -45,8 +44,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(CommentSchema);
   app.addSchema(CommentViewSchema);
   // Public reads may go to a replica (request.reader, src/plugins/response-cache.ts).
-  const readOn = perDatabase(commentsRepository);
-  const reads = (request: FastifyRequest) => readOn(request.reader ?? app.db);
+  const reads = readsOn(commentsRepository, app.db);
 
   app.get(
     '/posts/:postId/comments',

@@ -15,7 +15,7 @@ import {
 } from '../schemas/posts.js';
 import { postsRepository, type PostChanges, type VersionedPost } from '../repositories/posts.js';
 import type { PostField } from '../schemas/posts.js';
-import { perDatabase } from '../db/replicas.js';
+import { readsOn } from '../db/replicas.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { notFound } from '../errors.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
@@ -50,8 +50,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(PostViewSchema);
   const posts = postsRepository(app.db);
   // Public reads may go to a replica (request.reader, src/plugins/response-cache.ts).
-  const readOn = perDatabase(postsRepository);
-  const reads = (request: FastifyRequest) => readOn(request.reader ?? app.db);
+  const reads = readsOn(postsRepository, app.db);
 
   /**
    * PATCH and PUT (`changes` may carry read-only members: only title and body

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { checkInterval, parseLsn, perDatabase } from '../../src/db/replicas.js';
+import { checkInterval, parseLsn, perDatabase, readsOn } from '../../src/db/replicas.js';
 import type { Queryable } from '../../src/db/pool.js';
 
 describe('parseLsn', () => {
@@ -28,5 +28,16 @@ describe('perDatabase', () => {
     expect(repo(a)).toBe(repo(a));
     expect(repo(b)).not.toBe(repo(a));
     expect(made).toBe(2);
+  });
+});
+
+describe('readsOn', () => {
+  it("reads on the request's replica when the cache chose one, else on the primary, with one repository per database", () => {
+    const primary = { query: () => undefined } as unknown as Queryable;
+    const replica = { query: () => undefined } as unknown as Queryable;
+    const reads = readsOn((db) => ({ db }), primary);
+    expect(reads({ reader: null }).db).toBe(primary);
+    expect(reads({ reader: replica }).db).toBe(replica);
+    expect(reads({ reader: replica })).toBe(reads({ reader: replica }));
   });
 });

@@ -42,6 +42,17 @@
  * items of the list; the anchor is still checked against the list itself, so a
  * walk survives an item edited out of a search. Their totals cannot come from
  * a counter: they are counted, up to TOTAL_CAP + 1 rows, and reported capped.
+ * Proven caps: counting a common word's or a busy week's matches up to the
+ * cap costs thousands of rows on every request, and the answer rarely changes.
+ * A source that keeps a removal counter (ListSource.removals: it grows by one
+ * whenever an item leaves a list, deleted or edited) lets a count that found N
+ * matches at removal count R stand for "at least N - (R' - R) match" while the
+ * counter reads R' (new items only add matches). The statement reads the
+ * counter in its own snapshot and counts only when that bound is not past the
+ * cap; the instance keeps the newest (N, R) per database and narrowed list, and
+ * counts PROOF_SLACK further than the cap so that one proof outlives that many
+ * removals. On a replica the bound is as fresh as the replica's data.
+ *
  * A search is also a narrowing whose selectivity the planner can only guess
  * (ListOptions.unsure): its pages come from the matches themselves when they
  * are few (fewer than TOTAL_CAP, or a walk of WALK_LIMIT items finds less than
@@ -71,6 +82,13 @@ export const TOTAL_CAP = 10_000;
  * matches one item in 100 to fill a page of 20 by walking.
  */
 export const WALK_LIMIT = 2_000;
+
+/** How far past the cap a count goes where a proof can be kept: a proof then survives this many removals. */
+export const PROOF_SLACK = 1_000;
+const MAX_PROOFS = 1_000;
+/** Per database (a pool, a replica): narrowed list (source and conditions) → the newest count past the cap and the removal count it was made at. */
+type Proofs = Map<string, { count: number; removed: number }>;
+const proofsOn = new WeakMap<Queryable, Proofs>();
 
 /** What a request adds to a list: the select list it asks for, and conditions that narrow it. */
 export interface ListOptions {
@@ -121,7 +139,7 @@ export interface ListSource<F extends string, Filter> {
   table: string;
   /** Table keeping the sort keys of deleted items, if items can be deleted. */
   tombstones?: string;
-  /** Select list (constant SQL), columns aliased to the JSON names. Must not use found/parent/total/cursor_key. */
+  /** Select list (constant SQL), columns aliased to the JSON names. Must not use found/parent/total/removed/cursor_key. */
   columns: string;
   /** The allow-list: API sort field → column. Only these constants reach the SQL text. */
   sortColumns: Record<F, SortColumn>;
@@ -133,6 +151,13 @@ export interface ListSource<F extends string, Filter> {
   total(filter: Filter): SqlFragment;
   /** Boolean SQL: does the parent resource exist? (cursor mode; default TRUE) */
   parentExists?(filter: Filter): SqlFragment;
+  /**
+   * A statement (constant SQL) giving how many times an item has left this source's
+   * lists (deleted, or edited in what a list selects by); it never decreases.
+   * With it, narrowed totals past the cap are proven instead of counted again
+   * ("Proven caps" above).
+   */
+  removals?: string;
 }
 
 /** capped: set on narrowed lists, whose total is counted up to TOTAL_CAP. */
@@ -198,6 +223,15 @@ export async function runList<T extends { id: number }, F extends string, Filter
 
   if (page.kind === 'offset') {
     const offset = (page.page - 1) * page.perPage;
+    // A narrowed total past the cap may be proven rather than counted ("Proven
+    // caps" above). Where a proof can be kept, the count goes PROOF_SLACK past
+    // the cap, and reads the removal counter in the same snapshot.
+    const provable = narrow.length > 0 && source.removals !== undefined;
+    const proofs = provable ? proofsFor(db) : undefined;
+    const proofKey = provable ? keyOf(source.table, conditions) : '';
+    const proof = proofs?.get(proofKey);
+    const cap = raw(String(TOTAL_CAP));
+    const limit = raw(String(TOTAL_CAP + 1 + (provable ? PROOF_SLACK : 0)));
     // The lateral reference to h forces a nested loop with h outside, which keeps
     // the inner ORDER BY and skips the item scan entirely when the parent is missing.
     // OFFSET 0 keeps h a subquery evaluated once, instead of its expression being
@@ -205,8 +239,9 @@ export async function runList<T extends { id: number }, F extends string, Filter
     // Past the first page the skipped rows are walked on the sort index alone (ids
     // only, an index-only scan) and just the page's rows are read and rendered:
     // selecting all columns would fetch and format every skipped row.
-    // An unsure narrowing walks the sort index only when more than TOTAL_CAP match (below).
-    const walked = raw(unsure ? `> ${TOTAL_CAP}` : 'IS NOT NULL');
+    // An unsure narrowing walks the sort index only when more than TOTAL_CAP match
+    // (below), as does a proven one, whose statement stops there when the proof no longer holds.
+    const walked = unsure || proof ? sql`> ${cap}` : raw('IS NOT NULL');
     const items =
       offset === 0
         ? sql`SELECT ${columns} FROM ${joined} WHERE h.total ${walked} AND ${pageConditions}
@@ -215,9 +250,15 @@ export async function runList<T extends { id: number }, F extends string, Filter
               SELECT id FROM ${from} WHERE h.total ${walked} AND ${pageConditions}
               ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
             ) ${orderBy}`;
+    const removals = provable ? sql`, (${raw(source.removals!)})::int8 AS removed` : sql``;
+    const narrowed = (counted: SqlFragment) => sql`(SELECT (CASE WHEN ${parent} THEN (${counted}) END)::int8 AS total${removals} OFFSET 0) h`;
     let query: SqlFragment;
-    if (unsure) {
-      // The matches are read once, TOTAL_CAP + 1 at most, as (id, sort key)
+    if (proof) {
+      query = sql`SELECT h.*, r.* FROM (SELECT (CASE WHEN ${parent} THEN ${proof.count}::int8 - (removed - ${proof.removed}::int8) END) AS total, removed
+          FROM (SELECT (${raw(source.removals!)})::int8 AS removed OFFSET 0) p OFFSET 0) h
+        LEFT JOIN LATERAL (${items}) r ON TRUE`;
+    } else if (unsure) {
+      // The matches are read once, up to the count's limit, as (id, sort key)
       // pairs (MATERIALIZED: one scan serves both uses), and counted. Up to
       // TOTAL_CAP of them, the page is sorted out of those pairs. Walking the
       // sort index instead is what the planner picks for a word it wrongly
@@ -226,26 +267,28 @@ export async function runList<T extends { id: number }, F extends string, Filter
       // walks the sort index, stopping after a page of them. h.total picks the
       // branch as a one-time filter on each side of the UNION ALL: only one of
       // them runs.
-      const sorted = sql`SELECT ${columns} FROM ${joined} WHERE h.total <= ${raw(String(TOTAL_CAP))} AND id IN (
+      const sorted = sql`SELECT ${columns} FROM ${joined} WHERE h.total <= ${cap} AND id IN (
           SELECT id FROM matches ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
         ) ${orderBy}`;
-      query = sql`WITH matches AS MATERIALIZED (
-          SELECT ${keyColumns} FROM ${from} WHERE ${conditions} LIMIT ${raw(String(TOTAL_CAP + 1))}
-        )
-        SELECT h.total, r.* FROM (SELECT (CASE WHEN ${parent} THEN (SELECT count(*) FROM matches) END)::int8 AS total OFFSET 0) h
+      query = sql`WITH matches AS MATERIALIZED (SELECT ${keyColumns} FROM ${from} WHERE ${conditions} LIMIT ${limit})
+        SELECT h.*, r.* FROM ${narrowed(sql`SELECT count(*) FROM matches`)}
         LEFT JOIN LATERAL ((${sorted}) UNION ALL (${items})) r ON TRUE`;
     } else {
-      // A narrowed list has no counter: its matches are counted, TOTAL_CAP + 1 at most,
+      // A narrowed list has no counter: its matches are counted, up to the limit,
       // which an index on the narrowing condition bounds.
-      const total = narrow.length
-        ? sql`SELECT CASE WHEN ${parent} THEN (SELECT count(*) FROM (SELECT 1 FROM ${from} WHERE ${conditions} LIMIT ${raw(String(TOTAL_CAP + 1))}) m) END`
-        : source.total(filter);
-      query = sql`SELECT h.total, r.* FROM (SELECT (${total})::int8 AS total OFFSET 0) h
-        LEFT JOIN LATERAL (${items}) r ON TRUE`;
+      const head = narrow.length
+        ? narrowed(sql`SELECT count(*) FROM (SELECT 1 FROM ${from} WHERE ${conditions} LIMIT ${limit}) m`)
+        : sql`(SELECT (${source.total(filter)})::int8 AS total OFFSET 0) h`;
+      query = sql`SELECT h.*, r.* FROM ${head} LEFT JOIN LATERAL (${items}) r ON TRUE`;
     }
     const { rows } = await db.query(toQuery(query, !narrow.length));
-    const head = rows[0] as { total: number | null } | undefined;
+    const head = rows[0] as { total: number | null; removed?: number } | undefined;
     if (!head || head.total === null) return null;
+    if (proofs) {
+      remember(proofs, proofKey, head.total, Number(head.removed));
+      // Too many removals since the proof: count (the proof is forgotten).
+      if (proof && head.total <= TOTAL_CAP) return runList(db, source, filter, sort, page, options);
+    }
     const found = (rows[0] as T).id === null ? [] : rows.map(strip<T>);
     if (!narrow.length) return { kind: 'offset', total: head.total, items: found };
     return { kind: 'offset', total: Math.min(head.total, TOTAL_CAP), capped: head.total > TOTAL_CAP, items: found };
@@ -391,7 +434,27 @@ function isExactTimestamp(value: string): boolean {
   );
 }
 
+function proofsFor(db: Queryable): Proofs {
+  let proofs = proofsOn.get(db);
+  if (proofs === undefined) proofsOn.set(db, (proofs = new Map()));
+  return proofs;
+}
+
+/** A narrowed list's identity for `proofs`: its source and every condition, with their values. */
+function keyOf(table: string, conditions: SqlFragment): string {
+  const { text, values } = toQuery(conditions, false);
+  return `${table}\u0000${text}\u0000${JSON.stringify(values)}`;
+}
+
+/** Keeps a count past the cap as a proof (the longest kept goes first when `proofs` is full); forgets one that no longer holds. */
+function remember(proofs: Proofs, key: string, count: number, removed: number): void {
+  proofs.delete(key);
+  if (count <= TOTAL_CAP) return;
+  if (proofs.size >= MAX_PROOFS) proofs.delete(proofs.keys().next().value!);
+  proofs.set(key, { count, removed });
+}
+
 function strip<T>(row: Record<string, unknown>): T {
-  const { total: _t, found: _f, parent: _p, cursor_key: _k, ...item } = row;
+  const { total: _t, removed: _r, found: _f, parent: _p, cursor_key: _k, ...item } = row;
   return item as T;
 }

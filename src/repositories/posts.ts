@@ -90,6 +90,8 @@ const listBase = {
   table: 'posts',
   tombstones: 'deleted_posts',
   columns: LIST_COLUMNS,
+  // Kept by the triggers of migrations/1795600000000_posts_removed.sql.
+  removals: `SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'posts_removed'`,
   sortColumns: {
     id: idColumn,
     createdAt: timestampColumn('created_at'),

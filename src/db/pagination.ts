@@ -49,7 +49,8 @@
  * matches at removal count R stand for "at least N - (R' - R) match" while the
  * counter reads R' (new items only add matches). The statement reads the
  * counter in its own snapshot and counts only when that bound is not past the
- * cap; the instance keeps the newest (N, R) per database and narrowed list, and
+ * cap (and, for a search, only once the search is settled: src/db/search-proofs.ts);
+ * the instance keeps the newest (N, R) per database and narrowed list, and
  * counts PROOF_SLACK further than the cap so that one proof outlives that many
  * removals. On a replica the bound is as fresh as the replica's data.
  *
@@ -117,6 +118,12 @@ export interface ListOptions {
    * of in the plan that guess picks.
    */
   unsure?: boolean;
+  /**
+   * For a source with `removals`: whether a count past the cap may be kept
+   * as a proof (boolean SQL read in the count's own snapshot; by default it
+   * may), and what to call when it may not yet be.
+   */
+  proof?: { ready: SqlFragment; prepare(): void };
 }
 
 /** How a sort column's values travel in `afterKey`. */
@@ -139,7 +146,7 @@ export interface ListSource<F extends string, Filter> {
   table: string;
   /** Table keeping the sort keys of deleted items, if items can be deleted. */
   tombstones?: string;
-  /** Select list (constant SQL), columns aliased to the JSON names. Must not use found/parent/total/removed/cursor_key. */
+  /** Select list (constant SQL), columns aliased to the JSON names. Must not use found/parent/total/removed/ready/cursor_key. */
   columns: string;
   /** The allow-list: API sort field → column. Only these constants reach the SQL text. */
   sortColumns: Record<F, SortColumn>;
@@ -250,7 +257,7 @@ export async function runList<T extends { id: number }, F extends string, Filter
               SELECT id FROM ${from} WHERE h.total ${walked} AND ${pageConditions}
               ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
             ) ${orderBy}`;
-    const removals = provable ? sql`, (${raw(source.removals!)})::int8 AS removed` : sql``;
+    const removals = provable ? sql`, (${raw(source.removals!)})::int8 AS removed, (${options.proof?.ready ?? raw('TRUE')}) AS ready` : sql``;
     const narrowed = (counted: SqlFragment) => sql`(SELECT (CASE WHEN ${parent} THEN (${counted}) END)::int8 AS total${removals} OFFSET 0) h`;
     let query: SqlFragment;
     if (proof) {
@@ -282,10 +289,11 @@ export async function runList<T extends { id: number }, F extends string, Filter
       query = sql`SELECT h.*, r.* FROM ${head} LEFT JOIN LATERAL (${items}) r ON TRUE`;
     }
     const { rows } = await db.query(toQuery(query, !narrow.length));
-    const head = rows[0] as { total: number | null; removed?: number } | undefined;
+    const head = rows[0] as { total: number | null; removed?: number; ready?: boolean } | undefined;
     if (!head || head.total === null) return null;
     if (proofs) {
-      remember(proofs, proofKey, head.total, Number(head.removed));
+      if (proof || head.ready) remember(proofs, proofKey, head.total, Number(head.removed));
+      else if (head.total > TOTAL_CAP) options.proof?.prepare();
       // Too many removals since the proof: count (the proof is forgotten).
       if (proof && head.total <= TOTAL_CAP) return runList(db, source, filter, sort, page, options);
     }
@@ -455,6 +463,6 @@ function remember(proofs: Proofs, key: string, count: number, removed: number): 
 }
 
 function strip<T>(row: Record<string, unknown>): T {
-  const { total: _t, removed: _r, found: _f, parent: _p, cursor_key: _k, ...item } = row;
+  const { total: _t, removed: _r, ready: _y, found: _f, parent: _p, cursor_key: _k, ...item } = row;
   return item as T;
 }

@@ -12,6 +12,7 @@ import { type ListOptions, type ListSource, type PageRequest, type Sort, idColum
 import { join, raw, sql, toQuery, prepared, type SqlFragment } from '../db/sql.js';
 import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, searchMatches, selectList, viewSource } from '../db/reads.js';
 import { findOne } from '../db/lookups.js';
+import { searchSettled, settleSearch } from '../db/search-proofs.js';
 
 export interface Post {
   id: number;
@@ -69,14 +70,16 @@ function idBound(range: SqlFragment[], sort: Sort<PostSortField>): SqlFragment[]
   return [sql`id ${raw(cmp)} (SELECT ${raw(edge)}(id) FROM (SELECT id FROM posts WHERE ${join(range, ' AND ')} OFFSET 0) r)`];
 }
 
-function narrowing(filter: Omit<PostFilter, 'author'>, sort: Sort<PostSortField>): Pick<ListOptions, 'narrow' | 'hints' | 'unsure'> {
+/** `primary`: where a search is registered for proven totals (src/db/search-proofs.ts). */
+function narrowing(filter: Omit<PostFilter, 'author'>, sort: Sort<PostSortField>, primary: Queryable): Pick<ListOptions, 'narrow' | 'hints' | 'unsure' | 'proof'> {
   const range = createdBetween(filter);
-  const search = filter.q === undefined ? [] : [searchMatches(filter.q)];
+  const { q } = filter;
   return {
-    narrow: [...search, ...range],
+    narrow: q === undefined ? range : [searchMatches(q), ...range],
     hints: idBound(range, sort),
     // A range's share of the posts the planner knows from created_at's histogram; a word's it can only guess.
-    unsure: search.length > 0,
+    unsure: q !== undefined,
+    ...(q === undefined ? {} : { proof: { ready: searchSettled(q), prepare: () => settleSearch(primary, q) } }),
   };
 }
 
@@ -122,7 +125,8 @@ const postsOfUser: ListSource<PostSortField, number> = {
   parentExists: (userId) => sql`EXISTS (SELECT 1 FROM users WHERE id = ${userId})`,
 };
 
-export function postsRepository(db: Queryable) {
+/** `primary`: the database writes go to, when `db` is a replica. */
+export function postsRepository(db: Queryable, primary: Queryable = db) {
   const findById = (id: number) => findOne<VersionedPost>(db, ONE, id);
 
   return {
@@ -184,13 +188,13 @@ export function postsRepository(db: Queryable) {
     list(filter: PostFilter, sort: Sort<PostSortField>, page: PageRequest, view: View<PostField> = {}) {
       return runList<Post, PostSortField, number | undefined>(db, allPosts, filter.author, sort, page, {
         ...listView(FIELDS, 'posts', view),
-        ...narrowing(filter, sort),
+        ...narrowing(filter, sort, primary),
       });
     },
 
     /** null when the user does not exist. */
     listOfUser(userId: number, filter: Omit<PostFilter, 'author'>, sort: Sort<PostSortField>, page: PageRequest, view: View<PostField> = {}) {
-      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, { ...listView(FIELDS, 'posts', view), ...narrowing(filter, sort) });
+      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, { ...listView(FIELDS, 'posts', view), ...narrowing(filter, sort, primary) });
     },
   };
 }

@@ -50,7 +50,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(PostViewSchema);
   const posts = postsRepository(app.db);
   // Public reads may go to a replica (request.reader, src/plugins/response-cache.ts).
-  const reads = readsOn(postsRepository, app.db);
+  const reads = readsOn((db) => postsRepository(db, app.db), app.db);
 
   /**
    * PATCH and PUT (`changes` may carry read-only members: only title and body

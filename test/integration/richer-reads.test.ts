@@ -549,38 +549,52 @@ describe('a rare word is read from its matches, not by walking the sort index', 
 
 /**
  * Last, as it edits the 10 001 needles away: a count past the cap is kept as
- * a proof, and trusted until as many posts have left lists (edited, deleted)
- * as it had matches past the cap. Each request has its own URL, so none is a
- * response-cache hit.
+ * a proof, and trusted until as many posts have left lists (edited out of a
+ * registered search, deleted) as it had matches past the cap. Each request
+ * has its own URL, so none is a response-cache hit.
  */
 describe('a total proven past the cap is not counted again', () => {
   const search = (n: number) => get(`/posts?q=needle&perPage=${n}&fields=id`);
   const range = (n: number) => get(`/posts?createdAfter=2029-12-31T00:00:00Z&createdBefore=2030-06-01T00:00:00Z&perPage=${n}&fields=id`);
   const needle = async (n: number) =>
     (await t.app.db.query<{ id: number }>('SELECT id FROM posts WHERE title = $1', [`Needle ${n}`])).rows[0]!.id;
+  const removals = async () =>
+    Number((await t.app.db.query<{ n: string }>(`SELECT sum(n) AS n FROM counters WHERE name = 'posts_removed'`)).rows[0]!.n);
+  const settled = async (q: string) =>
+    (await t.app.db.query('SELECT 1 FROM search_proofs WHERE q = $1 AND settled', [q])).rowCount === 1;
   const capped = { total: 10_000, totalCapped: true };
 
-  it('until posts leave lists: edited or deleted, through the API', async () => {
+  it('until posts leave lists: edited out of a registered search or deleted, through the API', async () => {
+    // A count past the cap (this one, or the first test's) registers the search; once settled, the next count is kept.
     expect((await search(1)).json()).toMatchObject(capped);
+    await expect.poll(() => settled('needle'), { timeout: 5_000 }).toBe(true);
+    expect((await search(2)).json()).toMatchObject(capped);
     expect((await range(1)).json()).toMatchObject(capped);
+
+    // An edit that takes no post out of a registered search counts nothing.
+    const before = await removals();
+    const kept = await t.app.inject({ method: 'PATCH', url: `/posts/${await needle(9)}`, headers: ann.auth, payload: { title: 'Needle 9, again', body: 'hay and haystack' } });
+    expect(kept.statusCode).toBe(200);
+    expect(await removals()).toBe(before);
 
     // Five needles edited with the counting trigger off: 9 996 match, but the proof (10 001) is not recounted.
     await t.app.db.query('ALTER TABLE posts DISABLE TRIGGER posts_edited');
     await t.app.db.query(`UPDATE posts SET title = 'Pin' WHERE title = ANY ($1)`, [[1, 2, 3, 4, 5].map((n) => `Needle ${n}`)]);
     await t.app.db.query('ALTER TABLE posts ENABLE TRIGGER posts_edited');
     await t.app.responseCache.sync();
-    expect((await search(2)).json()).toMatchObject(capped);
+    expect((await search(3)).json()).toMatchObject(capped);
 
-    // One edit through the API counts: 10 001 - 1 no longer proves the cap, so both are counted again.
+    // One edit out of the search through the API counts: 10 001 - 1 no longer proves the cap, so both are counted again.
     const edited = await t.app.inject({ method: 'PATCH', url: `/posts/${await needle(6)}`, headers: ann.auth, payload: { title: 'Pin' } });
     expect(edited.statusCode).toBe(200);
-    expect((await search(3)).json()).toMatchObject({ total: 9_995, totalCapped: false });
+    expect(await removals()).toBe(before + 1);
+    expect((await search(4)).json()).toMatchObject({ total: 9_995, totalCapped: false });
     expect((await range(2)).json()).toMatchObject(capped);
 
     // The range's new proof (10 001 at this count) falls with one delete.
     const deleted = await t.app.inject({ method: 'DELETE', url: `/posts/${await needle(7)}`, headers: ann.auth });
     expect(deleted.statusCode).toBe(204);
     expect((await range(3)).json()).toMatchObject({ total: 10_000, totalCapped: false });
-    expect((await search(4)).json()).toMatchObject({ total: 9_994, totalCapped: false });
+    expect((await search(5)).json()).toMatchObject({ total: 9_994, totalCapped: false });
   });
 });

@@ -1,7 +1,7 @@
 /** The response cache's tags: what a write names, what an entry shows; the NOTIFY payload that carries them. */
 import { describe, expect, it } from 'vitest';
 import { changeTags, entryTags, routeShape } from '../../src/http/cache-tags.js';
-import { fencePayload } from '../../src/plugins/response-cache.js';
+import { doorkeeper, fencePayload } from '../../src/plugins/response-cache.js';
 
 describe('changeTags', () => {
   const post = { id: 7, authorId: 3, title: 't', commentCount: 2 };
@@ -71,5 +71,19 @@ describe('fencePayload', () => {
     expect(fencePayload('a.1', new Set(['posts/1']), new Set([7, 9]))).toBe('a.1 ~7 ~9 posts/1');
     const many = new Set(Array.from({ length: 1_000 }, (_, i) => `posts/${i}`));
     expect(fencePayload('a.1', many, new Set([7]))).toBe('a.1 ~7 *');
+  });
+});
+
+describe('doorkeeper', () => {
+  it('admits a URL missed again within the last half to whole of its slots, not later', () => {
+    const seenBefore = doorkeeper(16);
+    expect(seenBefore('/posts/1')).toBe(false);
+    expect(seenBefore('/posts/1')).toBe(true);
+    // Seven other misses: /posts/1 is in the older generation now, still remembered.
+    for (let i = 2; i <= 8; i++) expect(seenBefore(`/posts/${i}`)).toBe(false);
+    expect(seenBefore('/posts/1')).toBe(true);
+    // Eight more: both generations turned over, so /posts/1 counts as new again.
+    for (let i = 9; i <= 16; i++) seenBefore(`/posts/${i}`);
+    expect(seenBefore('/posts/1')).toBe(false);
   });
 });

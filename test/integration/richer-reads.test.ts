@@ -596,5 +596,10 @@ describe('a total proven past the cap is not counted again', () => {
     expect(deleted.statusCode).toBe(204);
     expect((await range(3)).json()).toMatchObject({ total: 10_000, totalCapped: false });
     expect((await search(5)).json()).toMatchObject({ total: 9_994, totalCapped: false });
+
+    // A search taken out of the registry (by an operator) no longer counts edits: every proof falls.
+    const registered = await removals();
+    await t.app.db.query(`DELETE FROM search_proofs WHERE q = 'needle'`);
+    expect(await removals()).toBe(registered + 1_000_000_000);
   });
 });

@@ -23,31 +23,43 @@ import { prepared, sql } from './sql.js';
 export const MAX_SEARCH_PROOFS = 64;
 const SETTLE_TIMEOUT_MS = 2_000;
 const SETTLE_POLL_MS = 20;
+/** After a settling that did not finish (a long transaction, a full registry, an error), the search is left counted this long. */
+const RETRY_AFTER_MS = 60_000;
 
 /** Boolean SQL: may a count of `q` made in this statement's snapshot stand as a proof? */
 export const searchSettled = (q: string) => sql`EXISTS (SELECT 1 FROM search_proofs WHERE q = ${q} AND settled)`;
 
-const settling = new WeakMap<Queryable, Set<string>>();
+/** Per primary: searches being settled (undefined) or left counted until a time (performance.now()). */
+const settling = new WeakMap<Queryable, Map<string, number | undefined>>();
 
 /**
  * Registers `q` on the primary and settles it, in the background, once per
  * search at a time per instance. A failure, a full registry or a transaction
  * still running after SETTLE_TIMEOUT_MS leaves `q` counted, as before, and a
- * later count past the cap tries again.
+ * count past the cap tries again after RETRY_AFTER_MS.
  */
 export function settleSearch(primary: Queryable, q: string): void {
-  let running = settling.get(primary);
-  if (running === undefined) settling.set(primary, (running = new Set()));
-  if (running.has(q)) return;
-  const active = running;
-  active.add(q);
-  settle(primary, q)
-    // Only an optimisation: the search stays counted, and the next count past the cap retries.
-    .catch(() => {})
-    .finally(() => active.delete(q));
+  let searches = settling.get(primary);
+  if (searches === undefined) settling.set(primary, (searches = new Map()));
+  if (searches.has(q)) {
+    const until = searches.get(q);
+    if (until === undefined || performance.now() < until) return;
+  }
+  const known = searches;
+  known.set(q, undefined);
+  void settle(primary, q)
+    // Only an optimisation: a search not settled stays counted, and is tried again later.
+    .catch(() => false)
+    .then((settled) => {
+      if (settled) known.delete(q);
+      else known.set(q, performance.now() + RETRY_AFTER_MS);
+      // Bounded like the registry: forget the oldest when full.
+      if (known.size > 4 * MAX_SEARCH_PROOFS) known.delete(known.keys().next().value!);
+    });
 }
 
-async function settle(primary: Queryable, q: string): Promise<void> {
+/** Whether `q` is settled (now, or already). */
+async function settle(primary: Queryable, q: string): Promise<boolean> {
   const { rows } = await primary.query<{ settled: boolean }>(
     prepared(
       `INSERT INTO search_proofs (q, query) SELECT $1, websearch_to_tsquery('posts_search', $1)
@@ -56,7 +68,8 @@ async function settle(primary: Queryable, q: string): Promise<void> {
       [q],
     ),
   );
-  if (rows.length === 0 || rows[0]!.settled) return;
+  if (rows.length === 0) return false;
+  if (rows[0]!.settled) return true;
   // Any edit that checked the registry before the INSERT committed got its
   // transaction id earlier than this one (ids are handed out in order); once
   // the oldest running transaction is younger than this one, all have ended.
@@ -67,8 +80,9 @@ async function settle(primary: Queryable, q: string): Promise<void> {
       prepared('SELECT pg_snapshot_xmin(pg_current_snapshot()) > $1::xid8 AS ended', [ids[0]!.xid]),
     );
     if (done[0]!.ended) break;
-    if (performance.now() > deadline) return;
+    if (performance.now() > deadline) return false;
     await sleep(SETTLE_POLL_MS);
   }
   await primary.query(prepared('UPDATE search_proofs SET settled = true WHERE q = $1', [q]));
+  return true;
 }

@@ -6,6 +6,7 @@
  * with its 10 001 rows inserted in one statement.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
 import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
 import { postsRepository, type Post } from '../../src/repositories/posts.js';
 import type { Queryable } from '../../src/db/pool.js';
@@ -601,5 +602,30 @@ describe('a total proven past the cap is not counted again', () => {
     const registered = await removals();
     await t.app.db.query(`DELETE FROM search_proofs WHERE q = 'needle'`);
     expect(await removals()).toBe(registered + 1_000_000_000);
+  });
+
+  it('a search is not settled while a transaction older than its registration runs, nor retried at once', async () => {
+    // 10 000 needles hold "haystack" now; two more put it past the cap.
+    await t.app.db.query(`INSERT INTO posts (author_id, title, body) SELECT $1, 'Straw ' || g, 'haystack' FROM generate_series(1, 2) g`, [
+      ann.user.id,
+    ]);
+    await t.app.db.query('DELETE FROM search_proofs');
+    await t.app.responseCache.sync();
+    const long = new pg.Client({ connectionString: t.db.url });
+    await long.connect();
+    try {
+      await long.query('BEGIN');
+      await long.query('SELECT pg_current_xact_id()');
+      expect((await get('/posts?q=haystack&perPage=7&fields=id')).json()).toMatchObject(capped);
+      await new Promise((resolve) => setTimeout(resolve, 2_500)); // the settling gives up after 2 s
+      expect(await settled('haystack')).toBe(false);
+    } finally {
+      await long.query('ROLLBACK');
+      await long.end();
+    }
+    // Nothing older runs now, but the search stays counted for a while instead of being retried on every count.
+    expect((await get('/posts?q=haystack&perPage=8&fields=id')).json()).toMatchObject(capped);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await settled('haystack')).toBe(false);
   });
 });

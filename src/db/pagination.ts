@@ -41,7 +41,8 @@
  * Narrowing filters (`q`, date ranges: ListOptions.narrow) select among the
  * items of the list; the anchor is still checked against the list itself, so a
  * walk survives an item edited out of a search. Their totals cannot come from
- * a counter: they are counted, up to TOTAL_CAP + 1 rows, and reported capped.
+ * a counter: they are counted, up to TOTAL_CAP + 1 rows (or PROOF_SLACK more,
+ * below), and reported capped.
  * Proven caps: counting a common word's or a busy week's matches up to the
  * cap costs thousands of rows on every request, and the answer rarely changes.
  * A source that keeps a removal counter (ListSource.removals: it grows by one
@@ -257,12 +258,16 @@ export async function runList<T extends { id: number }, F extends string, Filter
               SELECT id FROM ${from} WHERE h.total ${walked} AND ${pageConditions}
               ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
             ) ${orderBy}`;
-    const removals = provable ? sql`, (${raw(source.removals!)})::int8 AS removed, (${options.proof?.ready ?? raw('TRUE')}) AS ready` : sql``;
-    const narrowed = (counted: SqlFragment) => sql`(SELECT (CASE WHEN ${parent} THEN (${counted}) END)::int8 AS total${removals} OFFSET 0) h`;
+    // The head of a narrowed page: its total (counted, or proven) and, where a proof can be kept,
+    // the removal count in the same snapshot, and whether this count may stand as a proof.
+    const narrowed = (total: SqlFragment) =>
+      provable
+        ? sql`(SELECT (CASE WHEN ${parent} THEN (${total}) END)::int8 AS total, removed, (${proof ? raw('TRUE') : (options.proof?.ready ?? raw('TRUE'))}) AS ready
+            FROM (SELECT (${raw(source.removals!)})::int8 AS removed OFFSET 0) p OFFSET 0) h`
+        : sql`(SELECT (CASE WHEN ${parent} THEN (${total}) END)::int8 AS total OFFSET 0) h`;
     let query: SqlFragment;
     if (proof) {
-      query = sql`SELECT h.*, r.* FROM (SELECT (CASE WHEN ${parent} THEN ${proof.count}::int8 - (removed - ${proof.removed}::int8) END) AS total, removed
-          FROM (SELECT (${raw(source.removals!)})::int8 AS removed OFFSET 0) p OFFSET 0) h
+      query = sql`SELECT h.*, r.* FROM ${narrowed(sql`${proof.count}::int8 - (removed - ${proof.removed}::int8)`)}
         LEFT JOIN LATERAL (${items}) r ON TRUE`;
     } else if (unsure) {
       // The matches are read once, up to the count's limit, as (id, sort key)
@@ -292,7 +297,7 @@ export async function runList<T extends { id: number }, F extends string, Filter
     const head = rows[0] as { total: number | null; removed?: number; ready?: boolean } | undefined;
     if (!head || head.total === null) return null;
     if (proofs) {
-      if (proof || head.ready) remember(proofs, proofKey, head.total, Number(head.removed));
+      if (head.ready) remember(proofs, proofKey, head.total, Number(head.removed));
       else if (head.total > TOTAL_CAP) options.proof?.prepare();
       // Too many removals since the proof: count (the proof is forgotten).
       if (proof && head.total <= TOTAL_CAP) return runList(db, source, filter, sort, page, options);

@@ -101,8 +101,8 @@ export interface ListOptions {
   /**
    * Conditions on the listed items only (not on anchors); their total is a
    * capped count. Their statements are planned with their values each time
-   * (toQuery's `named`): whether a word is in 1 post or in 80 %, a week or a
-   * year, decides between walking the sort index and reading the matches.
+   * (toQuery's `named`), unless `reusablePlan`: whether a week or a year is
+   * asked for decides between walking the sort index and reading the matches.
    */
   narrow?: SqlFragment[];
   /**
@@ -120,11 +120,19 @@ export interface ListOptions {
    */
   unsure?: boolean;
   /**
+   * The narrowing's plan does not depend on its values, because the planner
+   * does not see them (a search: src/db/reads.ts `searchMatches`): its
+   * statements are prepared by name like the others, and run the generic plan
+   * PostgreSQL keeps after a few executions, instead of being planned with the
+   * values on every request as `narrow` otherwise is.
+   */
+  reusablePlan?: boolean;
+  /**
    * For a source with `removals`: whether a count past the cap may be kept
    * as a proof (boolean SQL read in the count's own snapshot; by default it
-   * may), and what to call when it may not yet be.
+   * may), and what to call when a count passed the cap (`kept`: as a proof).
    */
-  proof?: { ready: SqlFragment; prepare(): void };
+  proof?: { ready: SqlFragment; pastCap(kept: boolean): void };
 }
 
 /** How a sort column's values travel in `afterKey`. */
@@ -221,6 +229,7 @@ export async function runList<T extends { id: number }, F extends string, Filter
   const scope = source.scope(filter);
   const narrow = options.narrow ?? [];
   const unsure = narrow.length > 0 && options.unsure === true;
+  const named = narrow.length === 0 || options.reusablePlan === true;
   const listed = [...scope, ...(source.live ?? [])];
   const conditions = where([...listed, ...narrow]);
   const pageConditions = options.hints?.length ? where([...listed, ...narrow, ...options.hints]) : conditions;
@@ -279,8 +288,12 @@ export async function runList<T extends { id: number }, F extends string, Filter
       // walks the sort index, stopping after a page of them. h.total picks the
       // branch as a one-time filter on each side of the UNION ALL: only one of
       // them runs.
+      // No OFFSET on a first page: a bound one is planned as "some rows" in a
+      // generic plan, which then costs more than a custom one and is never
+      // chosen (ListOptions.reusablePlan).
+      const skip = offset === 0 ? sql`` : sql` OFFSET ${offset}`;
       const sorted = sql`SELECT ${columns} FROM ${joined} WHERE h.total <= ${cap} AND id IN (
-          SELECT id FROM matches ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
+          SELECT id FROM matches ${orderBy} LIMIT ${pageSize(page.perPage)}${skip}
         ) ${orderBy}`;
       query = sql`WITH matches AS MATERIALIZED (SELECT ${keyColumns} FROM ${from} WHERE ${conditions} LIMIT ${limit})
         SELECT h.*, r.* FROM ${narrowed(sql`SELECT count(*) FROM matches`)}
@@ -293,12 +306,12 @@ export async function runList<T extends { id: number }, F extends string, Filter
         : sql`(SELECT (${source.total(filter)})::int8 AS total OFFSET 0) h`;
       query = sql`SELECT h.*, r.* FROM ${head} LEFT JOIN LATERAL (${items}) r ON TRUE`;
     }
-    const { rows } = await db.query(toQuery(query, !narrow.length));
+    const { rows } = await db.query(toQuery(query, named));
     const head = rows[0] as { total: number | null; removed?: number; ready?: boolean } | undefined;
     if (!head || head.total === null) return null;
     if (proofs) {
       if (head.ready) remember(proofs, proofKey, head.total, Number(head.removed));
-      else if (head.total > TOTAL_CAP) options.proof?.prepare();
+      if (!proof && head.total > TOTAL_CAP) options.proof?.pastCap(head.ready === true);
       // Too many removals since the proof: count (the proof is forgotten).
       if (proof && head.total <= TOTAL_CAP) return runList(db, source, filter, sort, page, options);
     }
@@ -376,7 +389,7 @@ export async function runList<T extends { id: number }, F extends string, Filter
   }
   const query = sql`${anchor}SELECT h.found, h.parent, r.* FROM (SELECT ${found} AS found, (${parent}) AS parent OFFSET 0) h
     LEFT JOIN LATERAL (${rowsRead}) r ON TRUE`;
-  const { rows } = await db.query(toQuery(query, !narrow.length));
+  const { rows } = await db.query(toQuery(query, named));
   const head = rows[0] as { found: boolean; parent: boolean | null };
   if (!head.parent) return null;
   if (!head.found) throw validation({ [idName]: ['does not name an item of this list'] });

@@ -29,6 +29,33 @@ const RETRY_AFTER_MS = 60_000;
 /** Boolean SQL: may a count of `q` made in this statement's snapshot stand as a proof? */
 export const searchSettled = (q: string) => sql`EXISTS (SELECT 1 FROM search_proofs WHERE q = ${q} AND settled)`;
 
+/** Common searches remembered per primary (`isCommonSearch`); the oldest is forgotten past this. */
+const MAX_COMMON = 1_000;
+/** Per primary: searches this instance has counted past the cap, oldest first. */
+const common = new WeakMap<Queryable, Set<string>>();
+
+/**
+ * Whether this instance has counted more than the cap of `q`'s matches. Its
+ * statements then show the planner the word (src/db/reads.ts `searchMatches`):
+ * when such a search is counted again (not settled yet, or its proof used up),
+ * the planner counts the first 11 001 matches of a word it knows is common by
+ * a walk, about 17 ms of database CPU, where a plan made for any word reads a
+ * bitmap of all of them, about 100 ms.
+ */
+export function isCommonSearch(primary: Queryable, q: string): boolean {
+  return common.get(primary)?.has(q) === true;
+}
+
+/** A count found more than the cap of `q`'s matches; `kept`: it stands as a proof, else `q` is settled so that the next one can. */
+export function foundPastCap(primary: Queryable, q: string, kept: boolean): void {
+  let searches = common.get(primary);
+  if (searches === undefined) common.set(primary, (searches = new Set()));
+  searches.delete(q);
+  searches.add(q);
+  if (searches.size > MAX_COMMON) searches.delete(searches.values().next().value!);
+  if (!kept) settleSearch(primary, q);
+}
+
 /** Per primary: searches being settled (undefined) or left counted until a time (performance.now()). */
 const settling = new WeakMap<Queryable, Map<string, number | undefined>>();
 
@@ -38,7 +65,7 @@ const settling = new WeakMap<Queryable, Map<string, number | undefined>>();
  * still running after SETTLE_TIMEOUT_MS leaves `q` counted, as before, and a
  * count past the cap tries again after RETRY_AFTER_MS.
  */
-export function settleSearch(primary: Queryable, q: string): void {
+function settleSearch(primary: Queryable, q: string): void {
   let searches = settling.get(primary);
   if (searches === undefined) settling.set(primary, (searches = new Map()));
   if (searches.has(q)) {

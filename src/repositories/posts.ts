@@ -12,7 +12,7 @@ import { type ListOptions, type ListSource, type PageRequest, type Sort, idColum
 import { join, raw, sql, toQuery, prepared, type SqlFragment } from '../db/sql.js';
 import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, searchMatches, selectList, viewSource } from '../db/reads.js';
 import { findOne } from '../db/lookups.js';
-import { searchSettled, settleSearch } from '../db/search-proofs.js';
+import { foundPastCap, isCommonSearch, searchSettled } from '../db/search-proofs.js';
 
 export interface Post {
   id: number;
@@ -71,15 +71,22 @@ function idBound(range: SqlFragment[], sort: Sort<PostSortField>): SqlFragment[]
 }
 
 /** `primary`: where a search is registered for proven totals (src/db/search-proofs.ts). */
-function narrowing(filter: Omit<PostFilter, 'author'>, sort: Sort<PostSortField>, primary: Queryable): Pick<ListOptions, 'narrow' | 'hints' | 'unsure' | 'proof'> {
+function narrowing(
+  filter: Omit<PostFilter, 'author'>,
+  sort: Sort<PostSortField>,
+  primary: Queryable,
+): Pick<ListOptions, 'narrow' | 'hints' | 'unsure' | 'reusablePlan' | 'proof'> {
   const range = createdBetween(filter);
   const { q } = filter;
+  const shown = q !== undefined && isCommonSearch(primary, q);
   return {
-    narrow: q === undefined ? range : [searchMatches(q), ...range],
+    narrow: q === undefined ? range : [searchMatches(q, shown), ...range],
     hints: idBound(range, sort),
     // A range's share of the posts the planner knows from created_at's histogram; a word's it can only guess.
     unsure: q !== undefined,
-    ...(q === undefined ? {} : { proof: { ready: searchSettled(q), prepare: () => settleSearch(primary, q) } }),
+    // A search hides its word from the planner (unless shown); a range's bounds decide its plan (a week or a year).
+    reusablePlan: range.length === 0 && !shown,
+    ...(q === undefined ? {} : { proof: { ready: searchSettled(q), pastCap: (kept: boolean) => foundPastCap(primary, q, kept) } }),
   };
 }
 

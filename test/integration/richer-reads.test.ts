@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
 import { postsRepository, type Post } from '../../src/repositories/posts.js';
-import type { Queryable } from '../../src/db/pool.js';
+import { createPool, type Queryable } from '../../src/db/pool.js';
 import type { Statement } from '../../src/db/sql.js';
 import { expect404, expect422 } from '../helpers/expect.js';
 import { WALK_LIMIT } from '../../src/db/pagination.js';
@@ -545,6 +545,46 @@ describe('a rare word is read from its matches, not by walking the sort index', 
     );
     const cursor = { kind: 'cursor', after: undefined, afterKey: undefined, limit: 20 } as const;
     expect(await longestIndexWalk((posts) => posts.list({ q: 'rare' }, sort, cursor))).toBeLessThanOrEqual(WALK_LIMIT);
+  });
+
+  // The plan above is the only one a search gets: the planner never sees the
+  // word, so after a few runs a connection keeps it as the statement's generic
+  // plan and plans it no more (it was planned on every request, two thirds of
+  // a rare word's database time). With a date range, or for a word found past
+  // the cap, it is still planned each time.
+  it('a search statement is prepared once per connection and runs its generic plan; a word past the cap is shown to the planner', async () => {
+    // A connection of its own: the app's have run other searches already.
+    const pool = createPool(t.db.url, 1);
+    const client = await pool.connect();
+    try {
+      const posts = postsRepository(client);
+      const sort = { field: 'id', descending: true } as const;
+      const first = { kind: 'offset', page: 1, perPage: 20 } as const;
+      const cursor = { kind: 'cursor', after: undefined, afterKey: undefined, limit: 20 } as const;
+      for (let round = 0; round < 4; round++) {
+        for (const q of ['rare', 'needle', 'recipe', 'nothing-like-it']) {
+          // The offset page first: its count is what finds `needle` past the cap.
+          await posts.list({ q }, sort, first);
+          await posts.list({ q }, sort, cursor);
+          await posts.list({ q, createdAfter: '2026-01-01T00:00:00Z' }, sort, first);
+        }
+      }
+      const { rows } = await client.query<{ statement: string; generic_plans: string; custom_plans: string }>(
+        `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%websearch_to_tsquery%'`,
+      );
+      // 12 offset and 12 cursor pages of the three words under the cap, each statement planned with
+      // its values five times at most; of `needle` (10 001 matches), only the first count: once a
+      // word is known past the cap, it is shown to the planner and its statements are planned each time.
+      const plans = rows.map((row) => ({ generic: Number(row.generic_plans), custom: Number(row.custom_plans) }));
+      expect(plans.reduce((sum, p) => sum + p.generic + p.custom, 0)).toBe(25);
+      expect(plans.every((p) => p.custom <= 5 && (p.generic === 0 || p.custom === 5))).toBe(true);
+      expect(plans.reduce((sum, p) => sum + p.generic, 0)).toBeGreaterThanOrEqual(25 - 3 * 5);
+      // The ones with a date range were planned with their values: never prepared.
+      expect(rows.every((row) => !row.statement.includes('date_trunc'))).toBe(true);
+    } finally {
+      client.release();
+      await pool.end();
+    }
   });
 });
 

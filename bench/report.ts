@@ -34,11 +34,11 @@ export interface Scenario<C> {
   authenticated?: boolean;
   /** Minimum req/s as a fraction of the HTTP ceiling. */
   target?: number;
-  /** The peer's closest equivalent, measured right before this one in each round. */
+  /** The peer's closest equivalent, measured right before and right after this one in each round. */
   twin?: Scenario<C>;
   /** Minimum req/s as a multiple of the twin's. */
   twinTarget?: number;
-  /** Sent alongside the load; `quiet` (the same load alone) is measured right before. */
+  /** Sent alongside the load; `quiet` (the same load alone) is measured right before and right after. */
   background?: Background<C>;
   quiet?: Scenario<C>;
   /** Minimum req/s as a fraction of the quiet scenario's. */
@@ -57,11 +57,11 @@ export interface Sample {
   statusCodes: Record<string, number>;
   cpuMsPerRequest: number;
   dbCpuMsPerRequest: number;
-  /** req/s of the HTTP ceiling measured right before this sample (scenarios with a target). */
+  /** req/s of the HTTP ceiling measured right before and after this sample, their mean (scenarios with a target). */
   ceilingRps?: number;
-  /** req/s of the twin (the peer) measured right before this sample. */
+  /** req/s of the twin (the peer) measured right before and after this sample (their mean). */
   twinRps?: number;
-  /** req/s of the quiet scenario measured right before this sample. */
+  /** req/s of the quiet scenario measured right before and after this sample (their mean). */
   quietRps?: number;
   /** Answers by their `X-Cache` header; both 0 when the service sends none. */
   cache: { hit: number; miss: number };
@@ -249,7 +249,7 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     'Scenarios without "-uncached" run on the service as deployed (response cache on); those marked cached repeat one URL, ' +
       'so the cache answers them and no pgbench runs for them (their twin with the cache off has it). ' +
       'Medians over the rounds. CPU ms/req: user+system CPU of the service process (or of the baseline, for `ceiling`) per request; ' +
-      'DB CPU ms/req: of all PostgreSQL processes on the machine. × HTTP: req/s as a share of the ceiling measured right before it ' +
+      'DB CPU ms/req: of all PostgreSQL processes on the machine. × HTTP: req/s as a share of the mean of the ceiling measured right before and right after it ' +
       '(scenarios with a target) or else in the same round; ' +
       '× DB: req/s as a share of pgbench running the same SQL.',
     '',
@@ -258,13 +258,13 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     ...rows,
     '',
     `Peer: ${o.peer.text}. Rows ending in \`-platformatic\` run on it; × Platformatic is the req/s of the row's scenario over its ` +
-      'Platformatic twin measured right before it in the same round (median of the per-round ratios). CPU ms/req of a peer row is the ' +
+      'Platformatic twin, the mean of its runs right before and right after it in the same round (median of the per-round ratios). CPU ms/req of a peer row is the ' +
       "peer process's.",
     '',
     ...(mixed.length
       ? [
           "Mixed load: the service as deployed reads 1 000 hot posts (`GET /posts/{id}`, ids 1–1 000, 32 connections) while the bench sends the " +
-            'background requests at a fixed rate; the same reads alone (quiet) are measured right before each. Hit rates count the ' +
+            'background requests at a fixed rate; the same reads alone (quiet) are measured right before and right after each (their mean). Hit rates count the ' +
             '`X-Cache: hit|miss` response header (n/a: the service sent none). CPU ms/req of these rows includes the background writes.',
           '',
           '| scenario | background | sent per s (statuses) | quiet req/s | req/s under it | × quiet | hit rate quiet | hit rate under it |',

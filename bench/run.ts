@@ -931,10 +931,18 @@ async function main(): Promise<number> {
         const quiet = s.quiet ? await drive(s.quiet, ctx, SECONDS) : undefined;
         if (quiet) log(record(s.quiet!, quiet, round));
         const sample = await drive(s, ctx, SECONDS);
-        if (paired) sample.ceilingRps = paired.rps;
-        if (twin) sample.twinRps = twin.rps;
-        if (quiet) sample.quietRps = quiet.rps;
         let line = record(s, sample, round);
+        // And measured again right after it: the scenario is compared with the mean of the two, so
+        // that a drift of the machine's speed across the three windows cancels out instead of
+        // landing on one side of the ratio (the per-round ratios spread by ±10 % without it).
+        const again = async (other: Scenario<Context>, before: Sample, show: boolean) => {
+          const after = await drive(other, ctx, SECONDS);
+          if (show) log(record(other, after, round));
+          return (before.rps + after.rps) / 2;
+        };
+        if (twin) sample.twinRps = await again(s.twin!, twin, true);
+        if (quiet) sample.quietRps = await again(s.quiet!, quiet, true);
+        if (paired) sample.ceilingRps = await again(CEILING, paired, false);
         const script = scripts.get(s.id);
         if (pgbench && script) {
           const result = await runPgbench(pgbench, script.url, script.files, PG_POOL_MAX, SECONDS);

@@ -14,7 +14,7 @@
  * Speed: the counting triggers (and, for a superuser, the foreign-key checks)
  * are switched off for the load, which is safe because every id is generated
  * from rows inserted in the same transaction; then every total the triggers
- * keep (`counters`, `author_post_counts`, `posts.comment_count`) is recomputed
+ * keep (`counters`, `author_post_counts`, `posts.comment_count`, `post_floors`) is recomputed
  * exactly from the rows before COMMIT, so the result is indistinguishable from
  * data created through the API.
  *
@@ -249,6 +249,8 @@ const RECOMPUTE_TOTALS = [
   `DELETE FROM counters WHERE name IN ('posts', 'users')`,
   `INSERT INTO counters (name, slot, n)
    SELECT 'posts', 0, (SELECT count(*) FROM posts) UNION ALL SELECT 'users', 0, (SELECT count(*) FROM users)`,
+  `DELETE FROM post_floors`,
+  `INSERT INTO post_floors (hour, min_id) SELECT post_hour(created_at), min(id) FROM posts GROUP BY 1`,
 ];
 
 async function nextId(client: pg.PoolClient, table: 'users' | 'posts' | 'comments'): Promise<number> {
@@ -306,7 +308,7 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     await client.query(`SET LOCAL maintenance_work_mem = '256MB'`);
     await client.query(`SET LOCAL jit = off`);
     // Writers wait (the ids below must stay contiguous and the totals exact); readers go on.
-    await client.query('LOCK TABLE users, posts, comments, counters, author_post_counts IN EXCLUSIVE MODE');
+    await client.query('LOCK TABLE users, posts, comments, counters, author_post_counts, post_floors IN EXCLUSIVE MODE');
     const { rows: su } = await client.query<{ on: string }>(`SELECT current_setting('is_superuser') AS on`);
     if (su[0]?.on === 'on') {
       // Skips user triggers and foreign-key checks, for this transaction only.
@@ -386,7 +388,7 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     // Fresh statistics, so the planner sees the new sizes before the first request does.
     progress({ phase: 'analyze', done: 0, total: 1 });
     await client.query('SET statement_timeout = 0');
-    await client.query('ANALYZE users, posts, comments, counters, author_post_counts');
+    await client.query('ANALYZE users, posts, comments, counters, author_post_counts, post_floors');
     await client.query('RESET statement_timeout');
     progress({ phase: 'analyze', done: 1, total: 1 });
 

@@ -54,6 +54,11 @@ describe('npm run seed', () => {
       await one(`SELECT count(*)::int AS wrong FROM posts p
         WHERE comment_count <> (SELECT count(*) FROM comments c WHERE c.post_id = p.id)`),
     ).toEqual({ wrong: 0 });
+    // The hour floors of id-ordered date ranges: exactly each hour's smallest id, as the trigger would keep them.
+    expect(
+      await one(`SELECT count(*)::int AS wrong FROM (SELECT post_hour(created_at) AS hour, min(id) AS min_id FROM posts GROUP BY 1) m
+        FULL JOIN post_floors f USING (hour) WHERE f.min_id IS DISTINCT FROM m.min_id`),
+    ).toEqual({ wrong: 0 });
     // Not trivially exact: comments are spread unevenly, so the counts vary.
     expect(
       await one(`SELECT (SELECT min(comment_count) = 0 FROM posts) AS "someWithout",

@@ -61,7 +61,7 @@
  * a page), and from a walk of the sort index otherwise.
  */
 import { join, raw, sql, toQuery, type SqlFragment } from './sql.js';
-import type { Queryable } from './pool.js';
+import { perDatabase, type Queryable } from './pool.js';
 import { validation } from '../errors.js';
 
 export type PageRequest =
@@ -89,8 +89,8 @@ export const WALK_LIMIT = 2_000;
 export const PROOF_SLACK = 1_000;
 const MAX_PROOFS = 1_000;
 /** Per database (a pool, a replica): narrowed list (source and conditions) → the newest count past the cap and the removal count it was made at. */
-type Proofs = Map<string, { count: number; removed: number }>;
-const proofsOn = new WeakMap<Queryable, Proofs>();
+const proofsFor = perDatabase<{ count: number; removed: number }>(MAX_PROOFS);
+type Proofs = ReturnType<typeof proofsFor>;
 
 /** What a request adds to a list: the select list it asks for, and conditions that narrow it. */
 export interface ListOptions {
@@ -246,7 +246,7 @@ export async function runList<T extends { id: number }, F extends string, Filter
     const provable = narrow.length > 0 && source.removals !== undefined;
     const proofs = provable ? proofsFor(db) : undefined;
     const proofKey = provable ? keyOf(source.table, conditions) : '';
-    const proof = proofs?.get(proofKey);
+    const proof = proofs?.peek(proofKey);
     const cap = raw(String(TOTAL_CAP));
     const limit = raw(String(TOTAL_CAP + 1 + (provable ? PROOF_SLACK : 0)));
     // The lateral reference to h forces a nested loop with h outside, which keeps
@@ -460,12 +460,6 @@ function isExactTimestamp(value: string): boolean {
   );
 }
 
-function proofsFor(db: Queryable): Proofs {
-  let proofs = proofsOn.get(db);
-  if (proofs === undefined) proofsOn.set(db, (proofs = new Map()));
-  return proofs;
-}
-
 /** A narrowed list's identity for `proofs`: its source and every condition, with their values. */
 function keyOf(table: string, conditions: SqlFragment): string {
   const { text, values } = toQuery(conditions, false);
@@ -475,9 +469,7 @@ function keyOf(table: string, conditions: SqlFragment): string {
 /** Keeps a count past the cap as a proof (the longest kept goes first when `proofs` is full); forgets one that no longer holds. */
 function remember(proofs: Proofs, key: string, count: number, removed: number): void {
   proofs.delete(key);
-  if (count <= TOTAL_CAP) return;
-  if (proofs.size >= MAX_PROOFS) proofs.delete(proofs.keys().next().value!);
-  proofs.set(key, { count, removed });
+  if (count > TOTAL_CAP) proofs.set(key, { count, removed });
 }
 
 function strip<T>(row: Record<string, unknown>): T {

@@ -12,6 +12,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { LRUCache } from 'lru-cache';
 
 /** The channel on which changes to posts or comments are announced (src/plugins/response-cache.ts). */
 export const CHANGES_CHANNEL = 'posts_api_changed';
@@ -43,6 +44,21 @@ export const APPLICATION_NAME = 'posts-api';
 export const SESSION_OPTIONS = '-c posts_api.notifies=after_commit -c jit=off';
 
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
+
+/**
+ * A memory this instance keeps per database handle (the pool, a replica's
+ * pool), made on first use and dropped with the handle: at most `max` entries,
+ * the one set longest ago going first when full (read them with `peek` and
+ * `has`, which leave that order alone).
+ */
+export function perDatabase<V extends NonNullable<unknown>>(max: number): (db: Queryable) => LRUCache<string, V> {
+  const memories = new WeakMap<Queryable, LRUCache<string, V>>();
+  return (db) => {
+    let memory = memories.get(db);
+    if (memory === undefined) memories.set(db, (memory = new LRUCache<string, V>({ max })));
+    return memory;
+  };
+}
 
 const types = {
   getTypeParser: ((oid: number, format?: string) =>

@@ -16,7 +16,7 @@
  * a count whose snapshot sees it settled may stand (`searchSettled`).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Queryable } from './pool.js';
+import { perDatabase, type Queryable } from './pool.js';
 import { prepared, sql } from './sql.js';
 
 /** Every edit of a title or body is checked against each registered search: keep them few. */
@@ -29,10 +29,8 @@ const RETRY_AFTER_MS = 60_000;
 /** Boolean SQL: may a count of `q` made in this statement's snapshot stand as a proof? */
 export const searchSettled = (q: string) => sql`EXISTS (SELECT 1 FROM search_proofs WHERE q = ${q} AND settled)`;
 
-/** Common searches remembered per primary (`isCommonSearch`); the oldest is forgotten past this. */
-const MAX_COMMON = 1_000;
-/** Per primary: searches this instance has counted past the cap, oldest first. */
-const common = new WeakMap<Queryable, Set<string>>();
+/** Per primary: searches this instance has counted past the cap (the one found longest ago is forgotten past 1 000). */
+const commonOn = perDatabase<true>(1_000);
 
 /**
  * Whether this instance has counted more than the cap of `q`'s matches. Its
@@ -43,21 +41,23 @@ const common = new WeakMap<Queryable, Set<string>>();
  * bitmap of all of them, about 100 ms.
  */
 export function isCommonSearch(primary: Queryable, q: string): boolean {
-  return common.get(primary)?.has(q) === true;
+  return commonOn(primary).has(q);
 }
 
 /** A count found more than the cap of `q`'s matches; `kept`: it stands as a proof, else `q` is settled so that the next one can. */
 export function foundPastCap(primary: Queryable, q: string, kept: boolean): void {
-  let searches = common.get(primary);
-  if (searches === undefined) common.set(primary, (searches = new Set()));
-  searches.delete(q);
-  searches.add(q);
-  if (searches.size > MAX_COMMON) searches.delete(searches.values().next().value!);
+  const common = commonOn(primary);
+  common.delete(q);
+  common.set(q, true);
   if (!kept) settleSearch(primary, q);
 }
 
-/** Per primary: searches being settled (undefined) or left counted until a time (performance.now()). */
-const settling = new WeakMap<Queryable, Map<string, number | undefined>>();
+/**
+ * Per primary: searches being settled (BEING_SETTLED) or left counted until a
+ * time (performance.now()); bounded like the registry.
+ */
+const settlingOn = perDatabase<number>(4 * MAX_SEARCH_PROOFS);
+const BEING_SETTLED = Infinity;
 
 /**
  * Registers `q` on the primary and settles it, in the background, once per
@@ -66,22 +66,15 @@ const settling = new WeakMap<Queryable, Map<string, number | undefined>>();
  * count past the cap tries again after RETRY_AFTER_MS.
  */
 function settleSearch(primary: Queryable, q: string): void {
-  let searches = settling.get(primary);
-  if (searches === undefined) settling.set(primary, (searches = new Map()));
-  if (searches.has(q)) {
-    const until = searches.get(q);
-    if (until === undefined || performance.now() < until) return;
-  }
-  const known = searches;
-  known.set(q, undefined);
+  const settling = settlingOn(primary);
+  if (performance.now() < (settling.peek(q) ?? -Infinity)) return;
+  settling.set(q, BEING_SETTLED);
   void settle(primary, q)
     // Only an optimisation: a search not settled stays counted, and is tried again later.
     .catch(() => false)
     .then((settled) => {
-      if (settled) known.delete(q);
-      else known.set(q, performance.now() + RETRY_AFTER_MS);
-      // Bounded like the registry: forget the oldest when full.
-      if (known.size > 4 * MAX_SEARCH_PROOFS) known.delete(known.keys().next().value!);
+      if (settled) settling.delete(q);
+      else settling.set(q, performance.now() + RETRY_AFTER_MS);
     });
 }
 

@@ -71,7 +71,8 @@ const ONE = { byId: `SELECT ${COLUMNS} FROM posts WHERE id = $1`, byIds: `SELECT
  * The walk from the first post (ascending, no `createdAfter`) or from the last
  * (descending, no `createdBefore`) finds the range's posts at once: no bound.
  */
-function idBound({ createdAfter, createdBefore }: CreatedRange, range: SqlFragment[], sort: Sort<PostSortField>): SqlFragment[] {
+function idBound(range: CreatedRange, sort: Sort<PostSortField>): SqlFragment[] {
+  const { createdAfter, createdBefore } = range;
   if (sort.field !== 'id') return [];
   if (!sort.descending) {
     if (createdAfter === undefined) return [];
@@ -80,7 +81,7 @@ function idBound({ createdAfter, createdBefore }: CreatedRange, range: SqlFragme
   }
   if (createdBefore === undefined) return [];
   // OFFSET 0 keeps max from being planned as a walk of the primary key, the very thing to avoid.
-  return [sql`id <= (SELECT max(id) FROM (SELECT id FROM posts WHERE ${join(range, ' AND ')} OFFSET 0) r)`];
+  return [sql`id <= (SELECT max(id) FROM (SELECT id FROM posts WHERE ${join(createdBetween(range), ' AND ')} OFFSET 0) r)`];
 }
 
 /** `primary`: where a search is registered for proven totals (src/db/search-proofs.ts). */
@@ -94,7 +95,7 @@ function narrowing(
   const shown = q !== undefined && isCommonSearch(primary, q);
   return {
     narrow: q === undefined ? range : [searchMatches(q, shown), ...range],
-    hints: idBound(filter, range, sort),
+    hints: idBound(filter, sort),
     // A range's share of the posts the planner knows from created_at's histogram; a word's it can only guess.
     unsure: q !== undefined,
     // A search hides its word from the planner (unless shown); a range's bounds decide its plan (a week or a year).

@@ -86,16 +86,18 @@ export function pgbenchScript(queries: CapturedQuery[], options: ScriptOptions):
   if (options.randomId) sets.push(`\\set id random(${options.randomId.range[0]}, ${options.randomId.range[1]})`);
   let n = 0;
   const statements = queries.map(({ text, values }) => {
-    const body = text.replace(/\$(\d+)\b/g, (_, k: string) => {
-      const value = values[Number(k) - 1];
+    const render = (value: unknown): string => {
       if (options.randomId && value === options.randomId.value) return ':id';
       if (typeof value === 'number' && Number.isFinite(value)) {
         n += 1;
         sets.push(`\\set p${n} ${value}`);
         return `:p${n}`;
       }
+      // The arrays of a batched write (src/db/batch.ts), each element as a value of its own.
+      if (Array.isArray(value) && value.length > 0) return `ARRAY[${value.map(render).join(', ')}]`;
       return literal(value);
-    });
+    };
+    const body = text.replace(/\$(\d+)\b/g, (_, k: string) => render(values[Number(k) - 1]));
     // One statement per line block, ended by a semicolon (pgbench splits on it).
     return `${body.trim().replace(/\n\s*/g, '\n  ')};`;
   });

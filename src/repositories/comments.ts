@@ -11,6 +11,7 @@ import type { Queryable } from '../db/pool.js';
 import type { CommentField, CommentSortField } from '../schemas/comments.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
 import { sql, prepared } from '../db/sql.js';
+import { batchedWrite } from '../db/batch.js';
 import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, selectList, viewSource } from '../db/reads.js';
 
 export interface Comment {
@@ -61,6 +62,33 @@ const list: ListSource<CommentSortField, CommentFilter> = {
   parentExists: ({ postId }) => sql`EXISTS (SELECT 1 FROM posts WHERE id = ${postId})`,
 };
 
+/**
+ * Concurrent comments share one INSERT (src/db/batch.ts). Their posts are
+ * locked first, in id order, so statements locking several posts queue
+ * instead of deadlocking; a post that is missing (or deleted before its lock
+ * was granted) inserts no row for any of its comments. Rows are inserted in
+ * the inputs' order, so their ids grow in that order, and each input's row,
+ * if any, is the next unmatched one by id with its post: a post is either
+ * there or missing for the whole statement.
+ */
+const createComments = batchedWrite<{ postId: number; authorId: number; body: string }, VersionedComment>({
+  async run(db, inputs) {
+    const { rows } = await db.query<VersionedComment>(
+      prepared(
+        `WITH input AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS i(post_id, author_id, body, n)),
+         post AS (SELECT id FROM posts WHERE id IN (SELECT post_id FROM input) ORDER BY id FOR NO KEY UPDATE)
+         INSERT INTO comments (post_id, author_id, body)
+         SELECT i.post_id, i.author_id, i.body FROM input i JOIN post ON post.id = i.post_id ORDER BY i.n
+         RETURNING ${COLUMNS}`,
+        [inputs.map((i) => i.postId), inputs.map((i) => i.authorId), inputs.map((i) => i.body)],
+      ),
+    );
+    rows.sort((a, b) => a.id - b.id);
+    let next = 0;
+    return inputs.map((input) => (rows[next]?.postId === input.postId ? rows[next++] : undefined));
+  },
+});
+
 export function commentsRepository(db: Queryable) {
   async function find(postId: number, id: number): Promise<VersionedComment | undefined> {
     const { rows } = await db.query<VersionedComment>(
@@ -75,15 +103,8 @@ export function commentsRepository(db: Queryable) {
      * insert, so a concurrent post delete either waits for this comment (and
      * takes it along) or has already happened (nothing is inserted).
      */
-    async create(postId: number, authorId: number, body: string): Promise<VersionedComment | undefined> {
-      const { rows } = await db.query<VersionedComment>(
-        prepared(
-          `WITH post AS (SELECT id FROM posts WHERE id = $1 FOR NO KEY UPDATE)
-           INSERT INTO comments (post_id, author_id, body) SELECT id, $2, $3 FROM post RETURNING ${COLUMNS}`,
-          [postId, authorId, body],
-        ),
-      );
-      return rows[0];
+    create(postId: number, authorId: number, body: string): Promise<VersionedComment | undefined> {
+      return createComments(db, { postId, authorId, body });
     },
 
     find,

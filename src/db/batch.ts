@@ -1,0 +1,107 @@
+/**
+ * Group commit for single-row writes: requests that write the same kind of row
+ * at the same moment share one statement, and so one round trip, one plan
+ * execution and one commit (one WAL flush), instead of one each. Under 32
+ * concurrent creates this cut PostgreSQL's CPU per create and the service's
+ * own (one query's protocol work for several); bench/RESULTS.md has the figures.
+ *
+ * Nothing waits to form a batch: a write goes out at once while fewer than
+ * `inFlight` statements of its kind are running on that database handle, so a
+ * quiet service answers as before. Only writes that arrive while those run
+ * queue, and the next statement takes all of them (up to `max`). Each caller
+ * is answered when the statement that carried its row has committed, so an
+ * acknowledged write is as durable as before (synchronous_commit stays on).
+ *
+ * A statement is atomic, so one bad row (a foreign key gone since it was
+ * checked, a constraint) would fail its neighbours: when a batch of several
+ * fails, each of its writes runs again alone, and only the ones that fail
+ * alone see an error, their own. The same holds for a deadlock or a
+ * serialization failure, which the callers' own retries then see as usual.
+ *
+ * Keyed by database handle, like perDatabase: the pool batches across
+ * requests; a transaction's client runs one write at a time, so its writes go
+ * out alone, inside that transaction.
+ */
+import type { Queryable } from './pool.js';
+
+export interface BatchedWrite<I, O> {
+  /**
+   * Writes every input in one statement on `db`; answers each input's row, in
+   * the inputs' order, or undefined for an input that wrote nothing (its
+   * target is missing, a condition did not hold).
+   */
+  run(db: Queryable, inputs: readonly I[]): Promise<readonly (O | undefined)[]>;
+  /** Inputs with the same key (not undefined) never share a statement (an UPDATE changes a row once per statement). */
+  key?(input: I): unknown;
+  /** Statements of this kind running at once on one handle (default 2: one per core of a small machine). */
+  inFlight?: number;
+  /** Rows at most per statement (default 64). */
+  max?: number;
+}
+
+interface Waiting<I, O> {
+  input: I;
+  resolve(row: O | undefined): void;
+  reject(error: unknown): void;
+}
+
+interface Lane<I, O> {
+  running: number;
+  queue: Waiting<I, O>[];
+}
+
+/** The write `spec` describes, as a function of one input that shares statements with its concurrent peers. */
+export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, input: I) => Promise<O | undefined> {
+  const inFlight = spec.inFlight ?? 2;
+  const max = spec.max ?? 64;
+  const lanes = new WeakMap<Queryable, Lane<I, O>>();
+
+  /** Takes the next statement's share of the queue: up to `max`, one per key, in arrival order. */
+  function take(lane: Lane<I, O>): Waiting<I, O>[] {
+    if (!spec.key) return lane.queue.splice(0, max);
+    const keys = new Set<unknown>();
+    const taken: Waiting<I, O>[] = [];
+    const left: Waiting<I, O>[] = [];
+    for (const waiting of lane.queue) {
+      const key = spec.key(waiting.input);
+      if (taken.length < max && (key === undefined || !keys.has(key))) {
+        if (key !== undefined) keys.add(key);
+        taken.push(waiting);
+      } else left.push(waiting);
+    }
+    lane.queue = left;
+    return taken;
+  }
+
+  async function alone(db: Queryable, waiting: Waiting<I, O>): Promise<void> {
+    try {
+      waiting.resolve((await spec.run(db, [waiting.input]))[0]);
+    } catch (error) {
+      waiting.reject(error);
+    }
+  }
+
+  async function send(db: Queryable, lane: Lane<I, O>, batch: Waiting<I, O>[]): Promise<void> {
+    lane.running++;
+    try {
+      const rows = await spec.run(db, batch.map((waiting) => waiting.input));
+      batch.forEach((waiting, i) => waiting.resolve(rows[i]));
+    } catch (error) {
+      if (batch.length === 1) batch[0]!.reject(error);
+      else await Promise.all(batch.map((waiting) => alone(db, waiting)));
+    } finally {
+      lane.running--;
+    }
+    if (lane.queue.length > 0 && lane.running < inFlight) void send(db, lane, take(lane));
+  }
+
+  return (db, input) => {
+    let lane = lanes.get(db);
+    if (lane === undefined) lanes.set(db, (lane = { running: 0, queue: [] }));
+    const current = lane;
+    return new Promise<O | undefined>((resolve, reject) => {
+      current.queue.push({ input, resolve, reject });
+      if (current.running < inFlight) void send(db, current, take(current));
+    });
+  };
+}

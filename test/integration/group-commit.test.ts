@@ -1,0 +1,153 @@
+/**
+ * Group commit (src/db/batch.ts): concurrent creates share statements, each
+ * request still gets its own row, and one bad row fails only its own request
+ * and leaves nothing of itself behind.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { batchedWrite } from '../../src/db/batch.js';
+import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { expect404, iso } from '../helpers/expect.js';
+
+let t: TestApp;
+let ann: SignedUp;
+let bob: SignedUp;
+
+beforeAll(async () => {
+  t = await startTestApp();
+  ann = await signUp(t.app, { name: 'Ann' });
+  bob = await signUp(t.app, { name: 'Bob' });
+});
+afterAll(() => t.close());
+
+/** Counts the statements sent on the app's pool whose text includes `marker`, while `fn` runs. */
+async function countingStatements<T>(marker: string, fn: () => Promise<T>): Promise<{ result: T; statements: number }> {
+  const db = t.app.db as pg.Pool;
+  const query = db.query;
+  let statements = 0;
+  db.query = function (this: pg.Pool, ...args: unknown[]) {
+    const config = args[0] as { text?: string } | string;
+    if ((typeof config === 'string' ? config : (config.text ?? '')).includes(marker)) statements++;
+    return (query as (...a: unknown[]) => unknown).apply(this, args);
+  } as typeof db.query;
+  try {
+    return { result: await fn(), statements };
+  } finally {
+    db.query = query;
+  }
+}
+
+describe('concurrent creates', () => {
+  it('posts: fewer INSERTs than requests, each answer its own post, every total exact', async () => {
+    const total = async (url: string) => (await t.app.inject({ url })).json().total as number;
+    const before = await total('/posts');
+    const annBefore = await total(`/users/${ann.user.id}/posts`);
+    const writers = Array.from({ length: 16 }, (_, i) => (i % 2 === 0 ? ann : bob));
+    const { result: answers, statements } = await countingStatements('INSERT INTO posts', () =>
+      Promise.all(
+        writers.map((who, i) =>
+          t.app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title: `Post ${i}`, body: `body ${i}` } }),
+        ),
+      ),
+    );
+    expect(statements).toBeGreaterThan(0);
+    expect(statements).toBeLessThan(16);
+    for (const [i, res] of answers.entries()) {
+      expect(res.statusCode).toBe(201);
+      const post = res.json();
+      expect(post).toEqual({
+        id: expect.any(Number),
+        title: `Post ${i}`,
+        body: `body ${i}`,
+        authorId: writers[i]!.user.id,
+        commentCount: 0,
+        createdAt: iso,
+        updatedAt: iso,
+      });
+      expect(res.headers.location).toMatch(new RegExp(`/posts/${post.id}$`));
+      expect(res.headers.etag).toBe(`"p${post.id}-1-0"`);
+      expect((await t.app.inject({ url: `/posts/${post.id}` })).json()).toEqual(post);
+    }
+    expect(new Set(answers.map((res) => res.json().id)).size).toBe(16);
+    expect(await total('/posts')).toBe(before + 16);
+    expect(await total(`/users/${ann.user.id}/posts`)).toBe(annBefore + 8);
+  });
+
+  it('comments: a missing post is a 404 for its comments only; the others land on their posts, counted', async () => {
+    const posts = await Promise.all(
+      [1, 2, 3].map(async (i) => (await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: `On ${i}`, body: 'x' } })).json()),
+    );
+    // Deleted before the comments arrive: it is missing for the whole statement its comments share.
+    const gone = posts[2].id as number;
+    expect((await t.app.inject({ method: 'DELETE', url: `/posts/${gone}`, headers: ann.auth })).statusCode).toBe(204);
+    const targets = Array.from({ length: 15 }, (_, i) => posts[i % 3].id as number);
+    const { result: answers, statements } = await countingStatements('INSERT INTO comments', () =>
+      Promise.all(
+        targets.map((postId, i) =>
+          t.app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: bob.auth, payload: { body: `comment ${i}` } }),
+        ),
+      ),
+    );
+    expect(statements).toBeLessThan(15);
+    for (const [i, res] of answers.entries()) {
+      const postId = targets[i]!;
+      if (postId === gone) {
+        expect404(res, `post ${gone} does not exist`);
+        continue;
+      }
+      expect(res.statusCode).toBe(201);
+      expect(res.json()).toEqual({ id: expect.any(Number), postId, authorId: bob.user.id, body: `comment ${i}`, createdAt: iso, updatedAt: iso });
+    }
+    for (const post of posts.slice(0, 2)) {
+      const list = (await t.app.inject({ url: `/posts/${post.id}/comments?perPage=100` })).json();
+      expect(list.total).toBe(5);
+      expect((await t.app.inject({ url: `/posts/${post.id}` })).json().commentCount).toBe(5);
+    }
+  });
+});
+
+describe('batchedWrite on a real table', () => {
+  let pool: pg.Pool;
+  beforeAll(async () => {
+    pool = new pg.Pool({ connectionString: t.db.url, max: 4 });
+    await pool.query('CREATE TABLE batch_probe (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, n int NOT NULL CHECK (n >= 0), k int)');
+  });
+  afterAll(() => pool.end());
+
+  const batches: number[][] = [];
+  const insert = batchedWrite<{ n: number; k?: number }, { id: number; n: number }>({
+    inFlight: 1,
+    key: (input) => input.k,
+    async run(db, inputs) {
+      batches.push(inputs.map((input) => input.n));
+      const { rows } = await db.query<{ id: number; n: number }>(
+        'INSERT INTO batch_probe (n) SELECT n FROM unnest($1::int[]) WITH ORDINALITY AS i(n, o) ORDER BY o RETURNING id, n',
+        [inputs.map((input) => input.n)],
+      );
+      return rows.sort((a, b) => a.id - b.id);
+    },
+  });
+
+  it('the first write goes out at once; those arriving meanwhile share the next statement', async () => {
+    batches.length = 0;
+    const rows = await Promise.all([1, 2, 3, 4, 5].map((n) => insert(pool, { n })));
+    expect(rows.map((row) => row?.n)).toEqual([1, 2, 3, 4, 5]);
+    expect(batches).toEqual([[1], [2, 3, 4, 5]]);
+  });
+
+  it('one bad row fails only its own write, and nothing of it is kept', async () => {
+    await pool.query('TRUNCATE batch_probe');
+    batches.length = 0;
+    const outcomes = await Promise.allSettled([10, 11, -1, 12].map((n) => insert(pool, { n })));
+    expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value?.n : (o.reason as { code: string }).code))).toEqual([10, 11, '23514', 12]);
+    // The shared statement failed as a whole; its writes ran again alone.
+    expect(batches).toEqual([[10], [11, -1, 12], [11], [-1], [12]]);
+    expect((await pool.query('SELECT n FROM batch_probe ORDER BY n')).rows.map((row) => row.n)).toEqual([10, 11, 12]);
+  });
+
+  it('writes with the same key never share a statement', async () => {
+    batches.length = 0;
+    await Promise.all([20, 21, 22, 23].map((n) => insert(pool, { n, k: n % 2 })));
+    expect(batches).toEqual([[20], [21, 22], [23]]);
+  });
+});

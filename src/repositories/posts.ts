@@ -9,7 +9,7 @@
 import type { Queryable } from '../db/pool.js';
 import type { PostField, PostSortField } from '../schemas/posts.js';
 import { type ListOptions, type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
-import { join, raw, sql, toQuery, prepared, type SqlFragment } from '../db/sql.js';
+import { join, sql, prepared, type SqlFragment } from '../db/sql.js';
 import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, searchMatches, selectList, viewSource } from '../db/reads.js';
 import { findOne } from '../db/lookups.js';
 import { batchedWrite } from '../db/batch.js';
@@ -166,6 +166,32 @@ const createPosts = batchedWrite<{ authorId: number; title: string; body: string
   },
 });
 
+/**
+ * Concurrent changes share one UPDATE (src/db/batch.ts), one post at most once
+ * per statement. A missing field (NULL) keeps its column; a post whose given
+ * fields already hold those values, or, with `author`, another author's, is not
+ * written and not returned. Rows are matched to inputs by id; the inputs go in
+ * id order, so statements changing several posts lock them in that order.
+ */
+const updatePosts = batchedWrite<{ id: number; author: number | undefined; title: string | undefined; body: string | undefined }, VersionedPost>({
+  key: (input) => input.id,
+  async run(db, inputs) {
+    const sorted = [...inputs].sort((a, b) => a.id - b.id);
+    const { rows } = await db.query<VersionedPost>(
+      prepared(
+        `UPDATE posts SET title = COALESCE(c_title, title), body = COALESCE(c_body, body), version = version + 1, updated_at = now()
+         FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS c(c_id, c_author, c_title, c_body)
+         WHERE id = c_id AND (c_author IS NULL OR author_id = c_author)
+           AND ((c_title IS NOT NULL AND title <> c_title) OR (c_body IS NOT NULL AND body <> c_body))
+         RETURNING ${COLUMNS}`,
+        [sorted.map((i) => i.id), sorted.map((i) => i.author ?? null), sorted.map((i) => i.title ?? null), sorted.map((i) => i.body ?? null)],
+      ),
+    );
+    const written = new Map(rows.map((row) => [row.id, row]));
+    return inputs.map((input) => written.get(input.id));
+  },
+});
+
 /** `primary`: the database writes go to, when `db` is a replica. */
 export function postsRepository(db: Queryable, primary: Queryable = db) {
   const findById = (id: number) => findOne<VersionedPost>(db, ONE, id);
@@ -199,19 +225,8 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
      * with `author`, not that author's: the statement locks, checks and writes at once.
      */
     async update(id: number, changes: PostChanges, author?: number): Promise<VersionedPost | undefined> {
-      const fields = [
-        ['title', changes.title],
-        ['body', changes.body],
-      ].filter((field): field is [string, string] => field[1] !== undefined);
-      if (fields.length === 0) return undefined;
-      const sets = fields.map(([column, value]) => sql`${raw(column)} = ${value}`);
-      const differs = fields.map(([column, value]) => sql`${raw(column)} IS DISTINCT FROM ${value}`);
-      const whose = author === undefined ? sql`` : sql` AND author_id = ${author}`;
-      const { rows } = await db.query<VersionedPost>(
-        toQuery(sql`UPDATE posts SET ${join([...sets, sql`version = version + 1`, sql`updated_at = now()`])}
-          WHERE id = ${id}${whose} AND (${join(differs, ' OR ')}) RETURNING ${raw(COLUMNS)}`),
-      );
-      return rows[0];
+      if (changes.title === undefined && changes.body === undefined) return undefined;
+      return updatePosts(db, { id, author, title: changes.title, body: changes.body });
     },
 
     /** Its comments go with it (ON DELETE CASCADE); triggers keep every total and tombstone. */

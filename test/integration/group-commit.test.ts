@@ -106,6 +106,55 @@ describe('concurrent creates', () => {
   });
 });
 
+describe('concurrent changes', () => {
+  const create = async (who: SignedUp, title: string) =>
+    (await t.app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body: 'b' } })).json() as { id: number };
+  const patch = (who: SignedUp, id: number, payload: object) =>
+    t.app.inject({ method: 'PATCH', url: `/posts/${id}`, headers: who.auth, payload });
+
+  it('of several posts share UPDATEs; a foreign post is a 403 and a missing one a 404, alone', async () => {
+    const mine = await Promise.all(Array.from({ length: 10 }, (_, i) => create(ann, `Mine ${i}`)));
+    const theirs = await create(bob, 'Theirs');
+    const { result: answers, statements } = await countingStatements('UPDATE posts SET', () =>
+      Promise.all([
+        ...mine.map((post, i) => patch(ann, post.id, i % 2 === 0 ? { title: `New ${i}` } : { body: `new ${i}` })),
+        patch(ann, theirs.id, { title: 'Stolen' }),
+        patch(ann, 999_999, { title: 'Ghost' }),
+      ]),
+    );
+    expect(statements).toBeLessThan(12);
+    for (const [i, post] of mine.entries()) {
+      const res = answers[i]!;
+      expect(res.statusCode).toBe(200);
+      expect(res.json()).toEqual({
+        id: post.id,
+        title: i % 2 === 0 ? `New ${i}` : `Mine ${i}`,
+        body: i % 2 === 0 ? 'b' : `new ${i}`,
+        authorId: ann.user.id,
+        commentCount: 0,
+        createdAt: iso,
+        updatedAt: iso,
+      });
+      expect(res.headers.etag).toBe(`"p${post.id}-2-0"`);
+    }
+    expect(answers[10]!.statusCode).toBe(403);
+    expect((await t.app.inject({ url: `/posts/${theirs.id}` })).json().title).toBe('Theirs');
+    expect404(answers[11]!, 'post 999999 does not exist');
+  });
+
+  it('of one post never share a statement: each is written, each answer its own version', async () => {
+    const { id } = await create(ann, 'Start');
+    const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => patch(ann, id, { title: `Title ${i}` })));
+    const versions = answers.map((res) => {
+      expect(res.statusCode).toBe(200);
+      return Number(/^"p\d+-(\d+)-0"$/.exec(res.headers.etag as string)![1]);
+    });
+    expect(versions.sort((a, b) => a - b)).toEqual([2, 3, 4, 5, 6, 7, 8, 9]);
+    const last = answers.find((res) => res.headers.etag === `"p${id}-9-0"`)!;
+    expect((await t.app.inject({ url: `/posts/${id}` })).json()).toEqual(last.json());
+  });
+});
+
 describe('batchedWrite on a real table', () => {
   let pool: pg.Pool;
   beforeAll(async () => {

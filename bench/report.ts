@@ -45,6 +45,8 @@ export interface Scenario<C> {
   quietTarget?: number;
   /** Maximum p50 as a multiple of scenario `id`'s p50 (measured in the same run). */
   p50Versus?: { id: string; max: number };
+  /** autocannon connections, when not the run's (a request that takes seconds). */
+  connections?: number;
 }
 
 export interface Sample {

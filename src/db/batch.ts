@@ -15,15 +15,20 @@
  * so an acknowledged write is as durable as before (synchronous_commit on).
  *
  * A statement is atomic, so one bad row (a foreign key gone since it was
- * checked, a constraint) would fail its neighbours: when a batch of several
- * fails, each of its writes runs again alone, and only the ones that fail
- * alone see an error, their own. The same holds for a deadlock or a
- * serialization failure, which the callers' own retries then see as usual.
+ * checked, a constraint) would fail its neighbours: when PostgreSQL refuses a
+ * batch of several (`REFUSED`: bad data, a constraint, a deadlock or
+ * serialization failure, a statement timeout), each of its writes runs again
+ * alone, and only the ones that fail alone see an error, their own; deadlocks
+ * and serialization failures then reach the callers' own retries as usual.
+ * Any other error (the connection lost, the server shutting down) is every
+ * caller's: the statement may have committed before its answer was lost, and
+ * running its writes again could make them twice.
  *
  * Keyed by database handle, like perDatabase: the pool batches across
  * requests; a transaction's client runs one write at a time, so its writes go
  * out alone, inside that transaction.
  */
+import pg from 'pg';
 import type { Queryable } from './pool.js';
 
 export interface BatchedWrite<I, O> {
@@ -40,6 +45,10 @@ export interface BatchedWrite<I, O> {
   /** Rows at most per statement (default 64). */
   max?: number;
 }
+
+/** SQLSTATEs that say the statement was refused, so none of it was kept: classes 22, 23 and 40, and 57014. */
+const REFUSED = /^(22|23|40)...$|^57014$/;
+const refused = (error: unknown) => error instanceof pg.DatabaseError && REFUSED.test(error.code ?? '');
 
 interface Waiting<I, O> {
   input: I;
@@ -89,8 +98,8 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
       const rows = await spec.run(db, batch.map((waiting) => waiting.input));
       batch.forEach((waiting, i) => waiting.resolve(rows[i]));
     } catch (error) {
-      if (batch.length === 1) batch[0]!.reject(error);
-      else await Promise.all(batch.map((waiting) => alone(db, waiting)));
+      if (batch.length > 1 && refused(error)) await Promise.all(batch.map((waiting) => alone(db, waiting)));
+      else for (const waiting of batch) waiting.reject(error);
     } finally {
       lane.running--;
     }

@@ -194,6 +194,31 @@ describe('batchedWrite on a real table', () => {
     expect((await pool.query('SELECT n FROM batch_probe ORDER BY n')).rows.map((row) => row.n)).toEqual([10, 11, 12]);
   });
 
+  it('a connection lost under a shared statement fails all its writes, none run again (it may have committed)', async () => {
+    const client = await pool.connect();
+    const runs: number[][] = [];
+    const lost = batchedWrite<number, number>({
+      async run(db, inputs) {
+        runs.push([...inputs]);
+        if (inputs.length > 1) {
+          // The statement commits; then its connection dies before the answer arrives.
+          await db.query('INSERT INTO batch_probe (n) SELECT unnest($1::int[])', [inputs]);
+          const { rows } = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+          await pool.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]);
+          await db.query('SELECT 1');
+        }
+        return inputs;
+      },
+    });
+    await pool.query('TRUNCATE batch_probe');
+    client.on('error', () => undefined);
+    const outcomes = await Promise.allSettled([30, 31, 32].map((n) => lost(client, n)));
+    client.release(true);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'rejected']);
+    expect(runs).toEqual([[30], [31, 32]]);
+    expect((await pool.query('SELECT n FROM batch_probe ORDER BY n')).rows.map((row) => row.n)).toEqual([31, 32]);
+  });
+
   it('writes with the same key never share a statement', async () => {
     batches.length = 0;
     await Promise.all([20, 21, 22, 23].map((n) => insert(pool, { n, k: n % 2 })));

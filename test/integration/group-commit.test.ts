@@ -142,6 +142,30 @@ describe('concurrent changes', () => {
     expect404(answers[11]!, 'post 999999 does not exist');
   });
 
+  it('behind a post locked elsewhere wait for it, while changes of other posts go on', async () => {
+    const locked = await create(ann, 'Locked');
+    const free = await create(ann, 'Free');
+    const locker = new pg.Client({ connectionString: t.db.url });
+    await locker.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query('SELECT 1 FROM posts WHERE id = $1 FOR UPDATE', [locked.id]);
+      let waited = false;
+      const waiting = patch(ann, locked.id, { title: 'After the lock' }).finally(() => (waited = true));
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      const other = await patch(ann, free.id, { title: 'Meanwhile' });
+      expect(other.statusCode).toBe(200);
+      expect(other.json().title).toBe('Meanwhile');
+      expect(waited).toBe(false);
+      await locker.query('COMMIT');
+      const res = await waiting;
+      expect(res.statusCode).toBe(200);
+      expect(res.json().title).toBe('After the lock');
+    } finally {
+      await locker.end();
+    }
+  });
+
   it('of one post never share a statement: each is written, each answer its own version', async () => {
     const { id } = await create(ann, 'Start');
     const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => patch(ann, id, { title: `Title ${i}` })));

@@ -5,15 +5,15 @@
  * concurrent creates this cut PostgreSQL's CPU per create and the service's
  * own (one query's protocol work for several); bench/RESULTS.md has the figures.
  *
- * Nothing waits to form a batch: a write goes out at once while fewer than
- * `inFlight` statements of its kind are running on that database handle
- * (default one; one stuck for STUCK_MS no longer counts), so a quiet service
- * answers as before. Only writes that arrive
- * while one runs queue, and the next statement takes all of them (up to
- * `max`). One at a time beat two and three in the bench (fewer, larger
- * statements; no two of them queueing on the same counter or post rows). Each
- * caller is answered when the statement that carried its row has committed,
- * so an acknowledged write is as durable as before (synchronous_commit on).
+ * Nothing waits to form a batch: a write goes out at once when no statement
+ * of its kind is running on that database handle (one stuck for STUCK_MS no
+ * longer counts), so a quiet service answers as before. Only writes that
+ * arrive while one runs queue, and the next statement takes all of them (up
+ * to MAX_ROWS). One statement at a time beat two and three in the bench
+ * (fewer, larger statements; no two of them queueing on the same counter or
+ * post rows). Each caller is answered when the statement that carried its row
+ * has committed, so an acknowledged write is as durable as before
+ * (synchronous_commit on).
  *
  * A statement is atomic, so one bad row (a foreign key gone since it was
  * checked, a constraint) would fail its neighbours: when PostgreSQL refuses a
@@ -41,11 +41,18 @@ export interface BatchedWrite<I, O> {
   run(db: Queryable, inputs: readonly I[]): Promise<readonly (O | undefined)[]>;
   /** Inputs with the same key (not undefined) never share a statement (an UPDATE changes a row once per statement). */
   key?(input: I): unknown;
-  /** Statements of this kind running at once on one handle (default 1: see the measurements above). */
-  inFlight?: number;
-  /** Rows at most per statement (default 64). */
-  max?: number;
 }
+
+/**
+ * The inputs as one array per member, in `members`' order: the parameters of
+ * a statement over `unnest($1::…[], $2::…[], …)`. A missing member is NULL.
+ */
+export function columnsOf<I>(inputs: readonly I[], ...members: (keyof I)[]): unknown[][] {
+  return members.map((member) => inputs.map((input) => input[member] ?? null));
+}
+
+/** Rows at most per statement. */
+const MAX_ROWS = 64;
 
 /**
  * A statement running this long is waiting, not working (a batch of 64 rows
@@ -66,25 +73,24 @@ interface Waiting<I, O> {
 }
 
 interface Lane<I, O> {
+  /** Statements running and not stuck: 0 or 1. */
   running: number;
   queue: Waiting<I, O>[];
 }
 
 /** The write `spec` describes, as a function of one input that shares statements with its concurrent peers. */
 export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, input: I) => Promise<O | undefined> {
-  const inFlight = spec.inFlight ?? 1;
-  const max = spec.max ?? 64;
   const lanes = new WeakMap<Queryable, Lane<I, O>>();
 
-  /** Takes the next statement's share of the queue: up to `max`, one per key, in arrival order. */
+  /** Takes the next statement's share of the queue: up to MAX_ROWS, one per key, in arrival order. */
   function take(lane: Lane<I, O>): Waiting<I, O>[] {
-    if (!spec.key) return lane.queue.splice(0, max);
+    if (!spec.key) return lane.queue.splice(0, MAX_ROWS);
     const keys = new Set<unknown>();
     const taken: Waiting<I, O>[] = [];
     const left: Waiting<I, O>[] = [];
     for (const waiting of lane.queue) {
       const key = spec.key(waiting.input);
-      if (taken.length < max && (key === undefined || !keys.has(key))) {
+      if (taken.length < MAX_ROWS && (key === undefined || !keys.has(key))) {
         if (key !== undefined) keys.add(key);
         taken.push(waiting);
       } else left.push(waiting);
@@ -101,9 +107,9 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
     }
   }
 
-  /** Sends the queue's next statement if the lane has room. */
+  /** Sends the queue's next statement unless one is running. */
   function next(db: Queryable, lane: Lane<I, O>): void {
-    if (lane.queue.length > 0 && lane.running < inFlight) void send(db, lane, take(lane));
+    if (lane.queue.length > 0 && lane.running === 0) void send(db, lane, take(lane));
   }
 
   async function send(db: Queryable, lane: Lane<I, O>, batch: Waiting<I, O>[]): Promise<void> {
@@ -137,7 +143,7 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
     const current = lane;
     return new Promise<O | undefined>((resolve, reject) => {
       current.queue.push({ input, resolve, reject });
-      if (current.running < inFlight) void send(db, current, take(current));
+      next(db, current);
     });
   };
 }

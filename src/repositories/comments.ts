@@ -11,7 +11,7 @@ import type { Queryable } from '../db/pool.js';
 import type { CommentField, CommentSortField } from '../schemas/comments.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
 import { sql, prepared } from '../db/sql.js';
-import { batchedWrite } from '../db/batch.js';
+import { batchedWrite, columnsOf } from '../db/batch.js';
 import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, selectList, viewSource } from '../db/reads.js';
 
 export interface Comment {
@@ -80,7 +80,7 @@ const createComments = batchedWrite<{ postId: number; authorId: number; body: st
          INSERT INTO comments (post_id, author_id, body)
          SELECT i.post_id, i.author_id, i.body FROM input i JOIN post ON post.id = i.post_id ORDER BY i.n
          RETURNING ${COLUMNS}`,
-        [inputs.map((i) => i.postId), inputs.map((i) => i.authorId), inputs.map((i) => i.body)],
+        columnsOf(inputs, 'postId', 'authorId', 'body'),
       ),
     );
     rows.sort((a, b) => a.id - b.id);

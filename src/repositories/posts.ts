@@ -12,7 +12,7 @@ import { type ListOptions, type ListSource, type PageRequest, type Sort, idColum
 import { join, sql, prepared, type SqlFragment } from '../db/sql.js';
 import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, searchMatches, selectList, viewSource } from '../db/reads.js';
 import { findOne } from '../db/lookups.js';
-import { batchedWrite } from '../db/batch.js';
+import { batchedWrite, columnsOf } from '../db/batch.js';
 import { foundPastCap, isCommonSearch, searchSettled } from '../db/search-proofs.js';
 
 export interface Post {
@@ -159,7 +159,7 @@ const createPosts = batchedWrite<{ authorId: number; title: string; body: string
         `INSERT INTO posts (author_id, title, body)
          SELECT author_id, title, body FROM unnest($1::bigint[], $2::text[], $3::text[]) WITH ORDINALITY AS i(author_id, title, body, n)
          ORDER BY n RETURNING ${COLUMNS}`,
-        [inputs.map((i) => i.authorId), inputs.map((i) => i.title), inputs.map((i) => i.body)],
+        columnsOf(inputs, 'authorId', 'title', 'body'),
       ),
     );
     return rows.sort((a, b) => a.id - b.id);
@@ -184,7 +184,7 @@ const updatePosts = batchedWrite<{ id: number; author: number | undefined; title
          WHERE id = c_id AND (c_author IS NULL OR author_id = c_author)
            AND ((c_title IS NOT NULL AND title <> c_title) OR (c_body IS NOT NULL AND body <> c_body))
          RETURNING ${COLUMNS}`,
-        [sorted.map((i) => i.id), sorted.map((i) => i.author ?? null), sorted.map((i) => i.title ?? null), sorted.map((i) => i.body ?? null)],
+        columnsOf(sorted, 'id', 'author', 'title', 'body'),
       ),
     );
     const written = new Map(rows.map((row) => [row.id, row]));

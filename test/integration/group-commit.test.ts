@@ -189,7 +189,6 @@ describe('batchedWrite on a real table', () => {
 
   const batches: number[][] = [];
   const insert = batchedWrite<{ n: number; k?: number }, { id: number; n: number }>({
-    inFlight: 1,
     key: (input) => input.k,
     async run(db, inputs) {
       batches.push(inputs.map((input) => input.n));

@@ -103,8 +103,11 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
     lane.running = true;
     try {
       const rows = await spec.run(db, batch.map((waiting) => waiting.input), false);
-      // A write not made may have found its row locked: it runs again alone, outside the lane.
-      batch.forEach((waiting, i) => (rows[i] === undefined ? void alone(db, waiting) : waiting.resolve(rows[i])));
+      for (const [i, waiting] of batch.entries()) {
+        // Not made: its row may be locked elsewhere, so it runs again alone, outside the lane.
+        if (rows[i] === undefined) void alone(db, waiting);
+        else waiting.resolve(rows[i]);
+      }
     } catch (error) {
       if (batch.length > 1 && refused(error)) for (const waiting of batch) void alone(db, waiting);
       else for (const waiting of batch) waiting.reject(error);

@@ -1,33 +1,27 @@
 /**
  * Group commit for single-row writes: requests that write the same kind of row
  * at the same moment share one statement, and so one round trip, one plan
- * execution and one commit (one WAL flush), instead of one each. Under 32
- * concurrent creates this cut PostgreSQL's CPU per create and the service's
- * own (one query's protocol work for several); bench/RESULTS.md has the figures.
+ * execution and one commit (one WAL flush), instead of one each
+ * (docs/architecture.md, "Group commit").
  *
  * Nothing waits to form a batch: a write goes out at once when no statement
- * of its kind is running on that database handle (one stuck for STUCK_MS no
- * longer counts), so a quiet service answers as before. Only writes that
- * arrive while one runs queue, and the next statement takes all of them (up
- * to MAX_ROWS). One statement at a time beat two and three in the bench
- * (fewer, larger statements; no two of them queueing on the same counter or
- * post rows). Each caller is answered when the statement that carried its row
- * has committed, so an acknowledged write is as durable as before
- * (synchronous_commit on).
+ * of its kind is running on that database handle, and writes arriving while
+ * one runs queue for the next (up to MAX_ROWS). Each caller is answered once
+ * the statement that carried its row has committed.
  *
- * A statement is atomic, so one bad row (a foreign key gone since it was
- * checked, a constraint) would fail its neighbours: when PostgreSQL refuses a
- * batch of several (`REFUSED`: bad data, a constraint, a deadlock or
- * serialization failure, a statement timeout), each of its writes runs again
- * alone, and only the ones that fail alone see an error, their own; deadlocks
- * and serialization failures then reach the callers' own retries as usual.
- * Any other error (the connection lost, the server shutting down) is every
- * caller's: the statement may have committed before its answer was lost, and
- * running its writes again could make them twice.
+ * A shared statement never waits for a row lock held elsewhere: it skips such
+ * rows, and each write it did not make runs again alone, beside the queue, in
+ * a statement that may wait. So a locked row delays only the writes to it, and
+ * no statement holds some rows while it waits for another.
  *
- * Keyed by database handle, like perDatabase: the pool batches across
- * requests; a transaction's client runs one write at a time, so its writes go
- * out alone, inside that transaction.
+ * When PostgreSQL refuses a shared statement (`REFUSED`), none of it was kept
+ * and one bad row would fail its neighbours: each of its writes runs again
+ * alone, and only those that fail alone see an error, their own. Any other
+ * error (the connection lost, the server shutting down) is every caller's:
+ * the statement may have committed before its answer was lost.
+ *
+ * Keyed by database handle: the pool batches across requests; a transaction's
+ * client runs one write at a time, inside that transaction.
  */
 import pg from 'pg';
 import type { Queryable } from './pool.js';
@@ -36,9 +30,10 @@ export interface BatchedWrite<I, O> {
   /**
    * Writes every input in one statement on `db`; answers each input's row, in
    * the inputs' order, or undefined for an input that wrote nothing (its
-   * target is missing, a condition did not hold).
+   * target missing, a condition not holding). Unless `wait`, rows locked
+   * elsewhere are skipped (`SKIP LOCKED`), their inputs writing nothing.
    */
-  run(db: Queryable, inputs: readonly I[]): Promise<readonly (O | undefined)[]>;
+  run(db: Queryable, inputs: readonly I[], wait: boolean): Promise<readonly (O | undefined)[]>;
   /** Inputs with the same key (not undefined) never share a statement (an UPDATE changes a row once per statement). */
   key?(input: I): unknown;
 }
@@ -54,14 +49,6 @@ export function columnsOf<I>(inputs: readonly I[], ...members: (keyof I)[]): unk
 /** Rows at most per statement. */
 const MAX_ROWS = 64;
 
-/**
- * A statement running this long is waiting, not working (a batch of 64 rows
- * takes a few milliseconds): the next one may start beside it, so a row lock
- * held elsewhere delays the other writes of its kind by this much, not by as
- * long as it is held.
- */
-const STUCK_MS = 50;
-
 /** SQLSTATEs that say the statement was refused, so none of it was kept: classes 22, 23 and 40, and 57014. */
 const REFUSED = /^(22|23|40)...$|^57014$/;
 const refused = (error: unknown) => error instanceof pg.DatabaseError && REFUSED.test(error.code ?? '');
@@ -73,8 +60,7 @@ interface Waiting<I, O> {
 }
 
 interface Lane<I, O> {
-  /** Statements running and not stuck: 0 or 1. */
-  running: number;
+  running: boolean;
   queue: Waiting<I, O>[];
 }
 
@@ -99,9 +85,10 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
     return taken;
   }
 
+  /** Its own statement, which may wait for a row lock: it holds no other row meanwhile. */
   async function alone(db: Queryable, waiting: Waiting<I, O>): Promise<void> {
     try {
-      waiting.resolve((await spec.run(db, [waiting.input]))[0]);
+      waiting.resolve((await spec.run(db, [waiting.input], true))[0]);
     } catch (error) {
       waiting.reject(error);
     }
@@ -109,37 +96,29 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
 
   /** Sends the queue's next statement unless one is running. */
   function next(db: Queryable, lane: Lane<I, O>): void {
-    if (lane.queue.length > 0 && lane.running === 0) void send(db, lane, take(lane));
+    if (lane.queue.length > 0 && !lane.running) void send(db, lane, take(lane));
   }
 
   async function send(db: Queryable, lane: Lane<I, O>, batch: Waiting<I, O>[]): Promise<void> {
-    lane.running++;
-    let counted = true;
-    const release = () => {
-      if (counted) lane.running--;
-      counted = false;
-    };
-    // Stuck (on a row lock, most likely): it stops holding back the writes queued behind it.
-    const stuck = setTimeout(() => {
-      release();
-      next(db, lane);
-    }, STUCK_MS);
+    lane.running = true;
     try {
-      const rows = await spec.run(db, batch.map((waiting) => waiting.input));
-      batch.forEach((waiting, i) => waiting.resolve(rows[i]));
+      const rows = await spec.run(db, batch.map((waiting) => waiting.input), false);
+      for (const [i, waiting] of batch.entries()) {
+        // Not made: its row may be locked elsewhere, so it runs again alone, outside the lane.
+        if (rows[i] === undefined) void alone(db, waiting);
+        else waiting.resolve(rows[i]);
+      }
     } catch (error) {
-      if (batch.length > 1 && refused(error)) await Promise.all(batch.map((waiting) => alone(db, waiting)));
+      if (batch.length > 1 && refused(error)) for (const waiting of batch) void alone(db, waiting);
       else for (const waiting of batch) waiting.reject(error);
-    } finally {
-      clearTimeout(stuck);
-      release();
     }
+    lane.running = false;
     next(db, lane);
   }
 
   return (db, input) => {
     let lane = lanes.get(db);
-    if (lane === undefined) lanes.set(db, (lane = { running: 0, queue: [] }));
+    if (lane === undefined) lanes.set(db, (lane = { running: false, queue: [] }));
     const current = lane;
     return new Promise<O | undefined>((resolve, reject) => {
       current.queue.push({ input, resolve, reject });

@@ -64,19 +64,18 @@ const list: ListSource<CommentSortField, CommentFilter> = {
 
 /**
  * Concurrent comments share one INSERT (src/db/batch.ts). Their posts are
- * locked first, in id order, so statements locking several posts queue
- * instead of deadlocking; a post that is missing (or deleted before its lock
- * was granted) inserts no row for any of its comments. Rows are inserted in
- * the inputs' order, so their ids grow in that order, and each input's row,
- * if any, is the next unmatched one by id with its post: a post is either
- * there or missing for the whole statement.
+ * locked first (a shared statement skips those locked elsewhere); a post that
+ * is missing (or deleted before its lock was granted) inserts no row for any
+ * of its comments. Rows are inserted in the inputs' order, so their ids grow
+ * in that order, and each input's row, if any, is the next unmatched one by
+ * id with its post: a post is either locked or not for the whole statement.
  */
 const createComments = batchedWrite<{ postId: number; authorId: number; body: string }, VersionedComment>({
-  async run(db, inputs) {
+  async run(db, inputs, wait) {
     const { rows } = await db.query<VersionedComment>(
       prepared(
         `WITH input AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS i(post_id, author_id, body, n)),
-         post AS (SELECT id FROM posts WHERE id IN (SELECT post_id FROM input) ORDER BY id FOR NO KEY UPDATE)
+         post AS (SELECT id FROM posts WHERE id IN (SELECT post_id FROM input) FOR NO KEY UPDATE${wait ? '' : ' SKIP LOCKED'})
          INSERT INTO comments (post_id, author_id, body)
          SELECT i.post_id, i.author_id, i.body FROM input i JOIN post ON post.id = i.post_id ORDER BY i.n
          RETURNING ${COLUMNS}`,

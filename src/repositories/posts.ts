@@ -170,21 +170,21 @@ const createPosts = batchedWrite<{ authorId: number; title: string; body: string
  * Concurrent changes share one UPDATE (src/db/batch.ts), one post at most once
  * per statement. A missing field (NULL) keeps its column; a post whose given
  * fields already hold those values, or, with `author`, another author's, is not
- * written and not returned. Rows are matched to inputs by id; the inputs go in
- * id order, so statements changing several posts lock them in that order.
+ * written and not returned. The posts are locked first, so that a shared
+ * statement can skip those locked elsewhere; rows are matched to inputs by id.
  */
 const updatePosts = batchedWrite<{ id: number; author: number | undefined; title: string | undefined; body: string | undefined }, VersionedPost>({
   key: (input) => input.id,
-  async run(db, inputs) {
-    const sorted = [...inputs].sort((a, b) => a.id - b.id);
+  async run(db, inputs, wait) {
     const { rows } = await db.query<VersionedPost>(
       prepared(
-        `UPDATE posts SET title = COALESCE(c_title, title), body = COALESCE(c_body, body), version = version + 1, updated_at = now()
+        `WITH locked AS (SELECT id FROM posts WHERE id = ANY($1::bigint[]) FOR NO KEY UPDATE${wait ? '' : ' SKIP LOCKED'})
+         UPDATE posts SET title = COALESCE(c_title, title), body = COALESCE(c_body, body), version = version + 1, updated_at = now()
          FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS c(c_id, c_author, c_title, c_body)
-         WHERE id = c_id AND (c_author IS NULL OR author_id = c_author)
+         WHERE id = c_id AND id IN (SELECT id FROM locked) AND (c_author IS NULL OR author_id = c_author)
            AND ((c_title IS NOT NULL AND title <> c_title) OR (c_body IS NOT NULL AND body <> c_body))
          RETURNING ${COLUMNS}`,
-        columnsOf(sorted, 'id', 'author', 'title', 'body'),
+        columnsOf(inputs, 'id', 'author', 'title', 'body'),
       ),
     );
     const written = new Map(rows.map((row) => [row.id, row]));

@@ -1,7 +1,8 @@
 /**
  * Group commit (src/db/batch.ts): concurrent creates share statements, each
- * request still gets its own row, and one bad row fails only its own request
- * and leaves nothing of itself behind.
+ * request still gets its own row, one bad row fails only its own request and
+ * leaves nothing of itself behind, and a row locked elsewhere holds back only
+ * the write to it (the app under load: locked-row.test.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
@@ -240,6 +241,41 @@ describe('batchedWrite on a real table', () => {
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'rejected']);
     expect(runs).toEqual([[30], [31, 32]]);
     expect((await pool.query('SELECT n FROM batch_probe ORDER BY n')).rows.map((row) => row.n)).toEqual([31, 32]);
+  });
+
+  it('a row locked elsewhere: the shared statement skips it, its write runs again alone and waits; nothing else does', async () => {
+    await pool.query('TRUNCATE batch_probe RESTART IDENTITY');
+    await pool.query('INSERT INTO batch_probe (n) SELECT generate_series(1, 4)');
+    const runs: string[] = [];
+    const bump = batchedWrite<number, number>({
+      async run(db, ids, wait) {
+        runs.push(`${ids.join(',')}${wait ? ' waiting' : ''}`);
+        const { rows } = await db.query<{ id: number }>(
+          `UPDATE batch_probe SET n = n + 10
+           WHERE id IN (SELECT id FROM batch_probe WHERE id = ANY($1::int[]) FOR UPDATE${wait ? '' : ' SKIP LOCKED'}) RETURNING id`,
+          [ids],
+        );
+        return ids.map((id) => (rows.some((row) => row.id === id) ? id : undefined));
+      },
+    });
+    const locker = await pool.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query('SELECT 1 FROM batch_probe WHERE id = 2 FOR UPDATE');
+      let waited = false;
+      const [one, two, three] = [1, 2, 3].map((id) => bump(pool, id));
+      void two!.finally(() => (waited = true));
+      expect(await Promise.all([one, three])).toEqual([1, 3]);
+      // The next statement goes out at once: the lone waiting one does not hold back its kind.
+      expect(await bump(pool, 4)).toBe(4);
+      expect(waited).toBe(false);
+      await locker.query('COMMIT');
+      expect(await two).toBe(2);
+    } finally {
+      locker.release();
+    }
+    expect(runs).toEqual(['1', '2,3', '2 waiting', '4']);
+    expect((await pool.query('SELECT n FROM batch_probe ORDER BY id')).rows.map((row) => row.n)).toEqual([11, 12, 13, 14]);
   });
 
   it('writes with the same key never share a statement', async () => {

@@ -1,0 +1,128 @@
+/**
+ * A post row-locked by another session (src/db/batch.ts): only the writes to
+ * that post wait for it. Changes and comments of other posts, new posts and
+ * uncached reads answer at once, no request runs out of pool connections, and
+ * every counter comes out exact.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { InjectOptions } from 'fastify';
+import pg from 'pg';
+import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { iso, type Response } from '../helpers/expect.js';
+
+let t: TestApp;
+let ann: SignedUp;
+
+beforeAll(async () => {
+  // Reads go to the database, not to cached answers.
+  t = await startTestApp({ RESPONSE_CACHE_MB: '0' });
+  ann = await signUp(t.app, { name: 'Ann' });
+});
+afterAll(() => t.close());
+
+/** How long the other session holds the lock. */
+const HOLD_MS = 2000;
+/** How long the load runs, within the hold. */
+const LOAD_MS = 1500;
+/** Slowest answer allowed to a request that does not touch the locked post. */
+const BOUND_MS = 500;
+
+interface Sent {
+  kind: string;
+  ms: number;
+  res: Response;
+}
+
+it('holds back only the writes to that post', async () => {
+  const create = async (title: string) =>
+    (await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title, body: 'b' } })).json() as { id: number };
+  const others: number[] = [];
+  for (let i = 0; i < 20; i++) others.push((await create(`Other ${i}`)).id);
+  // The highest id: a shared UPDATE that reaches it has written every other post of its batch.
+  const locked = (await create('Locked')).id;
+  const totalBefore = (await t.app.inject({ url: '/posts' })).json().total as number;
+
+  const patches = new Map<number, number>(others.map((id) => [id, 0]));
+  const comments = new Map<number, number>(others.map((id) => [id, 0]));
+  const sent: Sent[] = [];
+  const send = async (kind: string, options: InjectOptions) => {
+    const start = performance.now();
+    const res = await t.app.inject(options);
+    sent.push({ kind, ms: performance.now() - start, res });
+    return res;
+  };
+  let serial = 0;
+  const patch = async (id: number) => {
+    const res = await send('patch', { method: 'PATCH', url: `/posts/${id}`, headers: ann.auth, payload: { title: `Title ${(serial += 1)}` } });
+    if (res.statusCode === 200) patches.set(id, patches.get(id)! + 1);
+  };
+  const comment = async (id: number) => {
+    const res = await send('comment', { method: 'POST', url: `/posts/${id}/comments`, headers: ann.auth, payload: { body: 'c' } });
+    if (res.statusCode === 201) comments.set(id, comments.get(id)! + 1);
+  };
+  const created: number[] = [];
+  const newPost = async () => {
+    const res = await send('create', { method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'New', body: 'b' } });
+    if (res.statusCode === 201) created.push(res.json().id as number);
+  };
+  const read = (id: number) => send('read', { url: `/posts/${id}` });
+
+  const locker = new pg.Client({ connectionString: t.db.url });
+  await locker.connect();
+  try {
+    await locker.query('BEGIN');
+    await locker.query('SELECT 1 FROM posts WHERE id = $1 FOR UPDATE', [locked]);
+    const lockedAt = performance.now();
+    let releasedAt = Infinity;
+    const release = new Promise<void>((resolve) =>
+      setTimeout(() => {
+        releasedAt = performance.now();
+        void locker.query('COMMIT').then(() => resolve());
+      }, HOLD_MS),
+    );
+
+    // A burst that shares statements with the change of the locked post, then a steady load beside it.
+    const burst = others.map(patch);
+    const answered = (options: InjectOptions) => t.app.inject(options).then((res) => ({ res, answeredAt: performance.now() }));
+    const waiting = answered({ method: 'PATCH', url: `/posts/${locked}`, headers: ann.auth, payload: { title: 'After the lock' } });
+    const waitingComment = answered({ method: 'POST', url: `/posts/${locked}/comments`, headers: ann.auth, payload: { body: 'After the lock' } });
+    let step = 0;
+    const workers = Array.from({ length: 8 }, async () => {
+      while (performance.now() - lockedAt < LOAD_MS) {
+        const id = others[(step += 1) % others.length]!;
+        await [patch, comment, newPost, read][step % 4]!(id);
+      }
+    });
+    await Promise.all([...burst, ...workers]);
+    await release;
+    const { res, answeredAt } = await waiting;
+    const { res: commented, answeredAt: commentedAt } = await waitingComment;
+
+    for (const kind of ['patch', 'comment', 'create', 'read']) expect(sent.filter((s) => s.kind === kind).length).toBeGreaterThan(0);
+    const slow = sent.filter((s) => s.ms >= BOUND_MS || ![200, 201].includes(s.res.statusCode));
+    expect(slow.map((s) => `${s.kind} ${s.res.statusCode} ${Math.round(s.ms)} ms`)).toEqual([]);
+
+    // The locked post's change and comment waited for the lock, and no longer (in either order).
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ id: locked, title: 'After the lock', body: 'b', authorId: ann.user.id, commentCount: expect.toBeOneOf([0, 1]), createdAt: iso, updatedAt: iso });
+    expect(commented.statusCode).toBe(201);
+    expect(commented.json()).toEqual({ id: expect.any(Number), postId: locked, authorId: ann.user.id, body: 'After the lock', createdAt: iso, updatedAt: iso });
+    for (const at of [answeredAt, commentedAt]) {
+      expect(at).toBeGreaterThanOrEqual(releasedAt);
+      expect(at - releasedAt).toBeLessThan(BOUND_MS);
+    }
+  } finally {
+    await locker.end();
+  }
+
+  // Every write acknowledged is there, once: versions, comment counts and totals exact.
+  for (const id of others) {
+    const res = await t.app.inject({ url: `/posts/${id}` });
+    expect(res.json().commentCount).toBe(comments.get(id));
+    expect(res.headers.etag).toBe(`"p${id}-${1 + patches.get(id)!}-${comments.get(id)}"`);
+    expect((await t.app.inject({ url: `/posts/${id}/comments` })).json().total).toBe(comments.get(id));
+  }
+  expect((await t.app.inject({ url: `/posts/${locked}` })).headers.etag).toBe(`"p${locked}-2-1"`);
+  expect(new Set(created).size).toBe(created.length);
+  expect((await t.app.inject({ url: '/posts' })).json().total).toBe(totalBefore + created.length);
+});

@@ -65,14 +65,10 @@ describe.concurrent('--help and usage', () => {
     expect(stdout).toContain(text);
   });
 
-  it.each([
-    ['admin:grant', 'usage: npx tsx src/cli.ts admin:grant <email>\n', 'Makes the user with that e-mail address an admin.'],
-    ['migrate', 'usage: npx tsx src/cli.ts migrate\n', 'Applies pending migrations'],
-  ])('%s --help without npm names the file run, exit 0', async (command, usage, text) => {
-    const { code, stdout } = await runToEnd(process.execPath, ['--import', 'tsx', 'src/cli.ts', command, '--help'], { cwd: ROOT, env: BARE_ENV });
+  it('--help without npm names the file run, exit 0', async () => {
+    const { code, stdout } = await runToEnd(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate', '--help'], { cwd: ROOT, env: BARE_ENV });
     expect(code).toBe(0);
-    expect(stdout.startsWith(usage)).toBe(true);
-    expect(stdout).toContain(text);
+    expect(stdout.startsWith('usage: npx tsx src/cli.ts migrate\n\nApplies pending migrations')).toBe(true);
   });
 
   it('an unknown option prints the usage, exit 64', async () => {
@@ -87,7 +83,6 @@ describe.concurrent('--help and usage', () => {
     ['server', ['--port', '3000'], "Unknown option '--port'", 'npx tsx src/server.ts [--help]'],
     ['cli', ['seed', '--posts', 'many'], "--posts must be a non-negative integer, not 'many'", 'npx tsx src/cli.ts seed --posts N [--comments N] [--users N]'],
     ['cli', ['admin:grant'], 'missing argument: <email>', 'npx tsx src/cli.ts admin:grant <email>'],
-    ['cli', ['admin:grant', 'ann'], "'ann' is not an e-mail address", 'npx tsx src/cli.ts admin:grant <email>'],
     ['cli', ['migrate', 'now'], "unexpected argument 'now'", 'npx tsx src/cli.ts migrate'],
   ] as const)('%s %j is a usage error, exit 64', async (entry, args, reason, usage) => {
     // Run from the project, as a user would type it without npm.
@@ -95,11 +90,11 @@ describe.concurrent('--help and usage', () => {
     expect(result).toMatchObject({ code: 64, stdout: '', stderr: `${reason}\nusage: ${usage}\n(--help for more)\n` });
   });
 
-  it('the command list without or with an unknown command', async () => {
-    const [none, unknown, help] = await Promise.all([node('cli', []), node('cli', ['grant']), node('cli', ['--help'])]);
-    expect(none).toMatchObject({ code: 64, stderr: expect.stringMatching(/^missing command\nusage: npx tsx .*cli\.ts <migrate\|admin:grant\|seed> \[--help\]\n$/) });
-    expect(unknown).toMatchObject({ code: 64, stderr: expect.stringMatching(/^unknown command 'grant'\n/) });
-    expect(help).toMatchObject({ code: 0, stdout: expect.stringMatching(/^usage: .*<migrate\|admin:grant\|seed>/) });
+  it('an unknown command prints the command list, exit 64', async () => {
+    expect(await node('cli', ['grant'])).toMatchObject({
+      code: 64,
+      stderr: expect.stringMatching(/^unknown command 'grant'\nusage: npx tsx .*cli\.ts <migrate\|admin:grant\|seed> \[--help\]\n$/),
+    });
   });
 });
 

@@ -15,7 +15,7 @@ import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { createTestDatabase, onTopology, type TestDatabase } from '../helpers/database.js';
 import { accepts, freePort, runToEnd, waitUntil } from '../helpers/processes.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -37,6 +37,17 @@ afterAll(async () => {
   await rm(cwd, { recursive: true, force: true });
   await db?.drop();
 });
+
+/** The database settings of a server on `url`, as the suite's topology wants them (PgBouncer, replicas). */
+function databaseEnv(url: string): Record<string, string> {
+  const topology = onTopology(url);
+  return {
+    DATABASE_URL: url,
+    ...(topology.databaseListenUrl ? { DATABASE_LISTEN_URL: topology.databaseListenUrl } : {}),
+    ...(topology.databaseReadUrls.length > 0 ? { DATABASE_READ_URL: topology.databaseReadUrls.join(',') } : {}),
+    DATABASE_PREPARED_STATEMENTS: topology.databasePreparedStatements ? 'on' : 'off',
+  };
+}
 
 /** `node --import tsx src/<entry>.ts args`, from `dir`. */
 const node = (entry: 'server' | 'cli', args: string[], env: Record<string, string> = {}, dir = cwd) =>
@@ -158,7 +169,7 @@ describe('.env', () => {
     const dir = await withEnvFile('example', example.replace(/^RATE_LIMIT_MAX=300$/m, 'RATE_LIMIT_MAX=7'));
     const port = await freePort();
     // PORT from the environment, not .env's 3000.
-    const server = await startServer({ DATABASE_URL: db.url, PORT: String(port) }, dir);
+    const server = await startServer({ ...databaseEnv(db.url), PORT: String(port) }, dir);
     try {
       const res = await get(port, '/posts');
       expect(res.statusCode).toBe(200);
@@ -183,10 +194,13 @@ describe('start-up', () => {
     // Trust authentication ignores a password; one the server needs is kept.
     if (url.password === '') url.password = 'startup-secret-password';
     const port = await freePort();
-    const server = await startServer({ DATABASE_URL: url.toString(), PORT: String(port), RESPONSE_CACHE_MB: '8' });
+    const env: Record<string, string> = { ...databaseEnv(url.toString()), PORT: String(port), RESPONSE_CACHE_MB: '8' };
+    const server = await startServer(env);
     try {
       const line = server.output.split('\n').find((l) => l.includes('"msg":"listening on '));
-      const database = `${url.hostname}:${url.port || 5432}${url.pathname}`;
+      const target = (u: string) => `${new URL(u).hostname}:${new URL(u).port || 5432}${new URL(u).pathname}`;
+      const database = target(db.url);
+      const replicas = env.DATABASE_READ_URL ? env.DATABASE_READ_URL.split(',').map(target).join(', ') : 'none';
       expect(JSON.parse(line!)).toMatchObject({
         level: 30,
         url: `http://127.0.0.1:${port}`,
@@ -194,10 +208,10 @@ describe('start-up', () => {
         database,
         rateLimitStore: 'memory',
         responseCache: '8 MiB',
-        replicas: 'none',
+        replicas,
         msg:
           `listening on http://127.0.0.1:${port} (docs: http://127.0.0.1:${port}/docs); database ${database}; ` +
-          'rate limits in memory; response cache 8 MiB; read replicas none',
+          `rate limits in memory; response cache 8 MiB; read replicas ${replicas}`,
       });
       expect(server.output).not.toContain(`:${url.password}@`);
       expect(server.output).not.toContain(url.username === '' ? url.password : `${url.username}:`);
@@ -217,7 +231,7 @@ describe('start-up', () => {
     const port = await freePort();
     await new Promise<void>((resolve) => holder.listen(port, '127.0.0.1', resolve));
     try {
-      const { code, stderr } = await node('server', [], { DATABASE_URL: db.url, PORT: String(port), LOG_LEVEL: 'warn' });
+      const { code, stderr } = await node('server', [], { ...databaseEnv(db.url), PORT: String(port), LOG_LEVEL: 'warn' });
       expect({ code, stderr }).toEqual({
         code: 1,
         stderr: `cannot listen on HOST=127.0.0.1 PORT=${port}: the port is already in use; stop what uses it or set another PORT\n`,

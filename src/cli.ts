@@ -1,50 +1,138 @@
 /**
  * Operator commands sharing the app's config and repositories:
- *   migrate                 apply pending migrations to DATABASE_LISTEN_URL, else DATABASE_URL
+ *   migrate                 apply pending migrations
  *   admin:grant <email>     make that user an admin
  *   seed --posts N          fill the database with demo data
+ * Each works on DATABASE_URL or, without it, on the embedded development
+ * database `npm start` uses: the running one, else started for the command.
  */
-import { loadConfig } from './config.js';
-import { migrate } from './db/migrate.js';
-import { createPool } from './db/pool.js';
-import { seedCommand } from './db/seed.js';
-import { usersRepository } from './repositories/users.js';
+import { exitWithUsage, parseCommandLine, readConfiguration, usageLine, type CommandSpec } from './command-line.js';
+import type { Pool } from 'pg';
 
-function requireDatabaseUrl(): string {
-  const { databaseUrl } = loadConfig();
-  if (!databaseUrl) throw new Error('DATABASE_URL must be set for this command');
-  return databaseUrl;
-}
+// The database modules are imported once the arguments and config are read: --help and errors answer at once.
+const log = (msg: string) => console.log(msg);
 
-async function adminGrant(email: string | undefined) {
-  if (!email) throw new Error('usage: npm run admin:grant -- <email>');
-  const pool = createPool(requireDatabaseUrl(), 1);
+const WITHOUT_DATABASE_URL = `Without DATABASE_URL it works on the embedded development database of \`npm start\`
+(EMBEDDED_PG_DATA): the running one, else it starts it for the command and stops it after;
+pending migrations are applied to it first.`;
+
+const MIGRATE: CommandSpec = {
+  scripts: ['migrate'],
+  subcommand: 'migrate',
+  help: `Applies pending migrations to DATABASE_LISTEN_URL, else DATABASE_URL (a direct connection:
+it holds a session-level advisory lock, so several runs at once queue up).
+${WITHOUT_DATABASE_URL}`,
+};
+
+const ADMIN_GRANT: CommandSpec = {
+  scripts: ['admin:grant'],
+  subcommand: 'admin:grant',
+  synopsis: '<email>',
+  positionals: 1,
+  help: `Makes the user with that e-mail address an admin.
+${WITHOUT_DATABASE_URL}`,
+};
+
+const SEED: CommandSpec = {
+  scripts: ['seed'],
+  subcommand: 'seed',
+  synopsis: '--posts N [--comments N] [--users N]',
+  options: { posts: { type: 'string' }, comments: { type: 'string' }, users: { type: 'string' } },
+  help: `Adds demo data to what is there (nothing is wiped), in one transaction, and prints the
+password every seeded user logs in with.
+${WITHOUT_DATABASE_URL}
+
+options:
+  --posts N      posts to add (required)
+  --comments N   comments to add in all (default: 2 per post)
+  --users N      users to add (default: one per ten posts, at least 1, at most 1000)
+  -h, --help     print this help and exit`,
+};
+
+/**
+ * Runs `work` on DATABASE_URL (`direct`: DATABASE_LISTEN_URL first), else on
+ * the embedded development database, migrated first (`migrateFirst`), and
+ * stopped after if this command started it.
+ */
+async function withDatabase(work: (url: string) => Promise<void>, { direct = false, migrateFirst = true } = {}): Promise<void> {
+  const config = readConfiguration();
+  if (config.databaseUrl) return work((direct && config.databaseListenUrl) || config.databaseUrl);
+  const [{ startDevelopmentDatabase }, { migrate }] = await Promise.all([import('./db/embedded.js'), import('./db/migrate.js')]);
+  const embedded = await startDevelopmentDatabase(config.embeddedPg, true);
+  console.log(
+    embedded.reused
+      ? `DATABASE_URL is unset: using the running embedded PostgreSQL of ${config.embeddedPg.dataDir}`
+      : `DATABASE_URL is unset: started the embedded PostgreSQL of ${config.embeddedPg.dataDir} on port ${config.embeddedPg.port} (stopped when done)`,
+  );
+  // A signal stops the command; the embedded server's exit hook then stops the server too.
+  for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) process.once(signal, () => process.exit(code));
   try {
-    const user = await usersRepository(pool).setRole(email, 'admin');
-    if (!user) throw new Error(`no user with e-mail ${email}`);
-    console.log(`user ${user.id} (${user.email}) is now an admin`);
+    if (migrateFirst) await migrate(embedded.url, log);
+    await work(embedded.url);
   } finally {
-    await pool.end();
+    await embedded.stop();
   }
 }
 
-const commands: Record<string, (args: string[]) => Promise<void>> = {
+async function withPool(url: string, work: (pool: Pool) => Promise<void>): Promise<void> {
+  const { createPool } = await import('./db/pool.js');
+  const pool = createPool(url, 1);
+  await work(pool).finally(() => pool.end());
+}
+
+/** A non-negative integer option, or exits with the usage. */
+function count(name: string, raw: unknown): number | undefined {
+  if (raw === undefined) return undefined;
+  if (typeof raw !== 'string' || !/^[0-9]+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
+    exitWithUsage(SEED, `--${name} must be a non-negative integer, not '${String(raw)}'`);
+  }
+  return Number(raw);
+}
+
+type Parsed = ReturnType<typeof parseCommandLine>;
+const COMMANDS: Record<string, { spec: CommandSpec; run: (parsed: Parsed) => Promise<void> }> = {
   // The runner holds a session-level advisory lock: a direct connection, not a pooler in transaction mode.
-  migrate: async () => migrate(loadConfig().databaseListenUrl ?? requireDatabaseUrl(), (msg) => console.log(msg)),
-  'admin:grant': async ([email]) => adminGrant(email),
-  seed: async (args) => {
-    const pool = createPool(requireDatabaseUrl(), 1);
-    await seedCommand(pool, args).finally(() => pool.end());
+  migrate: {
+    spec: MIGRATE,
+    run: () =>
+      withDatabase(async (url) => (await import('./db/migrate.js')).migrate(url, log), { direct: true, migrateFirst: false }),
+  },
+  'admin:grant': {
+    spec: ADMIN_GRANT,
+    run: ({ positionals: [email = ''] }) => {
+      if (!/^[^@\s]+@[^@\s]+$/.test(email)) exitWithUsage(ADMIN_GRANT, `'${email}' is not an e-mail address`);
+      return withDatabase((url) =>
+        withPool(url, async (pool) => {
+          const { usersRepository } = await import('./repositories/users.js');
+          const user = await usersRepository(pool).setRole(email, 'admin');
+          if (!user) throw new Error(`no user with e-mail ${email}`);
+          console.log(`user ${user.id} (${user.email}) is now an admin`);
+        }),
+      );
+    },
+  },
+  seed: {
+    spec: SEED,
+    run: ({ values }) => {
+      const posts = count('posts', values.posts) ?? exitWithUsage(SEED, '--posts N is required');
+      const options = { posts, comments: count('comments', values.comments), users: count('users', values.users) };
+      return withDatabase((url) => withPool(url, async (pool) => (await import('./db/seed.js')).seedCommand(pool, options)));
+    },
   },
 };
 
 const [name, ...args] = process.argv.slice(2);
-const command = name ? commands[name] : undefined;
-if (!command) {
-  console.error(`usage: cli.ts <${Object.keys(commands).join('|')}> [args]`);
+const command = name !== undefined && Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+if (command === undefined) {
+  const usage = usageLine({ scripts: [], synopsis: `<${Object.keys(COMMANDS).join('|')}> [--help]`, help: '' });
+  if (name === '--help' || name === '-h') {
+    console.log(usage);
+    process.exit(0);
+  }
+  console.error(`${name === undefined ? 'missing command' : `unknown command '${name}'`}\n${usage}`);
   process.exit(64);
 }
-command(args).catch((error: unknown) => {
+command.run(parseCommandLine(command.spec, args)).catch((error: unknown) => {
   console.error(error instanceof Error ? error.message : error);
   process.exit(1);
 });

@@ -1,29 +1,36 @@
 /**
  * All settings come from environment variables, validated by one TypeBox schema.
- * A bad value stops start-up with a message naming the variable, so a typo in a
- * deployment fails loudly instead of running with a surprising default.
- * This is the only module that reads process.env.
+ * Invalid values stop start-up with one line per variable, saying what it must be
+ * (in the words of the schema), so a typo in a deployment fails loudly instead of
+ * running with a surprising default. `.env` in the working directory adds to the
+ * environment. This is the only module that reads process.env.
  */
-import { Type, type Static } from '@sinclair/typebox';
+import { readFileSync } from 'node:fs';
+import { parseEnv } from 'node:util';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 
+// `errorMessage` says in words what a pattern allows; integers and choices say it from their bounds.
 const PositiveInt = (def: number, max: number, description: string) =>
   Type.Integer({ minimum: 1, maximum: max, default: def, description });
+const PostgresUrl = (description: string) =>
+  Type.String({ pattern: '^postgres(ql)?://', description, errorMessage: 'must be a postgres:// or postgresql:// URL' });
+const Choice = <T extends string>(values: T[], def: T, description: string) =>
+  Type.Union(values.map((v) => Type.Literal(v)), { default: def, description });
+
+// scheme://host[:port], what a browser sends in Origin: no path, not even a trailing slash.
+const ORIGIN = '[A-Za-z][A-Za-z0-9+.-]*://(\\[[0-9A-Fa-f:.]+\\]|[^\\s/?#,:@\\[\\]]+)(:[0-9]{1,5})?';
 
 export const EnvSchema = Type.Object({
-  DATABASE_URL: Type.Optional(
-    Type.String({ pattern: '^postgres(ql)?://', description: 'PostgreSQL URL; unset = embedded server under .data/' }),
-  ),
+  DATABASE_URL: Type.Optional(PostgresUrl('PostgreSQL URL; unset = the embedded development server (EMBEDDED_PG_*)')),
   DATABASE_LISTEN_URL: Type.Optional(
-    Type.String({
-      pattern: '^postgres(ql)?://',
-      description: 'direct PostgreSQL URL (not through a pooler) for LISTEN and migrations; unset = DATABASE_URL',
-    }),
+    PostgresUrl('direct PostgreSQL URL (not through a pooler) for LISTEN and migrations; unset = DATABASE_URL'),
   ),
   DATABASE_READ_URL: Type.Optional(
     Type.String({
       pattern: '^postgres(ql)?://[^,\\s]+(,\\s*postgres(ql)?://[^,\\s]+)*$',
       description: 'comma-separated URLs of streaming replicas that take the public reads; unset = all reads on DATABASE_URL',
+      errorMessage: 'must be postgres:// or postgresql:// URLs separated by commas',
     }),
   ),
   DATABASE_READ_MAX_LAG_MS: Type.Integer({
@@ -32,29 +39,44 @@ export const EnvSchema = Type.Object({
     default: 1_000,
     description: 'most a replica may lag behind the primary and still take reads, ms; past it reads go to the primary',
   }),
-  DATABASE_PREPARED_STATEMENTS: Type.Union([Type.Literal('on'), Type.Literal('off')], {
-    default: 'on',
-    description: 'named prepared statements; off behind PgBouncer < 1.21 (or without max_prepared_statements) in transaction mode',
-  }),
-  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
-  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
-  API_PREFIX: Type.String({ pattern: '^(/[A-Za-z0-9._~-]+)*$', default: '', description: 'e.g. /v1; empty = none' }),
-  LOG_LEVEL: Type.Union(
-    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => Type.Literal(l)),
-    { default: 'info' },
+  DATABASE_PREPARED_STATEMENTS: Choice(
+    ['on', 'off'],
+    'on',
+    'named prepared statements; off behind PgBouncer < 1.21 (or without max_prepared_statements) in transaction mode',
   ),
+  HOST: Type.String({ minLength: 1, default: '127.0.0.1', description: 'address to listen on; 0.0.0.0 = every interface' }),
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000, description: 'port to listen on' }),
+  API_PREFIX: Type.String({
+    pattern: '^(/[A-Za-z0-9._~-]+)*$',
+    default: '',
+    description: 'prefix of every path, e.g. /v1; empty = none',
+    errorMessage: 'must be empty or a path such as /v1, without a trailing slash',
+  }),
+  LOG_LEVEL: Choice(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'least severe level logged'),
   BODY_LIMIT: PositiveInt(1_048_576, 100 * 1_048_576, 'largest accepted request body, bytes'),
   TOKEN_TTL: PositiveInt(86_400, 365 * 86_400, 'token lifetime, seconds'),
   RATE_LIMIT_MAX: PositiveInt(300, 1_000_000, 'requests per window per client'),
   RATE_LIMIT_WINDOW: PositiveInt(60, 86_400, 'rate limit window, seconds'),
   RATE_LIMIT_AUTH_MAX: PositiveInt(10, 1_000_000, 'requests per window per client on POST /tokens and POST /users'),
-  REDIS_URL: Type.Optional(Type.String({ pattern: '^rediss?://' })),
+  REDIS_URL: Type.Optional(
+    Type.String({
+      pattern: '^rediss?://',
+      description: 'Redis for rate limit counters shared by every instance; unset = in memory',
+      errorMessage: 'must be a redis:// or rediss:// URL',
+    }),
+  ),
   TRUST_PROXY: Type.String({
     pattern: '^(true|false|[0-9]{1,2}|[0-9A-Fa-f:.]+(/[0-9]{1,3})?(,\\s*[0-9A-Fa-f:.]+(/[0-9]{1,3})?)*)$',
     default: 'false',
-    description: 'false, true, a hop count, or comma-separated addresses/CIDRs of trusted proxies',
+    description: 'whose X-Forwarded-* headers count for the client address',
+    errorMessage: 'must be false, true, a hop count (e.g. 1), or comma-separated IP addresses or CIDRs of trusted proxies',
   }),
-  CORS_ORIGINS: Type.String({ default: '', description: 'comma-separated origins, or *; empty = CORS off' }),
+  CORS_ORIGINS: Type.String({
+    pattern: `^(\\*|${ORIGIN}(\\s*,\\s*${ORIGIN})*)?$`,
+    default: '',
+    description: 'origins allowed by CORS; empty = CORS off',
+    errorMessage: 'must be *, or comma-separated origins scheme://host[:port] without a path (e.g. https://app.example.com)',
+  }),
   PG_POOL_MAX: PositiveInt(10, 1000, 'PostgreSQL connections per instance'),
   PG_STATEMENT_TIMEOUT_MS: Type.Integer({
     minimum: 100,
@@ -65,7 +87,8 @@ export const EnvSchema = Type.Object({
   PUBLIC_BASE_URL: Type.Optional(
     Type.String({
       pattern: '^https?://[^/?#\\s]+(/[^?#\\s]*[^/?#\\s])?$',
-      description: 'scheme, host and path prefix clients reach the service at, no trailing slash; unset = relative links',
+      description: 'scheme, host and path prefix clients reach the service at; unset = relative links',
+      errorMessage: 'must be an http:// or https:// URL without a query, fragment or trailing slash (e.g. https://api.example.com)',
     }),
   ),
   TOMBSTONE_RETENTION: PositiveInt(
@@ -88,17 +111,40 @@ export const EnvSchema = Type.Object({
     minimum: 0,
     maximum: 60_000,
     default: 1_000,
-    description:
-      'how long an instance trusts a token it has checked, ms (0 = ask the database every time): ' +
-      'the bound on how long another instance may still accept a token after it was revoked',
+    description: 'how long an instance trusts a token it has checked, ms (0 = ask the database every time)',
   }),
-  EMBEDDED_PG_PORT: Type.Integer({ minimum: 1, maximum: 65535, default: 54329 }),
+  EMBEDDED_PG_PORT: Type.Integer({
+    minimum: 1,
+    maximum: 65535,
+    default: 54329,
+    description: 'port of the embedded development PostgreSQL (only without DATABASE_URL)',
+  }),
+  EMBEDDED_PG_DATA: Type.String({
+    minLength: 1,
+    default: '.data/pg',
+    description: 'data folder of the embedded development PostgreSQL, relative to the working directory',
+  }),
 });
 export type Env = Static<typeof EnvSchema>;
 
+/** One line per problem: every invalid variable at once, or the bad line of a .env file. */
 export class ConfigError extends Error {
   override name = 'ConfigError';
+  constructor(readonly problems: string[]) {
+    super(problems.join('\n'));
+  }
 }
+
+/** What a variable must be, in words: from its errorMessage, else from its kind. */
+function mustBe(schema: TSchema): string {
+  if (typeof schema.errorMessage === 'string') return schema.errorMessage;
+  if (schema.type === 'integer') return `must be an integer from ${schema.minimum} to ${schema.maximum}`;
+  if (Array.isArray(schema.anyOf)) return `must be one of ${(schema.anyOf as TSchema[]).map((s) => s.const as string).join(', ')}`;
+  return 'is invalid';
+}
+
+/** A value as an error may show it: no password from a URL. */
+const withoutPassword = (value: string) => value.replace(/\/\/([^:@/,\s]*):[^@,\s]*@/g, '//$1:***@');
 
 function parseTrustProxy(raw: string): boolean | number | string[] {
   if (raw === 'true') return true;
@@ -108,29 +154,19 @@ function parseTrustProxy(raw: string): boolean | number | string[] {
 }
 
 export function loadConfig(source: Record<string, string | undefined> = process.env) {
-  // Only our own keys, and empty strings count as unset (as in docker compose's `VAR=`).
   const raw: Record<string, unknown> = {};
-  for (const key of Object.keys(EnvSchema.properties)) {
+  const problems: string[] = [];
+  for (const [key, schema] of Object.entries(EnvSchema.properties) as [string, TSchema][]) {
     const value = source[key];
-    if (value !== undefined && value !== '') raw[key] = value;
+    // Empty counts as unset (as in docker compose's `VAR=`), except where empty means something.
+    if (value === undefined || (value === '' && key !== 'API_PREFIX' && key !== 'CORS_ORIGINS')) continue;
+    // Only plain integers: Number() would take "1e3" or " 7", and TypeBox's Convert truncates "1.5".
+    const converted = schema.type === 'integer' && /^-?[0-9]+$/.test(value) ? Number(value) : value;
+    if (Value.Check(schema, converted)) raw[key] = converted;
+    else problems.push(`${key}=${JSON.stringify(withoutPassword(value))}: ${mustBe(schema)}`);
   }
-  // API_PREFIX and CORS_ORIGINS may legitimately be set to empty.
-  for (const key of ['API_PREFIX', 'CORS_ORIGINS'] as const) if (source[key] === '') raw[key] = '';
-
-  // Value.Convert would truncate "1.5" to 1: integer settings must be written as integers.
-  for (const [key, schema] of Object.entries(EnvSchema.properties)) {
-    const value = raw[key];
-    if ((schema as { type?: string }).type === 'integer' && typeof value === 'string' && !/^-?[0-9]+$/.test(value)) {
-      throw new ConfigError(`invalid environment variable ${key}=${JSON.stringify(value)}: expected an integer`);
-    }
-  }
-  const env = Value.Convert(EnvSchema, Value.Default(EnvSchema, raw));
-  const first = Value.Errors(EnvSchema, env).First();
-  if (first) {
-    const name = first.path.replace(/^\//, '');
-    throw new ConfigError(`invalid environment variable ${name}=${JSON.stringify(raw[name] ?? '')}: ${first.message}`);
-  }
-  const e = env as Env;
+  if (problems.length > 0) throw new ConfigError(problems);
+  const e = Value.Default(EnvSchema, raw) as Env;
   return {
     databaseUrl: e.DATABASE_URL,
     databaseListenUrl: e.DATABASE_LISTEN_URL,
@@ -146,7 +182,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     rateLimit: { max: e.RATE_LIMIT_MAX, authMax: e.RATE_LIMIT_AUTH_MAX, windowSeconds: e.RATE_LIMIT_WINDOW },
     redisUrl: e.REDIS_URL,
     trustProxy: parseTrustProxy(e.TRUST_PROXY),
-    corsOrigins: e.CORS_ORIGINS === '' ? [] : e.CORS_ORIGINS.split(',').map((s) => s.trim()).filter(Boolean),
+    corsOrigins: e.CORS_ORIGINS === '' ? [] : e.CORS_ORIGINS.split(',').map((s) => s.trim()),
     pgPoolMax: e.PG_POOL_MAX,
     pgStatementTimeoutMs: e.PG_STATEMENT_TIMEOUT_MS,
     publicBaseUrl: e.PUBLIC_BASE_URL,
@@ -154,8 +190,71 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     responseCacheBytes: e.RESPONSE_CACHE_MB * 1_048_576,
     responseCacheMaxAgeMs: e.RESPONSE_CACHE_MAX_AGE_MS,
     authCacheMs: e.AUTH_CACHE_MS,
-    embeddedPgPort: e.EMBEDDED_PG_PORT,
+    embeddedPg: { port: e.EMBEDDED_PG_PORT, dataDir: e.EMBEDDED_PG_DATA },
   };
 }
 
 export type Config = ReturnType<typeof loadConfig>;
+
+// A line of a .env file: blank, a comment, or NAME=value (`export ` allowed, as shells write it).
+const ENV_LINE = /^\s*(#.*)?$|^\s*(export\s+)?[A-Za-z_][A-Za-z0-9_]*\s*=/;
+
+/**
+ * Adds the variables of `path` (default `.env` in the working directory) to the
+ * environment; one already set there, even to empty, wins. A missing file is
+ * fine. Node's own parser (as `node --env-file`) reads the values, but skips or
+ * merges lines it cannot read without a word, so the lines are checked first.
+ */
+export function loadEnvFile(path = '.env', env: Record<string, string | undefined> = process.env): void {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw new ConfigError([`cannot read ${path}: ${(error as Error).message}`]);
+  }
+  const lines = text.split(/\r?\n/);
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!;
+    if (!ENV_LINE.test(line)) throw new ConfigError([`${path} line ${i + 1}: expected NAME=value, found ${JSON.stringify(line)}`]);
+    // A quoted value may span lines: skip to its closing quote.
+    const open = /=\s*(["'`])(.*)$/.exec(line);
+    if (open && !open[2]!.includes(open[1]!)) {
+      const end = lines.findIndex((l, j) => j > i && l.includes(open[1]!));
+      if (end === -1) throw new ConfigError([`${path} line ${i + 1}: the quote ${open[1]} is never closed`]);
+      i = end;
+    }
+  }
+  for (const [key, value] of Object.entries(parseEnv(text))) if (env[key] === undefined) env[key] = value;
+}
+
+/** host:port/database of a PostgreSQL URL: nothing about who connects. */
+function databaseTarget(url: string): string {
+  if (!URL.canParse(url)) return 'an unparsable URL';
+  const u = new URL(url);
+  return `${u.hostname || u.searchParams.get('host') || 'localhost'}:${u.port || 5432}${decodeURIComponent(u.pathname)}`;
+}
+
+/** What the service connects to, for the start-up log: hosts, ports and names, never a user or password. */
+export function describeConnections(config: Config, databaseUrl: string) {
+  const redis = config.redisUrl === undefined ? undefined : new URL(config.redisUrl);
+  return {
+    database: databaseTarget(databaseUrl),
+    rateLimitStore: redis ? `Redis ${redis.hostname}:${redis.port || 6379}` : 'memory',
+    responseCache: config.responseCacheBytes > 0 ? `${config.responseCacheBytes / 1_048_576} MiB` : 'off',
+    replicas: config.databaseReadUrls.length > 0 ? config.databaseReadUrls.map(databaseTarget).join(', ') : 'none',
+  };
+}
+
+/** Every setting for --help: name, default, what it does, from the schema. */
+export function describeSettings(): string {
+  return Object.entries(EnvSchema.properties as Record<string, TSchema>)
+    .map(([key, schema]) => {
+      const def = schema.default === undefined ? 'unset' : schema.default === '' ? 'empty' : String(schema.default);
+      return `  ${key} (${def}): ${schema.description ?? ''}`;
+    })
+    .join('\n');
+}
+
+/** The npm script that started this process (`npm run seed` runs "seed"), so usage can name it. */
+export const npmScript = (): string | undefined => process.env.npm_lifecycle_event;

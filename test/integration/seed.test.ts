@@ -18,7 +18,7 @@ const iso = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 beforeAll(async () => {
   t = await startTestApp();
   existing = await signUp(t.app, { name: 'Already Here' });
-  await seedCommand(t.app.db, ['--posts', '2000'], { write: (text: string) => (printed += text) });
+  await seedCommand(t.app.db, { posts: 2000 }, { write: (text: string) => (printed += text) });
   second = await seed(t.app.db, { posts: 100, comments: 150, users: 5 });
 }, 60_000);
 afterAll(() => t.close());

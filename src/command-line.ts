@@ -1,0 +1,88 @@
+/**
+ * What every entry point (the server and each operator command) does before
+ * its work: read its arguments with node:util's parseArgs, answer --help
+ * (exit 0), turn away what it does not know with its usage (exit 64,
+ * EX_USAGE), then read .env and the configuration (exit 78, EX_CONFIG).
+ * Usage names the command the way the user typed it: `npm run seed -- …`
+ * under npm, `node dist/src/cli.js seed …` without.
+ */
+import { relative } from 'node:path';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { ConfigError, loadConfig, loadEnvFile, npmScript, type Config } from './config.js';
+
+export interface CommandSpec {
+  /** The npm scripts that run it: "start", "seed"... */
+  scripts: string[];
+  /** Its word after the entry file when run without npm (`cli.js seed`). */
+  subcommand?: string;
+  /** What follows the command on the usage line, e.g. `--posts N [--users N]`. */
+  synopsis?: string;
+  /** The rest of --help: what it does, its options. */
+  help: string;
+  options?: ParseArgsConfig['options'];
+  /** How many positional arguments it takes (exactly). */
+  positionals?: number;
+}
+
+/** A bad argument found after parsing (a count that is not a number...): usage, exit 64. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+function invocation(spec: CommandSpec): string {
+  const script = npmScript();
+  if (script !== undefined && spec.scripts.includes(script)) return script === 'start' ? 'npm start' : `npm run ${script}`;
+  const entry = relative(process.cwd(), process.argv[1] ?? '');
+  return [entry.endsWith('.ts') ? 'npx tsx' : 'node', entry, spec.subcommand].filter(Boolean).join(' ');
+}
+
+export function usageLine(spec: CommandSpec): string {
+  const command = invocation(spec);
+  if (!spec.synopsis) return `usage: ${command}`;
+  // npm passes on only what follows `--`.
+  return `usage: ${command}${command.startsWith('npm ') ? ' --' : ''} ${spec.synopsis}`;
+}
+
+/** Prints the usage and a reason on stderr, exit 64: for errors the caller finds in the values. */
+export function exitWithUsage(spec: CommandSpec, reason: string): never {
+  console.error(`${reason}\n${usageLine(spec)}\n(--help for more)`);
+  process.exit(64);
+}
+
+/** The command's options and positionals, or exits: --help prints the help (0), anything unknown the usage (64). */
+export function parseCommandLine(spec: CommandSpec, args: string[]) {
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(`${usageLine(spec)}\n\n${spec.help.trimEnd()}`);
+    process.exit(0);
+  }
+  try {
+    const parsed = parseArgs({ args, options: spec.options ?? {}, allowPositionals: true, strict: true });
+    const expected = spec.positionals ?? 0;
+    if (parsed.positionals.length !== expected) {
+      throw new UsageError(
+        parsed.positionals.length > expected
+          ? `unexpected argument '${parsed.positionals[expected]}'`
+          : `missing argument: ${spec.synopsis ?? ''}`.trim(),
+      );
+    }
+    return parsed;
+  } catch (error) {
+    // parseArgs' own errors (unknown option, missing value) carry ERR_PARSE_ARGS_* codes; its
+    // first sentence is the reason, the rest advises on `--` quoting.
+    const code = (error as { code?: unknown }).code;
+    if (!(error instanceof UsageError) && !(typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS'))) throw error;
+    exitWithUsage(spec, (error as Error).message.split('. ')[0]!);
+  }
+}
+
+/** `.env`, then the environment, validated; every problem is printed and the process exits 78. */
+export function readConfiguration(): Config {
+  try {
+    loadEnvFile();
+    return loadConfig();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(`configuration error (environment variables and .env):\n  ${error.problems.join('\n  ')}`);
+    process.exit(78);
+  }
+}

@@ -92,9 +92,9 @@ export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
 
 function describe(error: ErrorObject): string {
   const p = error.params as Record<string, unknown>;
-  // A pattern may name its own message (e.g. "must not be blank").
+  // A pattern may name its own message (e.g. "must not be blank"), which a format it refines shares.
   const custom = (error.parentSchema as Record<string, unknown> | undefined)?.['x-errorMessage'];
-  if (error.keyword === 'pattern' && typeof custom === 'string') return custom;
+  if ((error.keyword === 'pattern' || error.keyword === 'format') && typeof custom === 'string') return custom;
   switch (error.keyword) {
     case 'required':
       return 'is required';

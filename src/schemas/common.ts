@@ -168,24 +168,29 @@ export const IncludeParam = {
   ),
 };
 
+/**
+ * An RFC 3339 date-time that PostgreSQL can hold: ajv-formats' `date-time`
+ * checks the calendar (no 30 February, no hour 24), the pattern the rest:
+ * the `T`, seconds, a `Z` or an offset with its colon, offsets within ±14:00
+ * (the widest in use; PostgreSQL refuses past ±15:59) and no year 0000.
+ */
+const DateTime = (description: string) =>
+  Type.Optional(
+    Type.String({
+      format: 'date-time',
+      pattern:
+        '^(?:000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.][0-9]+)?' +
+        '(?:[Zz]|[+-](?:0[0-9]|1[0-3]):[0-5][0-9]|[+-]14:00)$',
+      maxLength: 64,
+      'x-errorMessage': 'must be an RFC 3339 date-time with Z or an offset within ±14:00, e.g. 2026-11-22T10:00:00Z',
+      description,
+    }),
+  );
+
 /** Inclusive of nothing: both bounds are exclusive, compared at the milliseconds the API shows. */
 export const CreatedRangeParams = {
-  createdAfter: Type.Optional(
-    Type.String({
-      format: 'date-time',
-      maxLength: 64,
-      description: 'only items created after this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision',
-      examples: ['2026-11-15T00:00:00Z'],
-    }),
-  ),
-  createdBefore: Type.Optional(
-    Type.String({
-      format: 'date-time',
-      maxLength: 64,
-      description: 'only items created before this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision',
-      examples: ['2026-11-22T00:00:00+01:00'],
-    }),
-  ),
+  createdAfter: DateTime('only items created after this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision'),
+  createdBefore: DateTime('only items created before this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision'),
 };
 
 export const SearchParam = {

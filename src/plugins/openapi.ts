@@ -8,8 +8,12 @@
  *   on routes exempt from rate limiting, CORS's Access-Control-Allow-Origin
  *   when CORS_ORIGINS allows the caller), Retry-After on 429 and 503 and
  *   WWW-Authenticate on 401, all as references to `components.headers`;
- * - `security: [{}, {bearerAuth: []}]` on every operation that does not need a
- *   token: a token is optional there, and a bad one is still a 401;
+ * - `security: [{}]` on every operation that does not need a token: Swagger UI
+ *   shows no padlock there (with `[{}, {bearerAuth: []}]` it showed a closed
+ *   one, as if authorized); a token sent there still counts, and a bad one is a
+ *   401, as the info description and every 401 response say;
+ * - `explode: false` (one comma-separated parameter) moved from a list
+ *   parameter's schema, where a route declares it, to the parameter;
  * - application/merge-patch+json on every PATCH (the body parser takes it);
  * - `components.responses.MethodNotAllowed`: the 405 (with Allow) that a known
  *   path gives for a method it lacks, which no operation of it can list.
@@ -73,11 +77,13 @@ const BY_STATUS: Record<string, HeaderName[]> = { 401: ['WWW-Authenticate'], 429
 
 /** Marks, in the document, the operations that are exempt from rate limiting (no RateLimit fields). */
 const NOT_RATE_LIMITED = 'x-rate-limited';
-/** A token is optional: anonymous, or a valid bearer token (a bad one is a 401). */
-const TOKEN_OPTIONAL = [{}, { bearerAuth: [] }];
+/** No token needed (one sent is still checked: a bad one is a 401). */
+const PUBLIC = [{}];
 
+type Parameter = { style?: string; explode?: boolean; schema?: { explode?: boolean } };
 type Operation = Record<string, unknown> & {
   security?: unknown[];
+  parameters?: Parameter[];
   responses?: Record<string, { headers?: object }>;
 };
 
@@ -116,7 +122,10 @@ export default fp<{ prefix: string }>(
           version: '0.1.0',
           description:
             'Posts and their comments. Errors always have the body of the Error schema. ' +
-            'A known path answers a method it lacks with 405 and Allow (components.responses.MethodNotAllowed).',
+            'A known path answers a method it lacks with 405 and Allow (components.responses.MethodNotAllowed). ' +
+            'Reads, sign-up and log-in need no token; one sent there is still checked (a bad one is a 401). ' +
+            'The examples fit a database filled by `npm run seed`: log in with the example of POST /tokens, ' +
+            'authorize with the token, and every other example works (ids 1 are that user\'s).',
         },
         servers: [server],
         tags: [
@@ -144,7 +153,12 @@ export default fp<{ prefix: string }>(
         const { openapiObject } = documentObject;
         for (const item of Object.values(openapiObject.paths ?? {})) {
           for (const op of Object.values(item as Record<string, Operation>)) {
-            op.security ??= TOKEN_OPTIONAL;
+            op.security ??= PUBLIC;
+            for (const parameter of op.parameters ?? []) {
+              if (parameter.schema?.explode === undefined) continue;
+              Object.assign(parameter, { style: 'form', explode: parameter.schema.explode });
+              delete parameter.schema.explode;
+            }
             const limited = op[NOT_RATE_LIMITED] !== false;
             for (const [status, response] of Object.entries(op.responses ?? {})) {
               const names = [...EVERY_RESPONSE, ...(limited ? RATE_LIMITED : []), ...(BY_STATUS[status] ?? [])];

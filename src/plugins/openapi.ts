@@ -20,7 +20,7 @@
  *
  * The document is the largest response of the API, so it is served compressed
  * when the client accepts it (br, else gzip), each encoding made once on first
- * demand; it spends the rate limit like any request. The docs page and its
+ * demand, with an ETag of its own (If-None-Match gives a 304, as on any stored read); it spends the rate limit like any request. The docs page and its
  * static assets do not (a page load fetches dozens of them); the page reads the
  * document from /docs/json, answered by the same handler.
  */
@@ -31,6 +31,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ErrorSchema, NoQuery } from '../schemas/common.js';
 import { JSON_MEDIA_TYPE, PATCH_MEDIA_TYPES } from '../media-types.js';
+import { bodyTag, namesTag } from '../http/conditional.js';
 
 // Bounds as config.ts allows them: RATE_LIMIT_MAX ≤ 1 000 000, RATE_LIMIT_WINDOW ≤ 86 400 s.
 const count = { type: 'integer', format: 'int32', minimum: 0, maximum: 1_000_000 };
@@ -181,22 +182,30 @@ export default fp<{ prefix: string }>(
       },
     });
 
-    const encoded = new Map<Encoding | 'identity', Buffer>();
-    const documentIn = (encoding: Encoding | 'identity'): Buffer => {
-      let body = encoded.get(encoding);
-      if (!body) {
-        const json = encoded.get('identity') ?? Buffer.from(JSON.stringify(app.swagger()));
-        encoded.set('identity', json);
-        body = encoding === 'identity' ? json : ENCODINGS[encoding](json);
-        encoded.set(encoding, body);
+    // Each encoding made once, with its own strong ETag (a different representation of one document).
+    const encoded = new Map<Encoding | 'identity', { body: Buffer; tag: string }>();
+    const documentIn = (encoding: Encoding | 'identity') => {
+      let made = encoded.get(encoding);
+      if (!made) {
+        const identity = encoded.get('identity') ?? (() => {
+          const json = JSON.stringify(app.swagger());
+          return { body: Buffer.from(json), tag: bodyTag(json) };
+        })();
+        encoded.set('identity', identity);
+        made = encoding === 'identity' ? identity : { body: ENCODINGS[encoding](identity.body), tag: `${identity.tag.slice(0, -1)}-${encoding}"` };
+        encoded.set(encoding, made);
       }
-      return body;
+      return made;
     };
     const serveDocument = async (request: FastifyRequest, reply: FastifyReply) => {
-      const encoding = chooseEncoding(request.headers['accept-encoding']);
-      reply.type(JSON_MEDIA_TYPE).header('vary', 'Accept-Encoding');
-      if (encoding) reply.header('content-encoding', encoding);
-      return reply.send(documentIn(encoding ?? 'identity'));
+      const encoding = chooseEncoding(request.headers['accept-encoding']) ?? 'identity';
+      const { body, tag } = documentIn(encoding);
+      reply.header('vary', 'Accept-Encoding').header('etag', tag);
+      const condition = request.headers['if-none-match'];
+      if (condition !== undefined && namesTag(condition, tag)) return reply.code(304).send();
+      reply.type(JSON_MEDIA_TYPE);
+      if (encoding !== 'identity') reply.header('content-encoding', encoding);
+      return reply.send(body);
     };
 
     app.get(`${prefix}/openapi.json`, { schema: { hide: true, querystring: NoQuery } }, serveDocument);

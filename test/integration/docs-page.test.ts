@@ -52,7 +52,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the /docs page in chromium', { timeout: 
 
   it('shows no padlock on public operations and an open one on the others', async () => {
     for (const id of ['operations-posts-listPosts', 'operations-users-createUser', 'operations-tokens-createToken'])
-      await expect.poll(() => padlock(id).count(), id).toBe(0);
+      await expect.poll(() => padlock(id).count(), { message: id }).toBe(0);
     for (const id of ['operations-posts-createPost', 'operations-users-getMe'])
       expect(await padlock(id).getAttribute('aria-label'), id).toBe('authorization button unlocked');
   });

@@ -122,6 +122,21 @@ describe('GET /openapi.json', () => {
     }
   });
 
+  it('carries an ETag, one per encoding, and answers If-None-Match naming it with a 304', async () => {
+    const plain = await t.app.inject({ url: '/openapi.json' });
+    const br = await t.app.inject({ url: '/openapi.json', headers: { 'accept-encoding': 'br' } });
+    const tag = plain.headers.etag as string;
+    expect(tag).toMatch(/^"b[A-Za-z0-9_-]{22}"$/);
+    expect(br.headers.etag).toBe(`${tag.slice(0, -1)}-br"`);
+    expect(plain.headers['cache-control']).toBe('no-cache');
+    const again = await t.app.inject({ url: '/openapi.json', headers: { 'if-none-match': tag } });
+    expect(again.statusCode).toBe(304);
+    expect(again.body).toBe('');
+    expect(again.headers.etag).toBe(tag);
+    expect((await t.app.inject({ url: '/openapi.json', headers: { 'if-none-match': tag, 'accept-encoding': 'br' } })).statusCode).toBe(200);
+    expect((await t.app.inject({ url: '/docs/json', headers: { 'if-none-match': tag } })).statusCode).toBe(304);
+  });
+
   it('answers compressed when the client accepts it, and the same document', async () => {
     const plain = await t.app.inject({ url: '/openapi.json' });
     expect(plain.headers['content-encoding']).toBeUndefined();

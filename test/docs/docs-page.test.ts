@@ -16,7 +16,7 @@ const CHROMIUM = '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
-describe.skipIf(!existsSync(CHROMIUM))('the /docs page in chromium', { timeout: 60_000 }, () => {
+describe.skipIf(!existsSync(CHROMIUM))('the /docs page in chromium', { timeout: 120_000 }, () => {
   let t: TestApp;
   let browser: Browser;
   let page: Page;

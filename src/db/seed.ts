@@ -2,8 +2,7 @@
  * Demo data for `npm run seed -- --posts N` and the benchmark: users, posts and
  * comments generated inside PostgreSQL (`INSERT ... SELECT ... FROM
  * generate_series`), a batch of rows per statement so progress can be shown,
- * never row by row from Node. A million posts and two million comments load in
- * well under a minute.
+ * never row by row from Node (docs/operations.md says how long a million posts take).
  *
  * The data is added to what is there (nothing is wiped), in ONE transaction:
  * all of it or none. Writers wait on a table lock meanwhile; readers do not,

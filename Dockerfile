@@ -3,9 +3,12 @@
 #   docker build -t posts-api .
 #   docker run --init -e DATABASE_URL=postgres://... -p 3000:3000 posts-api
 #
-# Base: Node.js 26 ("current" Active LTS since 2026-10-28; 24 is in maintenance)
-# on Debian 13 trixie-slim. Override with --build-arg NODE_IMAGE=... if needed.
-ARG NODE_IMAGE=node:26-trixie-slim
+# Base: Node.js 26, the Active LTS line since 2026-10-28 (24 is in maintenance),
+# pinned to an exact release on Debian 13 trixie-slim; the code itself runs on
+# Node >= 20.19 (package.json engines). Override with --build-arg NODE_IMAGE=...
+# No registry was reachable where this was written, so no digest is recorded
+# (docs/operations.md, "Images").
+ARG NODE_IMAGE=node:26.10.0-trixie-slim
 
 # ---------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS base
@@ -35,6 +38,7 @@ RUN npm ci --omit=dev --ignore-scripts
 
 # ---------------------------------------------------------------------------
 FROM base AS runtime
+# HOST explicit: the service's own default is 127.0.0.1, unreachable from outside the container.
 ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3000

@@ -11,14 +11,32 @@ export const PATCH_MEDIA_TYPES = ['application/json', 'application/merge-patch+j
 
 const UTF8_NAMES = new Set(['utf-8', 'utf8', 'csutf8']);
 
-/** A media type's parameters as sent: `charset="UTF-8"` → utf-8 (names are case-insensitive, values may be quoted). */
-export function charsetOf(contentType: string): string | undefined {
-  for (const parameter of contentType.split(';').slice(1)) {
-    const match = /^\s*charset\s*=\s*(?:"([^"]*)"|([^\s"]*))\s*$/i.exec(parameter);
-    if (match) return (match[1] ?? match[2] ?? '').toLowerCase();
+const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+";
+/** One `OWS ";" OWS [ name "=" ( token / quoted-string ) ]` (RFC 9110 §5.6.6; empty parameters are allowed; Node refuses control characters in headers). */
+const PARAMETER = new RegExp(`[ \\t]*;[ \\t]*(?:(${TOKEN})=(?:(${TOKEN})|"((?:[^"\\\\]|\\\\.)*)"))?`, 'y');
+
+/**
+ * A Content-Type's parameters, names lower-cased, quoted values unquoted
+ * (`charset="UTF-8"` → charset: UTF-8); undefined when one is malformed or a
+ * name comes twice (RFC 6838 §4.3), which leaves no single reading of the header.
+ */
+export function parametersOf(contentType: string): Map<string, string> | undefined {
+  const start = contentType.indexOf(';');
+  const parameters = new Map<string, string>();
+  if (start < 0) return parameters;
+  const rest = contentType.slice(start).replace(/[ \t]+$/, '');
+  PARAMETER.lastIndex = 0;
+  while (PARAMETER.lastIndex < rest.length) {
+    const match = PARAMETER.exec(rest);
+    if (!match || match[0] === '') return undefined;
+    const [, name, token, quoted] = match;
+    if (name === undefined) continue;
+    const key = name.toLowerCase();
+    if (parameters.has(key)) return undefined;
+    parameters.set(key, token ?? quoted!.replace(/\\(.)/g, '$1'));
   }
-  return undefined;
+  return parameters;
 }
 
 /** No charset, or one that names UTF-8. */
-export const isUtf8 = (charset: string | undefined) => charset === undefined || UTF8_NAMES.has(charset);
+export const isUtf8 = (charset: string | undefined) => charset === undefined || UTF8_NAMES.has(charset.toLowerCase());

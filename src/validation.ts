@@ -37,19 +37,6 @@ function makeAjv(options: Options): Ajv {
   return ajv;
 }
 
-/**
- * Read-only members (`readOnly: true`, typed as GET renders them) are accepted
- * and ignored in a body whatever their value, as OpenAPI means readOnly and
- * the contract promises: a client may send back what it read, or anything.
- */
-function ignoringReadOnly(schema: { properties?: Record<string, { readOnly?: boolean }> }): object {
-  if (!schema.properties) return schema;
-  const properties = Object.fromEntries(
-    Object.entries(schema.properties).map(([name, member]) => [name, member.readOnly === true ? {} : member]),
-  );
-  return { ...schema, properties };
-}
-
 const CANONICAL_INTEGER = /^(?:0|[1-9][0-9]*)$/;
 const NOT_CANONICAL = 'must be written in plain decimal digits (no sign, leading zero, exponent or spaces)';
 
@@ -79,23 +66,62 @@ function canonicalIntegers(validate: Validate, schema: { properties?: Record<str
   return checked;
 }
 
+const GIVEN_TWICE = 'must be given once, as a comma-separated list';
+
+/**
+ * A list parameter documented `explode: false` arrives as one string,
+ * `fields=title,body`: split into the array its schema checks, each item's
+ * problem reported on the parameter. Repeating the parameter is not that form.
+ */
+function commaSeparated(validate: Validate, schema: { properties?: Record<string, { type?: unknown; explode?: unknown }> }): Validate {
+  const lists = Object.entries(schema.properties ?? {}).filter(([, s]) => s.type === 'array' && s.explode === false).map(([name]) => name);
+  if (lists.length === 0) return validate;
+  const checked: Validate = (data) => {
+    const values = (data ?? {}) as Record<string, unknown>;
+    const repeated = lists.filter((name) => Array.isArray(values[name]));
+    for (const name of lists) {
+      const value = values[name];
+      if (typeof value === 'string') values[name] = value.split(',');
+    }
+    const valid = validate(data);
+    const errors = (validate.errors ?? []).filter((e) => !repeated.includes(e.instancePath.split('/')[1] ?? ''));
+    for (const e of errors) {
+      const [, name = '', item] = e.instancePath.split('/');
+      if (item !== undefined && lists.includes(name)) Object.assign(e, { instancePath: `/${name}`, parentSchema: schema.properties![name] });
+    }
+    for (const name of repeated)
+      errors.push({ instancePath: `/${name}`, schemaPath: `#/properties/${name}`, keyword: 'repeated', params: {}, message: GIVEN_TWICE });
+    checked.errors = errors.length ? errors : null;
+    return valid && repeated.length === 0;
+  };
+  return checked;
+}
+
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   const coercing = makeAjv({ coerceTypes: true });
   const strict = makeAjv({ coerceTypes: false });
   return ({ schema, httpPart }) => {
-    if (httpPart === 'body') return strict.compile(ignoringReadOnly(schema as object)) as ReturnType<FastifySchemaCompiler<unknown>>;
+    if (httpPart === 'body') return strict.compile(schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
     const validate = coercing.compile(schema as object) as Validate;
-    const fromUrl = httpPart === 'querystring' || httpPart === 'params';
-    return (fromUrl ? canonicalIntegers(validate, schema as object) : validate) as ReturnType<FastifySchemaCompiler<unknown>>;
+    if (httpPart === 'params') return canonicalIntegers(validate, schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
+    if (httpPart === 'querystring') return canonicalIntegers(commaSeparated(validate, schema as object), schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
+    return validate as ReturnType<FastifySchemaCompiler<unknown>>;
   };
 }
 
+/** What x-errorMessage speaks for: a pattern, the format it refines, a list's items and length. */
+const SHAPE_KEYWORDS = new Set(['pattern', 'format', 'enum', 'maxItems']);
+
 function describe(error: ErrorObject): string {
   const p = error.params as Record<string, unknown>;
-  // A pattern may name its own message (e.g. "must not be blank").
+  // A schema may name its own message for what its shape refuses (e.g. "must not be blank").
   const custom = (error.parentSchema as Record<string, unknown> | undefined)?.['x-errorMessage'];
-  if (error.keyword === 'pattern' && typeof custom === 'string') return custom;
+  if (SHAPE_KEYWORDS.has(error.keyword) && typeof custom === 'string') return custom;
   switch (error.keyword) {
+    case 'uniqueItems': {
+      const items = error.data as unknown[];
+      return `names ${[...new Set(items.filter((item, i) => items.indexOf(item) !== i))].join(', ')} more than once`;
+    }
     case 'required':
       return 'is required';
     case 'additionalProperties':

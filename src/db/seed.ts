@@ -2,8 +2,7 @@
  * Demo data for `npm run seed -- --posts N` and the benchmark: users, posts and
  * comments generated inside PostgreSQL (`INSERT ... SELECT ... FROM
  * generate_series`), a batch of rows per statement so progress can be shown,
- * never row by row from Node. A million posts and two million comments load in
- * well under a minute.
+ * never row by row from Node (docs/operations.md says how long a million posts take).
  *
  * The data is added to what is there (nothing is wiped), in ONE transaction:
  * all of it or none. Writers wait on a table lock meanwhile; readers do not,
@@ -28,6 +27,8 @@
  * widely, and comments are uneven: a handful of popular posts collect about a
  * tenth of them, recent posts get most of the rest, many posts get none.
  * Every seeded user has the same password (hashed once: scrypt costs ~100 ms).
+ * The first user writes the first post and its first comment, so the examples
+ * of the OpenAPI document (ids 1, the first user's log-in) work on a freshly seeded database.
  */
 import type pg from 'pg';
 import { hashPassword } from '../security.js';
@@ -185,6 +186,7 @@ const COMMENT_PLAN = `
   CROSS JOIN LATERAL (SELECT (j + ${rnd('j', 11)}) / $m::int8 AS tau) t
   CROSS JOIN LATERAL (SELECT LEAST($n::int8, GREATEST(1, floor($n::int8 * t.tau)::int8)) AS avail) a
   CROSS JOIN LATERAL (SELECT CASE
+      WHEN j = 0 THEN 0
       WHEN ${rnd('j', 12)} < 0.1 THEN
         floor(floor(${rnd('j', 13)} * (floor((a.avail - 1) * $popular::int8 / $n::int8) + 1)) * $n::int8 / $popular::int8)::int8
       ELSE a.avail - 1 - floor(a.avail * ${rnd('j', 13)} ^ 2)::int8
@@ -207,7 +209,7 @@ const PLAN_COMMENTS = `
 const INSERT_POSTS = `
   INSERT INTO posts (id, author_id, title, body, comment_count, version, created_at, updated_at) OVERRIDING SYSTEM VALUE
   SELECT $postBase::int8 + i,
-    $userBase::int8 + floor($users::int8 * ${rnd('i', 4)} ^ 2)::int8,
+    $userBase::int8 + CASE WHEN i = 0 THEN 0 ELSE floor($users::int8 * ${rnd('i', 4)} ^ 2)::int8 END,
     ($adjectives::text[])[1 + floor(${rnd('i', 5)} * cardinality($adjectives::text[]))::int4] || ' ' ||
       ($nouns::text[])[1 + floor(${rnd('i', 6)} * cardinality($nouns::text[]))::int4] ||
       CASE WHEN ${rnd('i', 7)} < 0.3 THEN ', part ' || (1 + floor(${rnd('i', 8)} * 12)::int4) ELSE '' END ||
@@ -226,7 +228,7 @@ const INSERT_POSTS = `
 const INSERT_COMMENTS = `
   INSERT INTO comments (id, post_id, author_id, body, version, created_at, updated_at) OVERRIDING SYSTEM VALUE
   SELECT $commentBase::int8 + j, $postBase::int8 + c.p,
-    $userBase::int8 + floor($users::int8 * ${rnd('j', 14)})::int8,
+    $userBase::int8 + CASE WHEN j = 0 THEN 0 ELSE floor($users::int8 * ${rnd('j', 14)})::int8 END,
     b.body,
     CASE WHEN e.edited THEN 2 ELSE 1 END,
     e.created,

@@ -7,7 +7,8 @@
  * JSON is UTF-8 (RFC 8259 §8.1): a declared charset that does not name UTF-8
  * (media-types.ts lists the spellings) is a 415, and bytes that are not UTF-8
  * are a 400, where decoding leniently would store U+FFFD in place of what the
- * client meant.
+ * client meant. A malformed or repeated parameter (`charset=utf-8; charset=latin1`,
+ * an unclosed quote) leaves no one charset to trust: a 415 too.
  *
  * DELETE and OPTIONS take no body: an empty one is no body, whatever
  * Content-Type says (clients often send their default Content-Type on every
@@ -16,7 +17,7 @@
 import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';
 import { HttpError, badRequest } from '../errors.js';
-import { PATCH_MEDIA_TYPES, charsetOf, isUtf8 } from '../media-types.js';
+import { PATCH_MEDIA_TYPES, isUtf8, parametersOf } from '../media-types.js';
 
 // fatal: a malformed sequence throws instead of becoming U+FFFD; a leading BOM is dropped (RFC 8259 allows ignoring it).
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -42,7 +43,12 @@ export default fp(
           done(new HttpError(415, 'application/merge-patch+json is only accepted on PATCH'), undefined);
           return;
         }
-        if (!isUtf8(charsetOf(contentType))) {
+        const parameters = parametersOf(contentType);
+        if (!parameters) {
+          done(new HttpError(415, 'Content-Type has a malformed or repeated parameter: send application/json; charset=utf-8'), undefined);
+          return;
+        }
+        if (!isUtf8(parameters.get('charset'))) {
           done(new HttpError(415, 'JSON must be UTF-8: send charset=utf-8 or no charset'), undefined);
           return;
         }

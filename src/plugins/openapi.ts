@@ -8,15 +8,19 @@
  *   on routes exempt from rate limiting, CORS's Access-Control-Allow-Origin
  *   when CORS_ORIGINS allows the caller), Retry-After on 429 and 503 and
  *   WWW-Authenticate on 401, all as references to `components.headers`;
- * - `security: [{}, {bearerAuth: []}]` on every operation that does not need a
- *   token: a token is optional there, and a bad one is still a 401;
+ * - `security: [{}]` on every operation that does not need a token: Swagger UI
+ *   shows no padlock there (with `[{}, {bearerAuth: []}]` it showed a closed
+ *   one, as if authorized); a token sent there still counts, and a bad one is a
+ *   401, as the info description and every 401 response say;
+ * - `explode: false` (one comma-separated parameter) moved from a list
+ *   parameter's schema, where a route declares it, to the parameter;
  * - application/merge-patch+json on every PATCH (the body parser takes it);
  * - `components.responses.MethodNotAllowed`: the 405 (with Allow) that a known
  *   path gives for a method it lacks, which no operation of it can list.
  *
  * The document is the largest response of the API, so it is served compressed
  * when the client accepts it (br, else gzip), each encoding made once on first
- * demand; it spends the rate limit like any request. The docs page and its
+ * demand, with an ETag of its own (If-None-Match gives a 304, as on any stored read); it spends the rate limit like any request. The docs page and its
  * static assets do not (a page load fetches dozens of them); the page reads the
  * document from /docs/json, answered by the same handler.
  */
@@ -27,6 +31,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ErrorSchema, NoQuery } from '../schemas/common.js';
 import { JSON_MEDIA_TYPE, PATCH_MEDIA_TYPES } from '../media-types.js';
+import { bodyTag, namesTag } from '../http/conditional.js';
 
 // Bounds as config.ts allows them: RATE_LIMIT_MAX ≤ 1 000 000, RATE_LIMIT_WINDOW ≤ 86 400 s.
 const count = { type: 'integer', format: 'int32', minimum: 0, maximum: 1_000_000 };
@@ -73,11 +78,13 @@ const BY_STATUS: Record<string, HeaderName[]> = { 401: ['WWW-Authenticate'], 429
 
 /** Marks, in the document, the operations that are exempt from rate limiting (no RateLimit fields). */
 const NOT_RATE_LIMITED = 'x-rate-limited';
-/** A token is optional: anonymous, or a valid bearer token (a bad one is a 401). */
-const TOKEN_OPTIONAL = [{}, { bearerAuth: [] }];
+/** No token needed (one sent is still checked: a bad one is a 401). */
+const PUBLIC = [{}];
 
+type Parameter = { style?: string; explode?: boolean; schema?: { explode?: boolean } };
 type Operation = Record<string, unknown> & {
   security?: unknown[];
+  parameters?: Parameter[];
   responses?: Record<string, { headers?: object }>;
 };
 
@@ -116,7 +123,10 @@ export default fp<{ prefix: string }>(
           version: '0.1.0',
           description:
             'Posts and their comments. Errors always have the body of the Error schema. ' +
-            'A known path answers a method it lacks with 405 and Allow (components.responses.MethodNotAllowed).',
+            'A known path answers a method it lacks with 405 and Allow (components.responses.MethodNotAllowed). ' +
+            'Reads, sign-up and log-in need no token; one sent there is still checked (a bad one is a 401). ' +
+            'The examples fit a database filled by `npm run seed`: log in with the example of POST /tokens, ' +
+            'authorize with the token, and every other example works (ids 1 are that user\'s).',
         },
         servers: [server],
         tags: [
@@ -144,7 +154,12 @@ export default fp<{ prefix: string }>(
         const { openapiObject } = documentObject;
         for (const item of Object.values(openapiObject.paths ?? {})) {
           for (const op of Object.values(item as Record<string, Operation>)) {
-            op.security ??= TOKEN_OPTIONAL;
+            op.security ??= PUBLIC;
+            for (const parameter of op.parameters ?? []) {
+              if (parameter.schema?.explode === undefined) continue;
+              Object.assign(parameter, { style: 'form', explode: parameter.schema.explode });
+              delete parameter.schema.explode;
+            }
             const limited = op[NOT_RATE_LIMITED] !== false;
             for (const [status, response] of Object.entries(op.responses ?? {})) {
               const names = [...EVERY_RESPONSE, ...(limited ? RATE_LIMITED : []), ...(BY_STATUS[status] ?? [])];
@@ -167,22 +182,30 @@ export default fp<{ prefix: string }>(
       },
     });
 
-    const encoded = new Map<Encoding | 'identity', Buffer>();
-    const documentIn = (encoding: Encoding | 'identity'): Buffer => {
-      let body = encoded.get(encoding);
-      if (!body) {
-        const json = encoded.get('identity') ?? Buffer.from(JSON.stringify(app.swagger()));
-        encoded.set('identity', json);
-        body = encoding === 'identity' ? json : ENCODINGS[encoding](json);
-        encoded.set(encoding, body);
+    // Each encoding made once, with its own strong ETag (a different representation of one document).
+    const encoded = new Map<Encoding | 'identity', { body: Buffer; tag: string }>();
+    const documentIn = (encoding: Encoding | 'identity') => {
+      let made = encoded.get(encoding);
+      if (!made) {
+        const identity = encoded.get('identity') ?? (() => {
+          const json = JSON.stringify(app.swagger());
+          return { body: Buffer.from(json), tag: bodyTag(json) };
+        })();
+        encoded.set('identity', identity);
+        made = encoding === 'identity' ? identity : { body: ENCODINGS[encoding](identity.body), tag: `${identity.tag.slice(0, -1)}-${encoding}"` };
+        encoded.set(encoding, made);
       }
-      return body;
+      return made;
     };
     const serveDocument = async (request: FastifyRequest, reply: FastifyReply) => {
-      const encoding = chooseEncoding(request.headers['accept-encoding']);
-      reply.type(JSON_MEDIA_TYPE).header('vary', 'Accept-Encoding');
-      if (encoding) reply.header('content-encoding', encoding);
-      return reply.send(documentIn(encoding ?? 'identity'));
+      const encoding = chooseEncoding(request.headers['accept-encoding']) ?? 'identity';
+      const { body, tag } = documentIn(encoding);
+      reply.header('vary', 'Accept-Encoding').header('etag', tag);
+      const condition = request.headers['if-none-match'];
+      if (condition !== undefined && namesTag(condition, tag)) return reply.code(304).send();
+      reply.type(JSON_MEDIA_TYPE);
+      if (encoding !== 'identity') reply.header('content-encoding', encoding);
+      return reply.send(body);
     };
 
     app.get(`${prefix}/openapi.json`, { schema: { hide: true, querystring: NoQuery } }, serveDocument);

@@ -40,10 +40,10 @@ export type CommentField = (typeof COMMENT_FIELDS)[number];
 /** A comment as GET renders it (fields, include). */
 export const CommentViewSchema = ReadView(CommentSchema, 'CommentView', EmbeddedAuthor);
 
-export const CommentBody = Body({ body: CommentBodyText });
-export const CommentPatchBody = Body({ body: Type.Optional(CommentBodyText) });
+export const CommentBody = Body({ body: CommentBodyText }, { examples: [{ body: 'Nice' }] });
+export const CommentPatchBody = Body({ body: Type.Optional(CommentBodyText) }, { examples: [{ body: 'Nice, edited' }] });
 export const CommentParams = Type.Object({ postId: PathId, commentId: PathId });
-const ReadParams = { ...FieldsParam(COMMENT_FIELDS, 'body,createdAt'), ...IncludeParam };
+const ReadParams = { ...FieldsParam(COMMENT_FIELDS, ['body', 'createdAt']), ...IncludeParam };
 export const CommentQuery = Type.Object(ReadParams, { additionalProperties: false });
 export const CommentListQuery = ListQuery(COMMENT_SORT_FIELDS, { ...AuthorFilter, ...ReadParams, ...CreatedRangeParams });
 export const CommentList = ListEnvelope(Type.Ref(CommentViewSchema));

@@ -21,9 +21,11 @@ export const SmallInt = (minimum: number, maximum: number, options: object = {})
 
 /**
  * Path ids: a positive integer in canonical digits (validation.ts), else the
- * path names no resource (404).
+ * path names no resource (404). The example, 1, names the first user, post,
+ * comment and token of a freshly seeded database (src/db/seed.ts), which the
+ * first user owns: what /docs offers works as offered.
  */
-export const PathId = Id;
+export const PathId = { ...Id, examples: [1] };
 
 /**
  * What PostgreSQL text can hold faithfully: no NUL (it refuses it) and no
@@ -55,21 +57,21 @@ export const Text = (max: number, description?: string) =>
 export const StringEnum = <T extends string[]>(values: [...T], options: object = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: values, ...options });
 
-const readOnly = <T extends TSchema>(schema: T) =>
-  Type.Optional({ ...schema, readOnly: true, description: 'read-only, ignored' } as T);
+const readOnly = (shown: string) =>
+  Type.Optional(Type.Unknown({ readOnly: true, description: `read-only: any value is accepted and ignored (GET shows ${shown})` }));
 /**
  * Read-only members a client may send back unchanged (e.g. PUT what it got from
- * GET): accepted and ignored whatever their value (validation.ts), while any
- * other unknown member is a 422. Typed as GET renders them, so the document
- * tells every tool what each member is.
+ * GET): accepted and ignored whatever their value (docs/api.md §2), while any
+ * other unknown member is a 422. Typed as what the service accepts, any JSON
+ * value, so a client or fuzzer that follows the document is right whatever it sends.
  */
 export const ReadOnlyMembers = {
-  id: readOnly(Id),
-  authorId: readOnly(Id),
-  postId: readOnly(Id),
-  commentCount: readOnly(Count),
-  createdAt: readOnly(Timestamp),
-  updatedAt: readOnly(Timestamp),
+  id: readOnly('the id'),
+  authorId: readOnly("the author's id"),
+  postId: readOnly("the post's id"),
+  commentCount: readOnly('the number of comments'),
+  createdAt: readOnly('the creation time'),
+  updatedAt: readOnly('the time of the last change'),
 };
 
 export const Body = <P extends TProperties>(properties: P, options: object = {}) =>
@@ -125,7 +127,6 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
         description:
           'cursor mode: id of the first item already received; the page is the items that precede it, in the sort order. ' +
           'Not with after (422)',
-        examples: [981],
       }),
       beforeKey: Type.Optional(
         Type.String({
@@ -133,7 +134,6 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
           maxLength: 200,
           allOf: [Storable],
           description: 'cursor mode, with before and a sort other than id: the sort key of that item as the prev Link gave it (as afterKey)',
-          examples: ['2026-11-22T10:00:00.123456Z'],
         }),
       ),
       limit: Type.Optional(SmallInt(1, 100, { description: 'cursor mode, default 20; not with page/perPage (422)' })),
@@ -143,19 +143,20 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
 }
 
 /**
- * `fields`: a comma-separated list of the resource's read fields, checked by
- * the pattern (an unknown name is a 422); a repeated name is refused by
- * src/http/reads.ts.
+ * `fields`: distinct names among the resource's read fields, sent as one
+ * comma-separated parameter (`explode: false`, split by validation.ts), so
+ * the document states both rules (enum, uniqueItems) in words every tool reads.
  */
-export function FieldsParam(names: readonly string[], example: string) {
-  const name = `(?:${names.join('|')})`;
+export function FieldsParam<F extends string>(names: readonly F[], example: F[]) {
   return {
     fields: Type.Optional(
-      Type.String({
-        pattern: `^${name}(?:,${name})*$`,
-        maxLength: 200,
+      Type.Array(StringEnum([...names]), {
+        minItems: 1,
+        maxItems: names.length,
+        uniqueItems: true,
+        explode: false,
         'x-errorMessage': `must be a comma-separated list of distinct fields among ${names.join(', ')}`,
-        description: 'sparse fieldset: each item holds only these fields, plus id always (and author when included)',
+        description: 'sparse fieldset, comma-separated: each item holds only these fields, plus id always (and author when included)',
         examples: [example],
       }),
     ),
@@ -168,24 +169,29 @@ export const IncludeParam = {
   ),
 };
 
+/**
+ * An RFC 3339 date-time that PostgreSQL can hold: ajv-formats' `date-time`
+ * checks the calendar (no 30 February, no hour 24), the pattern the rest:
+ * the `T`, seconds, a `Z` or an offset with its colon, offsets within ±14:00
+ * (the widest in use; PostgreSQL refuses past ±15:59) and no year 0000.
+ */
+const DateTime = (description: string) =>
+  Type.Optional(
+    Type.String({
+      format: 'date-time',
+      pattern:
+        '^(?:000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.][0-9]+)?' +
+        '(?:[Zz]|[+-](?:0[0-9]|1[0-3]):[0-5][0-9]|[+-]14:00)$',
+      maxLength: 64,
+      'x-errorMessage': 'must be an RFC 3339 date-time with Z or an offset within ±14:00, e.g. 2026-11-22T10:00:00Z',
+      description,
+    }),
+  );
+
 /** Inclusive of nothing: both bounds are exclusive, compared at the milliseconds the API shows. */
 export const CreatedRangeParams = {
-  createdAfter: Type.Optional(
-    Type.String({
-      format: 'date-time',
-      maxLength: 64,
-      description: 'only items created after this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision',
-      examples: ['2026-11-15T00:00:00Z'],
-    }),
-  ),
-  createdBefore: Type.Optional(
-    Type.String({
-      format: 'date-time',
-      maxLength: 64,
-      description: 'only items created before this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision',
-      examples: ['2026-11-22T00:00:00+01:00'],
-    }),
-  ),
+  createdAfter: DateTime('only items created after this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision'),
+  createdBefore: DateTime('only items created before this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision'),
 };
 
 export const SearchParam = {
@@ -196,8 +202,7 @@ export const SearchParam = {
       allOf: [Storable],
       description:
         'full-text search over title and body, web-search syntax: all words must match, "a phrase" in quotes, -word excludes, ' +
-        'OR between alternatives; case- and accent-insensitive',
-      examples: ['postgres "keyset pagination" -offset'],
+        'OR between alternatives; case- and accent-insensitive; e.g. postgres "keyset pagination" -offset',
     }),
   ),
 };

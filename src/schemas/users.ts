@@ -40,10 +40,16 @@ export type UserField = (typeof USER_FIELDS)[number];
 /** A user as GET renders it (fields). */
 export const UserViewSchema = ReadView(UserSchema, 'UserView');
 
-export const CreateUserBody = Body({ name: Name, email: Email, password: Password });
-export const UpdateUserBody = Body({ name: Type.Optional(Name), email: Type.Optional(Email), password: Type.Optional(Password) });
+export const CreateUserBody = Body(
+  { name: Name, email: Email, password: Password },
+  { examples: [{ name: 'Ann', email: 'ann@example.com', password: 'correct horse' }] },
+);
+export const UpdateUserBody = Body(
+  { name: Type.Optional(Name), email: Type.Optional(Email), password: Type.Optional(Password) },
+  { examples: [{ name: 'Grace' }] },
+);
 export const UserParams = Type.Object({ userId: PathId });
-const ReadParams = FieldsParam(USER_FIELDS, 'name');
+const ReadParams = FieldsParam(USER_FIELDS, ['name']);
 export const UserQuery = Type.Object(ReadParams, { additionalProperties: false });
 export const UserListQuery = ListQuery(USER_SORT_FIELDS, ReadParams);
 export const UserList = ListEnvelope(Type.Ref(UserViewSchema));

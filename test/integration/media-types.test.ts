@@ -73,6 +73,44 @@ describe('request charset', () => {
     });
     expectError(res, 415, 'unsupported_media_type', 'JSON must be UTF-8: send charset=utf-8 or no charset');
   });
+
+  const send = (method: 'POST' | 'PATCH', contentType: string) =>
+    t.app.inject({
+      method,
+      url: method === 'POST' ? '/posts' : `/posts/${postId}`,
+      headers: { ...ann.auth, 'content-type': contentType },
+      payload: JSON.stringify({ title: 'x', body: 'y' }),
+    });
+
+  it.each([
+    'application/json; charset=utf-8; charset=latin1',
+    'application/json; charset=utf-8; CHARSET=utf-8',
+    'application/json; charset="utf-8',
+    'application/json; charset=utf-8"',
+    'application/json; charset=utf-8 x',
+    'application/json; charset = utf-8',
+    'application/json; charset',
+    'application/json; =utf-8',
+    'application/json; foo',
+    'application/merge-patch+json; charset="utf-8; q=1',
+  ])('a repeated or malformed parameter is a 415: %s', async (contentType) => {
+    const method = contentType.startsWith('application/merge-patch+json') ? 'PATCH' : 'POST';
+    expectError(await send(method, contentType), 415, 'unsupported_media_type',
+      'Content-Type has a malformed or repeated parameter: send application/json; charset=utf-8');
+  });
+
+  it.each([
+    ['POST', 'application/json'],
+    ['POST', 'application/json;charset=UTF-8'],
+    ['POST', 'application/json ; charset="utf-8"'],
+    ['POST', 'Application/JSON; Charset=utf8'],
+    ['POST', 'application/json; charset=utf-8;'],
+    ['POST', 'application/json; profile="a \\"quoted\\" value"; charset=utf-8'],
+    ['PATCH', 'application/merge-patch+json'],
+    ['PATCH', 'application/merge-patch+json; charset=UTF-8'],
+  ] as const)('%s with %s is taken', async (method, contentType) => {
+    expect((await send(method, contentType)).statusCode, contentType).toBe(method === 'POST' ? 201 : 200);
+  });
 });
 
 describe('unknown query parameters are a 422 on every route', () => {

@@ -52,14 +52,16 @@ describe('GET /openapi.json', () => {
     expect(new Set(names).size).toBe(names.length);
   });
 
-  it('says a token is optional on public operations and required on the others', () => {
+  it('says which operations need a token, and that the others need none (Swagger UI shows a padlock on the first only)', () => {
     for (const [path, method, op] of operations()) {
       const needsToken = JSON.stringify(op.security) === JSON.stringify([{ bearerAuth: [] }]);
-      const optional = JSON.stringify(op.security) === JSON.stringify([{}, { bearerAuth: [] }]);
-      expect(needsToken || optional, `${method} ${path}`).toBe(true);
+      const anyone = JSON.stringify(op.security) === JSON.stringify([{}]);
+      expect(needsToken || anyone, `${method} ${path}`).toBe(true);
     }
-    expect(doc.paths['/posts'].get.security).toEqual([{}, { bearerAuth: [] }]);
-    expect(doc.paths['/posts'].post.security).toEqual([{ bearerAuth: [] }]);
+    for (const [path, method] of [['/posts', 'get'], ['/posts/{postId}', 'get'], ['/users', 'post'], ['/tokens', 'post']] as const)
+      expect(doc.paths[path][method].security, `${method} ${path}`).toEqual([{}]);
+    for (const [path, method] of [['/posts', 'post'], ['/users/me', 'get'], ['/posts/{postId}', 'delete']] as const)
+      expect(doc.paths[path][method].security, `${method} ${path}`).toEqual([{ bearerAuth: [] }]);
   });
 
   it('documents WWW-Authenticate on every 401, Retry-After on 429/503, Allow on the 405 of any known path', () => {
@@ -83,11 +85,32 @@ describe('GET /openapi.json', () => {
       expect(Object.keys(op.requestBody!.content), path).toEqual(['application/json', 'application/merge-patch+json']);
   });
 
-  it('declares read-only members with their types', () => {
-    const body = doc.paths['/posts'].post.requestBody.content['application/json'].schema;
-    expect(body.properties.id).toMatchObject({ type: 'integer', readOnly: true });
-    expect(body.properties.createdAt).toMatchObject({ type: 'string', format: 'date-time', readOnly: true });
-    expect(body.properties.commentCount).toMatchObject({ type: 'integer', readOnly: true });
+  it('declares read-only members in bodies as what the service takes and ignores: any value', () => {
+    const members = ['id', 'authorId', 'postId', 'commentCount', 'createdAt', 'updatedAt'];
+    const bodies = operations().flatMap(([path, method, op]) =>
+      Object.values((op.requestBody?.content ?? {}) as Record<string, { schema: { properties?: Record<string, object> } }>).map(
+        (media) => [`${method} ${path}`, media.schema.properties ?? {}] as const,
+      ),
+    );
+    expect(bodies.length).toBeGreaterThan(8);
+    for (const [where, properties] of bodies) {
+      for (const name of members) {
+        if (!(name in properties)) continue;
+        const { description, ...schema } = properties[name] as { description: string };
+        expect(schema, `${where} ${name}`).toEqual({ readOnly: true });
+        expect(description, `${where} ${name}`).toMatch(/^read-only: any value is accepted and ignored/);
+      }
+    }
+  });
+
+  it('says fields names are distinct: an array of known names with uniqueItems, sent as one comma-separated parameter', () => {
+    const lists = operations().flatMap(([path, method, op]) => (op.parameters ?? []).filter((p) => p.name === 'fields').map((p) => [`${method} ${path}`, p] as const));
+    expect(lists.length).toBe(7);
+    for (const [where, parameter] of lists) {
+      expect(parameter, where).toMatchObject({ in: 'query', style: 'form', explode: false, schema: { type: 'array', uniqueItems: true, items: { type: 'string' } } });
+      const { items, maxItems } = parameter.schema as { items: { enum: string[] }; maxItems: number };
+      expect(maxItems, where).toBe(items.enum.length);
+    }
   });
 
   it('writes its patterns without surrogate ranges, \\s or \\u escapes, which other regex engines read differently', () => {
@@ -97,6 +120,21 @@ describe('GET /openapi.json', () => {
       const source = JSON.parse(`{${pattern}}`).pattern as string;
       expect(source, source).not.toMatch(/\\u|\\s|\\S|[\uD800-\uDFFF]/);
     }
+  });
+
+  it('carries an ETag, one per encoding, and answers If-None-Match naming it with a 304', async () => {
+    const plain = await t.app.inject({ url: '/openapi.json' });
+    const br = await t.app.inject({ url: '/openapi.json', headers: { 'accept-encoding': 'br' } });
+    const tag = plain.headers.etag as string;
+    expect(tag).toMatch(/^"b[A-Za-z0-9_-]{22}"$/);
+    expect(br.headers.etag).toBe(`${tag.slice(0, -1)}-br"`);
+    expect(plain.headers['cache-control']).toBe('no-cache');
+    const again = await t.app.inject({ url: '/openapi.json', headers: { 'if-none-match': tag } });
+    expect(again.statusCode).toBe(304);
+    expect(again.body).toBe('');
+    expect(again.headers.etag).toBe(tag);
+    expect((await t.app.inject({ url: '/openapi.json', headers: { 'if-none-match': tag, 'accept-encoding': 'br' } })).statusCode).toBe(200);
+    expect((await t.app.inject({ url: '/docs/json', headers: { 'if-none-match': tag } })).statusCode).toBe(304);
   });
 
   it('answers compressed when the client accepts it, and the same document', async () => {

@@ -6,6 +6,7 @@
  * with its 10 001 rows inserted in one statement.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import pg from 'pg';
 import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
 import { postsRepository, type Post } from '../../src/repositories/posts.js';
@@ -155,12 +156,36 @@ describe('createdAfter / createdBefore', () => {
     expect(await ids(`${url}&limit=1&sort=-createdAt`)).toEqual([made[2]]);
   });
 
+  const NOT_A_DATE_TIME = 'must be an RFC 3339 date-time with Z or an offset within ±14:00, e.g. 2026-11-22T10:00:00Z';
+
   it('must be RFC 3339 date-times with an offset', async () => {
     for (const value of ['2026-01-01', '2026-01-01T00:00:00', 'yesterday', '2026-13-01T00:00:00Z']) {
-      expect422(await get(`/posts?createdAfter=${value}`), { createdAfter: ['must be a valid date-time'] });
+      expect422(await get(`/posts?createdAfter=${value}`), { createdAfter: [NOT_A_DATE_TIME] });
     }
-    expect422(await get('/posts/1/comments?createdBefore=now'), { createdBefore: ['must be a valid date-time'] });
+    expect422(await get('/posts/1/comments?createdBefore=now'), { createdBefore: [NOT_A_DATE_TIME] });
     expect422(await get('/users?createdAfter=2026-01-01T00:00:00Z'), { createdAfter: ['is not allowed'] });
+  });
+
+  it('a date-time PostgreSQL cannot hold (an offset past ±14:00, year 0000, 30 February) is a 422 naming it, never a 500', async () => {
+    const bad = ['2020-01-01T00:00:00+19:26', '2020-01-01T00:00:00-14:01', '0000-01-01T00:00:00Z', '2026-02-30T00:00:00Z',
+      '2026-01-01T24:00:00Z', '2026-01-01 00:00:00Z', '2026-01-01T00:00:00+0100', '2026-01-01T00:00:00+01'];
+    for (const value of bad) {
+      expect422(await get(`/posts?createdAfter=${encodeURIComponent(value)}`), { createdAfter: [NOT_A_DATE_TIME] });
+    }
+    for (const value of ['2020-01-01T00:00:00+14:00', '2020-01-01t00:00:00.5-14:00', '0001-01-01T00:00:00+14:00', '9999-12-31T23:59:59-14:00', '2016-12-31T23:59:60z']) {
+      expect((await get(`/posts?createdAfter=${encodeURIComponent(value)}`)).statusCode, value).toBe(200);
+    }
+    // Every offset RFC 3339's syntax allows: within ±14:00 a 200, beyond it a 422 naming the parameter.
+    await fc.assert(
+      fc.asyncProperty(fc.integer({ min: 0, max: 23 }), fc.integer({ min: 0, max: 59 }), fc.boolean(), fc.boolean(), async (h, m, minus, before) => {
+        const name = before ? 'createdBefore' : 'createdAfter';
+        const offset = `${minus ? '-' : '+'}${String(h).padStart(2, '0')}:${String(m).padStart(2, '0')}`;
+        const res = await get(`/posts/${posts[0]!.id}/comments?${name}=${encodeURIComponent(`2020-06-15T12:00:00${offset}`)}`);
+        if (h * 60 + m <= 14 * 60) expect(res.statusCode, offset).toBe(200);
+        else expect422(res, { [name]: [NOT_A_DATE_TIME] });
+      }),
+      { numRuns: 80 },
+    );
   });
 });
 
@@ -253,6 +278,9 @@ describe('fields', () => {
       expect422(await get(`/posts?fields=${fields}`), { fields: [message] });
     }
     expect422(await get(`/posts/${id(0)}?fields=title,body,title`), { fields: ['names title more than once'] });
+    expect422(await get(`/posts?fields=title,body,title,body,title`), { fields: ['names title, body more than once'] });
+    expect422(await get(`/posts?fields=title,tittle,title`), { fields: [message, 'names title more than once'] });
+    expect422(await get(`/posts?fields=title&fields=body`), { fields: ['must be given once, as a comma-separated list'] });
     expect422(await get('/users?fields=password'), {
       fields: ['must be a comma-separated list of distinct fields among id, name, role, email, createdAt'],
     });

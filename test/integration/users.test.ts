@@ -1,7 +1,7 @@
 /** The users and tokens flow: sign-up, log-in, me, profiles, changes, token listing and revocation. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
-import { iso } from '../helpers/expect.js';
+import { expectError, iso } from '../helpers/expect.js';
 
 let t: TestApp;
 let ann: SignedUp;
@@ -143,6 +143,17 @@ describe('GET /users/me and profiles', () => {
     expect(res.statusCode).toBe(401);
     expect(res.headers['www-authenticate']).toBe('Bearer');
     expect(res.json().error).toBe('unauthorized');
+  });
+
+  it('/users/me answers 405 with Allow: GET, HEAD to every other method, with or without a token (not /users/{userId})', async () => {
+    for (const method of ['PATCH', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'TRACE', 'PROPFIND'] as const) {
+      for (const headers of [{}, ann.auth]) {
+        const res = await t.app.inject({ method, url: '/users/me', headers, payload: method === 'TRACE' ? undefined : { name: 'Me' } });
+        expectError(res, 405, 'method_not_allowed', `${method} is not supported on /users/me; use GET, HEAD`);
+        expect(res.headers.allow, method).toBe('GET, HEAD');
+      }
+    }
+    expect((await t.app.inject({ url: '/users/me', headers: ann.auth })).json().name).toBe('Ann');
   });
 
   it('a profile hides the e-mail from others, shows it to the owner and admins', async () => {

@@ -29,20 +29,26 @@ export interface DbOptions {
 
 export default fp<DbOptions>(
   async (app, { connectionString, max, statementTimeoutMs, preparedStatements, readUrls, readMaxLagMs }) => {
-    const poolOptions = {
+    const poolOptions = (database: string) => ({
       statementTimeoutMs,
       preparedStatements,
       onIdleError: (error: Error) => app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it'),
-    };
-    const pool = createPool(connectionString, max, poolOptions);
+      onStatementNamesLost: (error: Error) =>
+        app.log.warn(
+          { database, cause: error.message },
+          'a connection pooler in transaction mode lost a named prepared statement (PgBouncer before 1.21, or without ' +
+            'max_prepared_statements): statements go unnamed from now on; set DATABASE_PREPARED_STATEMENTS=off to start that way',
+        ),
+    });
+    const pool = createPool(connectionString, max, poolOptions('primary'));
     app.decorate('db', pool);
     let reads: ReadRouter | null = null;
     if (readUrls.length > 0) {
       const warned = new Set<number>();
       reads = createReadRouter({
         primary: pool,
-        sampler: createPool(connectionString, 1, poolOptions),
-        replicas: readUrls.map((url) => createPool(url, max, poolOptions)),
+        sampler: createPool(connectionString, 1, poolOptions('primary')),
+        replicas: readUrls.map((url, i) => createPool(url, max, poolOptions(`replica ${i}`))),
         maxLagMs: readMaxLagMs,
         // Once per replica and process: a down replica fails every check, a few times a second.
         onCheckError: (error, replica) => {

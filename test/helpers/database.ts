@@ -60,14 +60,14 @@ async function withAdmin(adminUrl: string, fn: (client: Client) => Promise<unkno
  * The app's database settings for a test database at `url`. With the scale
  * topology (test/helpers/scale-topology.sh: TEST_DATABASE_URL is PgBouncer in
  * transaction mode), LISTEN goes to the primary directly
- * (TEST_DATABASE_LISTEN_URL), reads to the replicas (TEST_DATABASE_READ_URL),
- * and statements go unnamed (TEST_DATABASE_PREPARED_STATEMENTS, PgBouncer 1.18).
+ * (TEST_DATABASE_LISTEN_URL) and reads to the replicas (TEST_DATABASE_READ_URL).
+ * Statements stay named, the default, also through PgBouncer 1.18: the pool
+ * finds out that it loses them (src/db/pool.ts).
  */
 export function onTopology(url: string): {
   databaseUrl: string;
   databaseListenUrl?: string;
   databaseReadUrls: string[];
-  databasePreparedStatements: boolean;
 } {
   const database = new URL(url).pathname;
   const same = (server: string) => {
@@ -81,6 +81,5 @@ export function onTopology(url: string): {
     databaseUrl: url,
     ...(listen ? { databaseListenUrl: same(listen) } : {}),
     databaseReadUrls: read ? read.split(',').map(same) : [],
-    databasePreparedStatements: process.env.TEST_DATABASE_PREPARED_STATEMENTS !== 'off',
   };
 }

@@ -14,6 +14,7 @@ import { ConfigError, loadConfig } from './config.js';
 import { buildApp } from './app.js';
 import type { EmbeddedPostgresServer } from './db/embedded.js';
 import { migrate } from './db/migrate.js';
+import { checkDatabaseAtStart } from './plugins/db.js';
 
 async function main() {
   let config;
@@ -39,6 +40,8 @@ async function main() {
     });
     databaseUrl = embedded.url;
     await migrate(databaseUrl, (msg) => console.log(msg));
+  } else {
+    await checkDatabaseAtStart(databaseUrl);
   }
 
   // On a terminal, logs are pretty-printed; anywhere else they stay one JSON object per line.
@@ -55,5 +58,5 @@ async function main() {
 
 main().catch((error: unknown) => {
   console.error(error instanceof Error ? error.message : error);
-  process.exit(1);
+  process.exit((error as { exitCode?: number }).exitCode ?? 1);
 });

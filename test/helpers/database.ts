@@ -19,10 +19,20 @@ export interface TestDatabase {
 const OBJECT_IN_USE = '55006';
 const CREATE_ATTEMPTS = 20;
 
-export async function createTestDatabase(): Promise<TestDatabase> {
+/** A name for a test database of this run (the run's teardown drops what is left of them). */
+export const testDatabaseName = () => `${inject('databaseTestPrefix')}${randomBytes(4).toString('hex')}`;
+
+/** The URL of the test database `name` on the test server. */
+export function testDatabaseUrl(name: string): string {
+  const url = new URL(inject('databaseAdminUrl'));
+  url.pathname = `/${encodeURIComponent(name)}`;
+  return url.toString();
+}
+
+/** A migrated database (or, with `empty`, one no migration ever touched), named `name`. */
+export async function createTestDatabase(name = testDatabaseName(), { empty = false } = {}): Promise<TestDatabase> {
   const adminUrl = inject('databaseAdminUrl');
-  const template = inject('databaseTemplate');
-  const name = `${inject('databaseTestPrefix')}${randomBytes(4).toString('hex')}`;
+  const template = empty ? 'template0' : inject('databaseTemplate');
 
   await withAdmin(adminUrl, async (client) => {
     const sql = `CREATE DATABASE ${client.escapeIdentifier(name)} TEMPLATE ${client.escapeIdentifier(template)}`;
@@ -37,10 +47,8 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     }
   });
 
-  const url = new URL(adminUrl);
-  url.pathname = `/${encodeURIComponent(name)}`;
   return {
-    url: url.toString(),
+    url: testDatabaseUrl(name),
     // FORCE ends connections a test forgot to close (e.g. a pool still open).
     drop: () => withAdmin(adminUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`)),
   };

@@ -5,10 +5,11 @@
  * database comes back.
  *
  * Transactions (withTransaction) are re-run from the start, a bounded number of
- * times, when PostgreSQL aborts them for a serialization failure (40001) or a
- * deadlock (40P01): the whole transaction is the unit of retry, so nothing of a
- * failed attempt survives and callers' functions must only touch the database
- * through the client they are given (no other side effects).
+ * times, when PostgreSQL aborts them for a serialization failure (40001), a
+ * deadlock (40P01) or a named statement a pooler lost (LOST_STATEMENT, below):
+ * the whole transaction is the unit of retry, so nothing of a failed attempt
+ * survives and callers' functions must only touch the database through the
+ * client they are given (no other side effects).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -116,24 +117,41 @@ function unnamed(config: Named): unknown {
  */
 function clientClass(named: boolean, onLost: (error: Error) => void): typeof pg.Client {
   return class extends pg.Client {
+    /** After a LOST_STATEMENT: from now on unnamed; whether the statement may be sent again here. */
+    private retriable(error: unknown): boolean {
+      if (!LOST_STATEMENT.has(codeOf(error))) return false;
+      if (named) {
+        named = false;
+        onLost(error as Error);
+      }
+      return this.getTransactionStatus() === 'I';
+    }
+
     override query(...args: unknown[]): never {
-      const send = (super.query as (...a: unknown[]) => never).bind(this);
-      const [config, ...rest] = args;
-      if (!isNamed(config)) return send(...args);
-      if (!named) return send(unnamed(config), ...rest);
-      const callback = typeof rest.at(-1) === 'function' ? (rest.pop() as (error: unknown, result?: unknown) => void) : undefined;
-      const result = (send(config, ...rest) as Promise<unknown>).catch((error: unknown) => {
-        if (!LOST_STATEMENT.has(codeOf(error))) throw error;
-        if (named) {
-          named = false;
-          onLost(error as Error);
-        }
-        if (this.getTransactionStatus() !== 'I') throw error;
-        return send(unnamed(config), ...rest) as Promise<unknown>;
-      });
-      if (!callback) return result as never;
-      result.then((value) => callback(null, value), (error: unknown) => callback(error));
-      return undefined as never;
+      const send = super.query as (...a: unknown[]) => never;
+      const config = args[0];
+      if (!isNamed(config)) return send.apply(this, args);
+      if (!named) {
+        args[0] = unnamed(config);
+        return send.apply(this, args);
+      }
+      const last = args.length - 1;
+      const callback = args[last];
+      // pg-pool's query() passes a callback; a checked-out client's caller awaits the promise.
+      if (typeof callback === 'function') {
+        args[last] = (error: unknown, result: unknown) => {
+          if (!this.retriable(error)) return (callback as (e: unknown, r: unknown) => void)(error, result);
+          args[0] = unnamed(config);
+          args[last] = callback;
+          send.apply(this, args);
+        };
+        return send.apply(this, args);
+      }
+      return (send.apply(this, args) as Promise<unknown>).catch((error: unknown) => {
+        if (!this.retriable(error)) throw error;
+        args[0] = unnamed(config);
+        return send.apply(this, args);
+      }) as never;
     }
   };
 }

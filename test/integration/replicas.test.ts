@@ -109,6 +109,7 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
         expect(post.statusCode).toBe(200);
         expect(post.json().title).toBe('just created');
         expect((await get(a, `/posts/${id}?fields=title`)).json()).toEqual({ id, title: 'just created' });
+        expect((await a.inject({ method: 'HEAD', url: `/posts/${id}` })).statusCode).toBe(200);
         const read = await get(a, `/posts/${id}/comments/${commentId}`);
         expect(read.statusCode).toBe(200);
         expect(read.json().body).toBe('hi');

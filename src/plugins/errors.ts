@@ -110,10 +110,10 @@ const DATA_KINDS: Record<string, (schema: { type?: string; format?: string }) =>
 };
 function dataException(code: string, request: FastifyRequest): HttpError {
   const ofKind = DATA_KINDS[code];
-  const { schema } = request.routeOptions;
   const blamed: string[] = [];
   for (const [part, values] of [['querystring', request.query], ['body', request.body]] as const) {
-    const properties = (schema?.[part] as { properties?: Record<string, { type?: string; format?: string }> } | undefined)?.properties;
+    const properties = (request.routeOptions.schema?.[part] as { properties?: Record<string, { type?: string; format?: string }> } | undefined)
+      ?.properties;
     if (!ofKind || !properties || typeof values !== 'object' || values === null) continue;
     for (const [name, property] of Object.entries(properties)) if (name in values && ofKind(property)) blamed.push(name);
   }

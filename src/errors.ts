@@ -47,5 +47,5 @@ export const emailTaken = () => conflict('email is already registered', { email:
 export const preconditionFailed = (message = 'If-Match does not match the current ETag') => new HttpError(412, message);
 export const validation = (fieldErrors: FieldErrors, message = 'request is invalid') =>
   new HttpError(422, message, fieldErrors);
-export const serviceUnavailable = (message = 'the database is unreachable, try again shortly', retryAfterSeconds = 5) =>
+export const serviceUnavailable = (message = 'the database is unreachable; try again shortly', retryAfterSeconds = 5) =>
   new HttpError(503, message, undefined, { 'retry-after': String(retryAfterSeconds) });

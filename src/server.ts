@@ -88,7 +88,11 @@ async function main() {
 
   try {
     // Only now: --help and a configuration error answer at once, without loading the app.
-    const [{ buildApp }, { migrate }] = await Promise.all([import('./app.js'), import('./db/migrate.js')]);
+    const [{ buildApp }, { migrate }, { checkDatabaseAtStart }] = await Promise.all([
+      import('./app.js'),
+      import('./db/migrate.js'),
+      import('./plugins/db.js'),
+    ]);
     let databaseUrl = config.databaseUrl;
     if (!databaseUrl) {
       const { startDevelopmentDatabase } = await import('./db/embedded.js');
@@ -96,6 +100,8 @@ async function main() {
       embedded = await startDevelopmentDatabase(config.embeddedPg);
       databaseUrl = embedded.url;
       await migrate(databaseUrl, (msg) => console.log(msg));
+    } else {
+      await checkDatabaseAtStart(databaseUrl);
     }
     app = await buildApp({ ...config, databaseUrl }, { logStream: await terminalLogStream() });
     await app.listen({ host: config.host, port: config.port });
@@ -106,11 +112,11 @@ async function main() {
     const known = listenError(error as NodeJS.ErrnoException, config);
     console.error(known ?? (error instanceof Error ? error.message : error));
     await stop().catch(() => {});
-    process.exit(1);
+    process.exit((error as { exitCode?: number }).exitCode ?? 1);
   }
 }
 
 main().catch((error: unknown) => {
   console.error(error instanceof Error ? error.message : error);
-  process.exit(1);
+  process.exit((error as { exitCode?: number }).exitCode ?? 1);
 });

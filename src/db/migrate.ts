@@ -1,13 +1,19 @@
 /**
- * Applies pending migrations at start-up (and in the test setup) through
- * node-pg-migrate's programmatic runner, so there is no separate migration
- * step to forget. Migrations are plain `.sql` files in `<root>/migrations`
- * with `-- Up Migration` / `-- Down Migration` markers.
+ * Applies pending migrations (`npm run migrate`, the embedded development
+ * database at start, the test setup) through node-pg-migrate's programmatic
+ * runner, and tells how a database's schema stands against the migrations
+ * this version ships (start-up and readiness). Migrations are plain `.sql`
+ * files in `<root>/migrations` with `-- Up Migration` / `-- Down Migration`
+ * markers; node-pg-migrate records each one applied in MIGRATIONS_TABLE.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
+import { parse } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { runner } from 'node-pg-migrate';
+import { codeOf, type Queryable } from './pool.js';
+
+const MIGRATIONS_TABLE = 'pgmigrations';
 
 // This module runs from src/db/ (tsx, vitest) and from dist/src/db/ (after
 // `tsc`), while migrations/ stays at the project root and is never copied.
@@ -44,7 +50,7 @@ async function runMigrations(dbClient: pg.Client, log?: (msg: string) => void): 
     dbClient,
     dir: migrationsDir(),
     direction: 'up',
-    migrationsTable: 'pgmigrations',
+    migrationsTable: MIGRATIONS_TABLE,
     checkOrder: true,
     // The runner's own default is a transaction per file; one transaction for
     // the whole batch (the CLI's default) never leaves a half-migrated schema.
@@ -55,4 +61,32 @@ async function runMigrations(dbClient: pg.Client, log?: (msg: string) => void): 
     // Without a log function the runner prints to the console.
     log: log ?? (() => {}),
   });
+}
+
+/** The migrations this version ships, by the name node-pg-migrate records (the file name without extension). */
+export function shippedMigrations(): string[] {
+  return readdirSync(migrationsDir())
+    .filter((file) => file.endsWith('.sql'))
+    .map((file) => parse(file).name)
+    .sort();
+}
+
+export interface SchemaState {
+  /** Shipped, not applied: the schema is behind this version (`npm run migrate`). */
+  missing: string[];
+  /** Applied, not shipped: a newer version migrated it (normal during a rolling upgrade). */
+  unknown: string[];
+}
+
+/** How the schema of `db` stands against `shipped`; a database never migrated has none applied. */
+export async function schemaState(db: Queryable, shipped: readonly string[]): Promise<SchemaState> {
+  let applied: string[] = [];
+  try {
+    applied = (await db.query<{ name: string }>(`SELECT name FROM ${MIGRATIONS_TABLE}`)).rows.map((row) => row.name);
+  } catch (error) {
+    if (codeOf(error) !== '42P01') throw error; // undefined_table: nothing applied yet
+  }
+  const known = new Set(shipped);
+  const done = new Set(applied);
+  return { missing: shipped.filter((name) => !done.has(name)), unknown: applied.filter((name) => !known.has(name)) };
 }

@@ -5,10 +5,11 @@
  * database comes back.
  *
  * Transactions (withTransaction) are re-run from the start, a bounded number of
- * times, when PostgreSQL aborts them for a serialization failure (40001) or a
- * deadlock (40P01): the whole transaction is the unit of retry, so nothing of a
- * failed attempt survives and callers' functions must only touch the database
- * through the client they are given (no other side effects).
+ * times, when PostgreSQL aborts them for a serialization failure (40001), a
+ * deadlock (40P01) or a named statement a pooler lost (LOST_STATEMENT, below):
+ * the whole transaction is the unit of retry, so nothing of a failed attempt
+ * survives and callers' functions must only touch the database through the
+ * client they are given (no other side effects).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -74,29 +75,118 @@ export interface PoolOptions {
    * Named prepared statements (default true). False sends every statement
    * unnamed (parsed on each run), for a pooler in transaction mode that cannot
    * follow names across its server connections (PgBouncer < 1.21, or without
-   * max_prepared_statements).
+   * max_prepared_statements). With true, the pool finds such a pooler by itself
+   * (LOST_STATEMENT) and goes on unnamed.
    */
   preparedStatements?: boolean;
+  /** Told once, when the pool stops naming statements because a pooler lost one. */
+  onStatementNamesLost?: (error: Error) => void;
 }
 
 /**
- * A client that drops the name of named statements: PgBouncer in transaction
- * mode may run a statement's Bind on a server connection that never saw its
- * Parse ("prepared statement does not exist").
+ * A named statement that the server connection does not have (26000) or
+ * already has (42P05): a pooler in transaction mode ran the client's Bind, or
+ * its Parse, on another server connection than the one it prepared it on.
+ * Either way the statement did not run.
  */
-class UnnamedStatementsClient extends pg.Client {
-  override query(...args: unknown[]): never {
-    const [config] = args;
-    if (typeof config === 'object' && config !== null && 'name' in config && 'text' in config) {
-      const { name: _name, ...unnamed } = config as { name: unknown };
-      args[0] = unnamed;
+const LOST_STATEMENT = new Set(['26000', '42P05']);
+
+/** The `code` of an error: a SQLSTATE, a Node.js error code or ours (POOL_EXHAUSTED). */
+export const codeOf = (error: unknown): string => {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : '';
+};
+
+/** The code of a wait for a free client that outlasted the connection timeout while the database answers. */
+export const POOL_EXHAUSTED = 'POOL_EXHAUSTED';
+
+type Named = { name: unknown; text: string };
+const isNamed = (config: unknown): config is Named =>
+  typeof config === 'object' && config !== null && 'name' in config && 'text' in config && Boolean((config as Named).name);
+function unnamed(config: Named): unknown {
+  const { name: _name, ...rest } = config;
+  return rest;
+}
+
+/**
+ * The client class of one pool. Once `named` is false (set so, or after a
+ * LOST_STATEMENT) it drops statement names. The statement that met the loss is
+ * sent again unnamed when it ran on its own (transaction status idle: nothing
+ * else was affected); inside a transaction block the failure aborted the whole
+ * transaction, so it is withTransaction that runs it again.
+ */
+function clientClass(named: boolean, onLost: (error: Error) => void): typeof pg.Client {
+  return class extends pg.Client {
+    /** After a LOST_STATEMENT: from now on unnamed; whether the statement may be sent again here. */
+    private retriable(error: unknown): boolean {
+      if (!LOST_STATEMENT.has(codeOf(error))) return false;
+      if (named) {
+        named = false;
+        onLost(error as Error);
+      }
+      return this.getTransactionStatus() === 'I';
     }
-    return (super.query as (...a: unknown[]) => never)(...args);
+
+    override query(...args: unknown[]): never {
+      const send = super.query as (...a: unknown[]) => never;
+      const config = args[0];
+      if (!isNamed(config)) return send.apply(this, args);
+      if (!named) {
+        args[0] = unnamed(config);
+        return send.apply(this, args);
+      }
+      const last = args.length - 1;
+      const callback = args[last];
+      // pg-pool's query() passes a callback; a checked-out client's caller awaits the promise.
+      if (typeof callback === 'function') {
+        args[last] = (error: unknown, result: unknown) => {
+          if (!this.retriable(error)) return (callback as (e: unknown, r: unknown) => void)(error, result);
+          args[0] = unnamed(config);
+          args[last] = callback;
+          send.apply(this, args);
+        };
+        return send.apply(this, args);
+      }
+      return (send.apply(this, args) as Promise<unknown>).catch((error: unknown) => {
+        if (!this.retriable(error)) throw error;
+        args[0] = unnamed(config);
+        return send.apply(this, args);
+      }) as never;
+    }
+  };
+}
+
+/**
+ * A pool that tells a wait for a free client past connectionTimeoutMillis
+ * while clients are connected (the database answers, every client is busy:
+ * POOL_EXHAUSTED) from one while none is (the database does not answer).
+ */
+class ServicePool extends pg.Pool {
+  readonly connected = new Set<pg.PoolClient>();
+
+  constructor(config: pg.PoolConfig) {
+    super(config);
+    this.on('connect', (client) => this.connected.add(client));
+    this.on('remove', (client) => this.connected.delete(client));
+  }
+
+  private explain(error: unknown): unknown {
+    if (error instanceof Error && error.message === 'timeout exceeded when trying to connect' && this.connected.size > 0) {
+      Object.assign(error, { code: POOL_EXHAUSTED });
+    }
+    return error;
+  }
+
+  override connect(...args: unknown[]): never {
+    const connect = (super.connect as (...a: unknown[]) => never).bind(this);
+    const [callback] = args;
+    if (typeof callback !== 'function') return (connect() as Promise<pg.PoolClient>).catch((error: unknown) => Promise.reject(this.explain(error))) as never;
+    return connect((error: unknown, ...rest: unknown[]) => (callback as (...a: unknown[]) => void)(this.explain(error), ...rest));
   }
 }
 
 export function createPool(connectionString: string, max: number, options: PoolOptions = {}): pg.Pool {
-  const pool = new pg.Pool({
+  const pool = new ServicePool({
     connectionString,
     max,
     types,
@@ -107,7 +197,7 @@ export function createPool(connectionString: string, max: number, options: PoolO
     // the database role's settings instead (docs/operations.md).
     options: `${SESSION_OPTIONS} -c statement_timeout=${options.statementTimeoutMs ?? 10_000} -c idle_in_transaction_session_timeout=15000`,
     application_name: APPLICATION_NAME,
-    ...(options.preparedStatements === false ? { Client: UnnamedStatementsClient } : {}),
+    Client: clientClass(options.preparedStatements !== false, options.onStatementNamesLost ?? (() => undefined)),
   });
   // An idle client losing its connection (database restart) must not crash the
   // process; the pool drops it and the next query opens a fresh one.
@@ -116,12 +206,16 @@ export function createPool(connectionString: string, max: number, options: PoolO
   return pool;
 }
 
-/** SQLSTATEs after which running the same transaction again can succeed. */
-const RETRYABLE_SQLSTATES = new Set(['40001', '40P01']);
+/**
+ * SQLSTATEs after which running the same transaction again can succeed: a
+ * serialization failure or deadlock, and a named statement a pooler lost (the
+ * pool sends statements unnamed from then on).
+ */
+const RETRYABLE_SQLSTATES = new Set(['40001', '40P01', ...LOST_STATEMENT]);
 /** Attempts in all; a conflict that outlasts them is reported (503, plugins/errors.ts). */
 export const TRANSACTION_ATTEMPTS = 3;
 
-const isRetryable = (error: unknown) => RETRYABLE_SQLSTATES.has((error as { code?: string } | null)?.code ?? '');
+const isRetryable = (error: unknown) => RETRYABLE_SQLSTATES.has(codeOf(error));
 
 /**
  * Runs fn in one transaction: committed if it resolves, rolled back (nothing

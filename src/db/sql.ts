@@ -12,7 +12,14 @@
  * custom one (plan_cache_mode = auto: point lookups, inserts, updates, the
  * triggers' statements, and lists, whose page size is part of the text for
  * that reason: see src/db/pagination.ts).
+ *
+ * A name is a digest of its text, not a counter: several instances (or
+ * versions) behind one pooler then never give one name to two texts, so a
+ * statement a pooler in transaction mode runs on another server connection
+ * is the same statement or none (src/db/pool.ts, LOST_STATEMENT).
  */
+import { createHash } from 'node:crypto';
+
 export interface SqlFragment {
   readonly strings: readonly string[];
   readonly values: readonly unknown[];
@@ -65,7 +72,7 @@ export function prepared(text: string, values: unknown[]): Statement {
   let name = names.get(text);
   if (name === undefined) {
     if (names.size >= MAX_PREPARED_STATEMENTS) return { text, values };
-    name = `posts_api_${names.size + 1}`;
+    name = `posts_api_${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;
     names.set(text, name);
   }
   return { name, text, values };

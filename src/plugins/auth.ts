@@ -113,6 +113,16 @@ export default fp<{ cacheMs: number }>(
       }, done);
     });
 
+    // A 401 to a request whose token was trusted: its user is gone (deleted behind the service's
+    // back, plugins/errors.ts), so none of that user's tokens are trusted any longer.
+    if (trusted) {
+      app.addHook('onSend', (request, reply, payload, done) => {
+        const user = request.user;
+        if (reply.statusCode === 401 && user !== null) app.forgetTokens((cached) => cached.id === user.id);
+        done(null, payload);
+      });
+    }
+
     app.decorate('requireUser', async (request: FastifyRequest) => {
       if (!request.user) throw unauthorized('this request needs an access token: POST /tokens to get one');
     });

@@ -4,11 +4,15 @@
  * picks where a read goes (`app.reads`, src/db/replicas.ts). Errors of idle
  * clients (the server ended their connection) cost nothing, as the pool
  * replaces them, but are logged: a stream of them tells an operator something.
+ * A pool that meets a pooler losing its named statements goes on without
+ * names (src/db/pool.ts) and says so once.
  */
 import fp from 'fastify-plugin';
-import type pg from 'pg';
-import { createPool } from '../db/pool.js';
+import pg from 'pg';
+import { APPLICATION_NAME, createPool } from '../db/pool.js';
+import { schemaState, shippedMigrations, type SchemaState } from '../db/migrate.js';
 import { createReadRouter, type ReadRouter } from '../db/replicas.js';
+import { databaseCause } from './errors.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -29,20 +33,26 @@ export interface DbOptions {
 
 export default fp<DbOptions>(
   async (app, { connectionString, max, statementTimeoutMs, preparedStatements, readUrls, readMaxLagMs }) => {
-    const poolOptions = {
+    const poolOptions = (database: string) => ({
       statementTimeoutMs,
       preparedStatements,
       onIdleError: (error: Error) => app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it'),
-    };
-    const pool = createPool(connectionString, max, poolOptions);
+      onStatementNamesLost: (error: Error) =>
+        app.log.warn(
+          { database, cause: error.message },
+          'a connection pooler in transaction mode lost a named prepared statement (PgBouncer before 1.21, or without ' +
+            'max_prepared_statements): statements go unnamed from now on; set DATABASE_PREPARED_STATEMENTS=off to start that way',
+        ),
+    });
+    const pool = createPool(connectionString, max, poolOptions('primary'));
     app.decorate('db', pool);
     let reads: ReadRouter | null = null;
     if (readUrls.length > 0) {
       const warned = new Set<number>();
       reads = createReadRouter({
         primary: pool,
-        sampler: createPool(connectionString, 1, poolOptions),
-        replicas: readUrls.map((url) => createPool(url, max, poolOptions)),
+        sampler: createPool(connectionString, 1, poolOptions('primary')),
+        replicas: readUrls.map((url, i) => createPool(url, max, poolOptions(`replica ${i}`))),
         maxLagMs: readMaxLagMs,
         // Once per replica and process: a down replica fails every check, a few times a second.
         onCheckError: (error, replica) => {
@@ -60,3 +70,46 @@ export default fp<DbOptions>(
   },
   { name: 'db' },
 );
+
+/** Exit code of a start refused for the schema: EX_CONFIG, as for a bad setting. */
+export const SCHEMA_BEHIND_EXIT = 78;
+
+/**
+ * The check at start with DATABASE_URL (src/server.ts). A schema behind this
+ * version stops start-up (an error with `exitCode` 78) naming `npm run
+ * migrate`: every route would fail on it. A schema ahead of it (a newer
+ * version migrated during a rolling upgrade) is served, with one warning. A
+ * database that fails (unreachable, missing, refusing the login) is said once,
+ * plainly: the service starts all the same and answers 503, readiness
+ * included, until the database answers; then readiness checks the schema.
+ */
+export async function checkDatabaseAtStart(databaseUrl: string, warn: (message: string) => void = console.warn): Promise<void> {
+  const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 3_000, application_name: APPLICATION_NAME });
+  client.on('error', () => undefined);
+  let state: SchemaState;
+  try {
+    await client.connect();
+    state = await schemaState(client, shippedMigrations());
+  } catch (error) {
+    const detail = [(error as { code?: string }).code, (error as Error).message].filter(Boolean).join(' ');
+    warn(
+      `${databaseCause(error) ?? 'the database check failed'} (${detail}): starting anyway; ` +
+        'requests and readiness answer 503 until the database answers',
+    );
+    return;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+  if (state.missing.length) {
+    throw Object.assign(
+      new Error(
+        `the database schema is behind this version: ${state.missing.length} migration(s) not applied ` +
+          `(${state.missing.join(', ')}); run \`npm run migrate\` against this database, then start again`,
+      ),
+      { exitCode: SCHEMA_BEHIND_EXIT },
+    );
+  }
+  if (state.unknown.length) {
+    warn(`the database schema is ahead of this version (applied by a newer one: ${state.unknown.join(', ')}); serving, as during a rolling upgrade`);
+  }
+}

@@ -8,7 +8,8 @@ import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import type { FastifyError, FastifyReply, FastifyRequest, FastifySchemaValidationError } from 'fastify';
 import type { ErrorObject } from 'ajv';
-import { ERROR_CODES, HttpError, badRequest, conflict, emailTaken, notFound, serviceUnavailable, validation } from '../errors.js';
+import { ERROR_CODES, HttpError, badRequest, conflict, emailTaken, invalidToken, notFound, serviceUnavailable, validation } from '../errors.js';
+import { POOL_EXHAUSTED, codeOf } from '../db/pool.js';
 import { toFieldErrors } from '../validation.js';
 import { quotedPath, requestPath } from '../http/links.js';
 
@@ -26,27 +27,99 @@ export const MAX_PARAM_LENGTH = 16_384;
 const UNIQUE_VIOLATIONS = new Map<string, () => HttpError>([['users_email_key', emailTaken]]);
 
 /**
- * PostgreSQL failures that are not outages, each said as what it is. All are
- * 503 with Retry-After (the contract's status for "the database cannot serve
- * this now; retry"), but only an unreachable database is reported as one:
- * - 57014: the statement ran past the statement timeout (or was cancelled),
- *   e.g. waiting on a lock; the database itself is up.
- * - 53300: the server (or this role) has no connection slot free.
- * - 40001 / 40P01: a serialization failure or deadlock that outlasted the
- *   transaction helper's retries (src/db/pool.ts); the request changed nothing
- *   and can be sent again as it is.
+ * Foreign keys to users. The only user id a write carries is its author's, the
+ * token's user: a violation means that user was deleted behind the service's
+ * back (an operator's SQL) while an instance still trusted the token
+ * (AUTH_CACHE_MS). The token names no one any more: 401.
  */
-const collided = 'the request collided with concurrent changes and changed nothing; send it again';
-const DATABASE_REFUSALS = new Map<string, () => HttpError>([
-  ['57014', () => serviceUnavailable('the database did not answer in time; try again shortly', 5)],
-  ['53300', () => serviceUnavailable('the database is busy (no free connection); try again shortly', 1)],
-  ['40001', () => serviceUnavailable(collided, 1)],
-  ['40P01', () => serviceUnavailable(collided, 1)],
+const USER_REFERENCES = new Set(['posts_author_id_fkey', 'comments_author_id_fkey', 'author_post_counts_author_id_fkey', 'tokens_user_id_fkey']);
+
+/**
+ * Every way the database can fail a request that is not the request's fault,
+ * by SQLSTATE, SQLSTATE class (two characters), Node.js error code or the
+ * pool's own (POOL_EXHAUSTED): a 503 with Retry-After whose message names the
+ * cause, so an outage is never confused with a refusal or a busy instance.
+ * Seconds are short where the cause passes by itself, long (30: "later")
+ * where an operator must act.
+ */
+interface Failure {
+  cause: string;
+  retryAfter: number;
+  /** What the client should do, when not merely to try again. */
+  advice?: string;
+}
+const unreachable: Failure = { cause: 'the database is unreachable', retryAfter: 5 };
+const restarting: Failure = { cause: 'the database is shutting down or starting up', retryAfter: 5 };
+const refusedLogin: Failure = { cause: "the database refused the service's credentials (authentication failed)", retryAfter: 30 };
+const collided: Failure = { cause: 'the request collided with concurrent changes and changed nothing', retryAfter: 1, advice: 'send it again' };
+const DATABASE_FAILURES = new Map<string, Failure>([
+  ['08', unreachable],
+  ...['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN', 'EHOSTUNREACH'].map((code) => [code, unreachable] as const),
+  ['3D000', { cause: 'the database is missing (it does not exist on the server)', retryAfter: 30 }],
+  ['28000', refusedLogin],
+  ['28P01', refusedLogin],
+  ['53300', { cause: 'the database has too many connections', retryAfter: 1 }],
+  ['53100', { cause: 'the database is out of disk space', retryAfter: 30 }],
+  ['53', { cause: 'the database is out of resources (memory or another limit)', retryAfter: 5 }],
+  ['25006', { cause: 'the database is read-only (a standby, or a failover under way)', retryAfter: 5 }],
+  ['57P01', restarting],
+  ['57P02', restarting],
+  ['57P03', restarting],
+  // A statement past PG_STATEMENT_TIMEOUT_MS (or cancelled), e.g. waiting on a lock: the database is up.
+  ['57014', { cause: 'the database did not answer in time', retryAfter: 5 }],
+  ['55P03', { cause: 'what the request needs is locked by another transaction (lock not available)', retryAfter: 1 }],
+  ['54', { cause: 'the request ran into a limit of the database (program limit exceeded)', retryAfter: 30 }],
+  // Outlasted withTransaction's attempts (src/db/pool.ts): nothing changed, the same request can be sent again.
+  ['40001', collided],
+  ['40P01', collided],
+  [POOL_EXHAUSTED, { cause: 'the service is busy (every database connection of this instance is in use)', retryAfter: 1 }],
 ]);
 
-/** SQLSTATE classes and driver errors that mean "the database is not answering". */
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03']);
-const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN', 'EHOSTUNREACH']);
+/** node-postgres reports lost or refused connections with plain Errors. */
+const LOST_CONNECTION = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connect ECONNREFUSED/i;
+
+function failureOf(error: unknown): Failure | undefined {
+  const code = codeOf(error);
+  const failure = DATABASE_FAILURES.get(code) ?? (/^[0-9A-Z]{5}$/.test(code) ? DATABASE_FAILURES.get(code.slice(0, 2)) : undefined);
+  if (failure) return failure;
+  return LOST_CONNECTION.test((error as Error | null)?.message ?? '') ? unreachable : undefined;
+}
+
+/** What went wrong with the database, said plainly (for logs), or undefined when `error` is no database failure. */
+export const databaseCause = (error: unknown): string | undefined => failureOf(error)?.cause;
+
+/** The 503 a database failure is, or undefined when `error` is not one. */
+export function databaseFailure(error: unknown): HttpError | undefined {
+  const failure = failureOf(error);
+  if (!failure) return undefined;
+  const advice = failure.advice ?? (failure.retryAfter >= 30 ? 'try again later' : 'try again shortly');
+  return serviceUnavailable(`${failure.cause}; ${advice}`, failure.retryAfter);
+}
+
+/**
+ * Class 22 (data exception): a value PostgreSQL could not take, such as a
+ * date-time out of its range. Blamed on the request's one date-time or integer
+ * field when exactly one is there to blame (422), else a 400; never with the
+ * database's words, which quote SQL values.
+ */
+const DATA_KINDS: Record<string, (schema: { type?: string; format?: string }) => boolean> = {
+  '22007': (schema) => schema.format === 'date-time',
+  '22008': (schema) => schema.format === 'date-time',
+  '22009': (schema) => schema.format === 'date-time',
+  '22003': (schema) => schema.type === 'integer',
+};
+function dataException(code: string, request: FastifyRequest): HttpError {
+  const ofKind = DATA_KINDS[code];
+  const blamed: string[] = [];
+  for (const [part, values] of [['querystring', request.query], ['body', request.body]] as const) {
+    const properties = (request.routeOptions.schema?.[part] as { properties?: Record<string, { type?: string; format?: string }> } | undefined)
+      ?.properties;
+    if (!ofKind || !properties || typeof values !== 'object' || values === null) continue;
+    for (const [name, property] of Object.entries(properties)) if (name in values && ofKind(property)) blamed.push(name);
+  }
+  if (blamed.length === 1) return validation({ [blamed[0]!]: ['is out of the range the service accepts'] });
+  return badRequest('a value in the request is out of the range the service accepts');
+}
 
 type AnyError = FastifyError & {
   validationContext?: string;
@@ -58,15 +131,6 @@ type AnyError = FastifyError & {
 function isCatalogued(error: AnyError): error is AnyError & HttpError {
   const status = error.statusCode as keyof typeof ERROR_CODES | undefined;
   return status !== undefined && ERROR_CODES[status] === error.code;
-}
-
-function isDatabaseUnavailable(error: AnyError): boolean {
-  const code = error.code ?? '';
-  if (UNAVAILABLE_SQLSTATES.has(code) || code.startsWith('08') || UNAVAILABLE_NODE_CODES.has(code)) return true;
-  // node-postgres reports lost or refused connections with plain Errors.
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connect ECONNREFUSED/i.test(
-    error.message ?? '',
-  );
 }
 
 /** Fastify and plugin errors with a 4xx status get a safe, fixed message. */
@@ -119,9 +183,10 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
     const unique = error.constraint ? UNIQUE_VIOLATIONS.get(error.constraint) : undefined;
     return unique ? unique() : conflict('the request conflicts with an existing resource');
   }
-  const refusal = DATABASE_REFUSALS.get(error.code);
-  if (refusal) return refusal();
-  if (isDatabaseUnavailable(error)) return serviceUnavailable();
+  if (error.code === '23503' && USER_REFERENCES.has(error.constraint ?? '')) return invalidToken();
+  if (error.code?.startsWith('22') && error.code.length === 5) return dataException(error.code, request);
+  const failure = databaseFailure(error);
+  if (failure) return failure;
   const status = error.statusCode;
   if (status !== undefined && status >= 400 && status < 500) {
     const known = ERROR_CODES[status as keyof typeof ERROR_CODES];
@@ -157,7 +222,9 @@ export default fp(
         return sendError(reply, request, mapped);
       }
       if (mapped) {
-        request.log.warn({ err: error }, mapped.message);
+        // A database failure repeats on every request while it lasts: its cause in a line, not a stack each time.
+        const cause = isCatalogued(error) ? undefined : [codeOf(error), error.message].filter(Boolean).join(' ');
+        request.log.warn({ status: mapped.statusCode, ...(cause && { cause }) }, mapped.message);
         return sendError(reply, request, mapped);
       }
       request.log.error({ err: error }, 'unhandled error');

@@ -64,6 +64,9 @@
  * an eviction of unknown position (our own before its fence is back, a
  * trigger's, a flush at reconnect) sends storable misses to the primary until
  * a position sampled after it is known (a check interval, 250 ms at most).
+ * A 404 read on a replica is read again on the primary before it is sent: a
+ * replica within the bound may lack what was just created, and what exists
+ * is never a 404.
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -594,6 +597,24 @@ export default fp<ResponseCacheOptions>(
     });
 
     if (listens) await listen();
+
+    // A replica within the lag bound may not have replayed what an anonymous reader asks for
+    // yet: a 404 read there is read again on the primary, so what exists is never a 404.
+    if (reads !== null) {
+      app.addHook('onRoute', (route) => {
+        if (!route.config?.cached) return;
+        const handler = route.handler;
+        route.handler = async function (this: typeof app, request, reply) {
+          try {
+            return await handler.call(this, request, reply);
+          } catch (error) {
+            if (request.reader === null || (error as { statusCode?: unknown }).statusCode !== 404) throw error;
+            request.reader = null;
+            return handler.call(this, request, reply);
+          }
+        };
+      });
+    }
 
     if (!enabled) {
       // No cache, but replicas: the cached routes' reads are routed all the same.

@@ -1,6 +1,12 @@
 /**
- * Liveness (the process answers) and readiness (the database answers). Not rate
- * limited, never stored by caches.
+ * Liveness (the process answers) and readiness (the database answers, with a
+ * schema this version can use). Not rate limited, never stored by caches.
+ *
+ * Readiness is 503 while the database fails (the message names the cause, as
+ * every database failure's does: src/plugins/errors.ts) or its schema is behind
+ * the migrations this version ships. A schema ahead of them (a newer version
+ * migrated it during a rolling upgrade) is ready. A change of verdict is
+ * logged once, so the log says why an instance left rotation.
  *
  * Readiness also reports the response cache: `on`, `off`, or `bypassed` when its
  * listener is lost, stalled or reconnecting. A bypassed cache leaves the instance
@@ -11,7 +17,17 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { errorResponses } from '../schemas/common.js';
-import { serviceUnavailable } from '../errors.js';
+import { serviceUnavailable, type HttpError } from '../errors.js';
+import { databaseFailure } from '../plugins/errors.js';
+import { schemaState, shippedMigrations } from '../db/migrate.js';
+import { codeOf } from '../db/pool.js';
+
+/** A schema behind this version: every route may fail on it, so the instance takes no traffic. */
+export const schemaBehind = (missing: readonly string[]) =>
+  serviceUnavailable(
+    `the database schema is behind this version of the service (${missing.length} migration${missing.length === 1 ? '' : 's'} not applied): run \`npm run migrate\``,
+    30,
+  );
 
 const Status = Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false, description: 'ok' });
 const Ready = Type.Object(
@@ -26,6 +42,15 @@ const Ready = Type.Object(
 
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const exempt = { rateLimit: false, cacheControl: 'no-store' } as const;
+  const shipped = shippedMigrations();
+  let verdict = 'ready';
+  const report = (failure: HttpError | undefined, cause?: unknown) => {
+    const now = failure?.message ?? 'ready';
+    if (now === verdict) return;
+    verdict = now;
+    if (!failure) app.log.info('ready again');
+    else app.log.warn({ ...(cause instanceof Error && { cause: [codeOf(cause), cause.message].filter(Boolean).join(' ') }) }, `not ready: ${now}`);
+  };
 
   app.get(
     '/health/live',
@@ -49,11 +74,17 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async () => {
+      let failure: HttpError | undefined;
+      let cause: unknown;
       try {
-        await app.db.query('SELECT 1');
-      } catch {
-        throw serviceUnavailable();
+        const { missing } = await schemaState(app.db, shipped);
+        if (missing.length) failure = schemaBehind(missing);
+      } catch (error) {
+        cause = error;
+        failure = databaseFailure(error) ?? serviceUnavailable();
       }
+      report(failure, cause);
+      if (failure) throw failure;
       return { status: 'ok' as const, cache: app.responseCache.state() };
     },
   );

@@ -14,7 +14,7 @@ import {
 } from '../schemas/users.js';
 import { usersRepository, type User } from '../repositories/users.js';
 import { tokensRepository, type AuthUser } from '../repositories/tokens.js';
-import { emailTaken, notFound } from '../errors.js';
+import { emailTaken, invalidToken, notFound } from '../errors.js';
 import { hashPassword } from '../security.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { viewOf } from '../http/reads.js';
@@ -170,7 +170,8 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const user = await users.findById(request.user!.id);
-        if (!user) throw notFound('user does not exist');
+        // Deleted since its token was checked (AUTH_CACHE_MS): the token names no one.
+        if (!user) throw invalidToken();
         return conditionalGet(request, reply, userTag(user), user);
       },
     );

@@ -19,10 +19,20 @@ export interface TestDatabase {
 const OBJECT_IN_USE = '55006';
 const CREATE_ATTEMPTS = 20;
 
-export async function createTestDatabase(): Promise<TestDatabase> {
+/** A name for a test database of this run (the run's teardown drops what is left of them). */
+export const testDatabaseName = () => `${inject('databaseTestPrefix')}${randomBytes(4).toString('hex')}`;
+
+/** The URL of the test database `name` on the test server. */
+export function testDatabaseUrl(name: string): string {
+  const url = new URL(inject('databaseAdminUrl'));
+  url.pathname = `/${encodeURIComponent(name)}`;
+  return url.toString();
+}
+
+/** A migrated database (or, with `empty`, one no migration ever touched), named `name`. */
+export async function createTestDatabase(name = testDatabaseName(), { empty = false } = {}): Promise<TestDatabase> {
   const adminUrl = inject('databaseAdminUrl');
-  const template = inject('databaseTemplate');
-  const name = `${inject('databaseTestPrefix')}${randomBytes(4).toString('hex')}`;
+  const template = empty ? 'template0' : inject('databaseTemplate');
 
   await withAdmin(adminUrl, async (client) => {
     const sql = `CREATE DATABASE ${client.escapeIdentifier(name)} TEMPLATE ${client.escapeIdentifier(template)}`;
@@ -37,10 +47,8 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     }
   });
 
-  const url = new URL(adminUrl);
-  url.pathname = `/${encodeURIComponent(name)}`;
   return {
-    url: url.toString(),
+    url: testDatabaseUrl(name),
     // FORCE ends connections a test forgot to close (e.g. a pool still open).
     drop: () => withAdmin(adminUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`)),
   };
@@ -60,14 +68,14 @@ async function withAdmin(adminUrl: string, fn: (client: Client) => Promise<unkno
  * The app's database settings for a test database at `url`. With the scale
  * topology (test/helpers/scale-topology.sh: TEST_DATABASE_URL is PgBouncer in
  * transaction mode), LISTEN goes to the primary directly
- * (TEST_DATABASE_LISTEN_URL), reads to the replicas (TEST_DATABASE_READ_URL),
- * and statements go unnamed (TEST_DATABASE_PREPARED_STATEMENTS, PgBouncer 1.18).
+ * (TEST_DATABASE_LISTEN_URL) and reads to the replicas (TEST_DATABASE_READ_URL).
+ * Statements stay named, the default, also through PgBouncer 1.18: the pool
+ * finds out that it loses them (src/db/pool.ts).
  */
 export function onTopology(url: string): {
   databaseUrl: string;
   databaseListenUrl?: string;
   databaseReadUrls: string[];
-  databasePreparedStatements: boolean;
 } {
   const database = new URL(url).pathname;
   const same = (server: string) => {
@@ -81,6 +89,5 @@ export function onTopology(url: string): {
     databaseUrl: url,
     ...(listen ? { databaseListenUrl: same(listen) } : {}),
     databaseReadUrls: read ? read.split(',').map(same) : [],
-    databasePreparedStatements: process.env.TEST_DATABASE_PREPARED_STATEMENTS !== 'off',
   };
 }

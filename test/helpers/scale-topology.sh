@@ -15,9 +15,10 @@
 # the suite reads from those. ASYNC replicas (default 1) are ordinary ones:
 # the lag tests pause their replay. `start` writes DIR/env (shell `export`
 # lines): TEST_DATABASE_URL (PgBouncer), TEST_DATABASE_LISTEN_URL (the primary,
-# direct), TEST_DATABASE_READ_URL (the synchronous replicas),
-# TEST_DATABASE_PREPARED_STATEMENTS=off (PgBouncer 1.18 cannot follow named
-# statements), SCALE_PRIMARY_URL, SCALE_BOUNCER_URL and SCALE_ASYNC_REPLICA_URLS. Needs PostgreSQL 15's
+# direct), TEST_DATABASE_READ_URL (the synchronous replicas), SCALE_PRIMARY_URL,
+# SCALE_BOUNCER_URL and SCALE_ASYNC_REPLICA_URLS. DATABASE_PREPARED_STATEMENTS
+# stays at its default (on): PgBouncer 1.18 cannot follow named statements, and
+# the service must find that out by itself. Needs PostgreSQL 15's
 # server binaries (Debian: postgresql-15) and pgbouncer (Debian: pgbouncer).
 # PostgreSQL and PgBouncer refuse to run as root: under root they run as the
 # `postgres` user.
@@ -130,7 +131,6 @@ EOF
 export TEST_DATABASE_URL=postgres://postgres@127.0.0.1:$bouncer_port/postgres
 export TEST_DATABASE_LISTEN_URL=postgres://postgres@127.0.0.1:$primary_port/postgres
 export TEST_DATABASE_READ_URL=$(IFS=,; echo "${sync_urls[*]}")
-export TEST_DATABASE_PREPARED_STATEMENTS=off
 export SCALE_PRIMARY_URL=postgres://postgres@127.0.0.1:$primary_port/postgres
 export SCALE_BOUNCER_URL=postgres://postgres@127.0.0.1:$bouncer_port/postgres
 export SCALE_ASYNC_REPLICA_URLS=$(IFS=,; echo "${async_urls[*]}")

@@ -3,6 +3,8 @@
  * has checked for AUTH_CACHE_MS, never past the token's expiry; revoking a token
  * through the service is seen at once by the instance that did it, and by every
  * other instance within the bound; AUTH_CACHE_MS=0 asks the database every time.
+ * A token whose user an operator deleted while it was trusted is a 401, never
+ * a 500 (a foreign key to the user) or a 404 (`/users/me`).
  */
 import { onTopology } from '../helpers/database.js';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -38,6 +40,15 @@ async function sql(text: string, values: unknown[] = []): Promise<void> {
   }
 }
 const me = (app: FastifyInstance, auth: Record<string, string>) => app.inject({ url: '/users/me', headers: auth });
+async function sqlCount(text: string, values: unknown[]): Promise<number> {
+  const client = new pg.Client({ connectionString: t.db.url });
+  await client.connect();
+  try {
+    return (await client.query<{ n: number }>(text, values)).rows[0]!.n;
+  } finally {
+    await client.end();
+  }
+}
 
 describe('checked tokens', () => {
   it('are trusted for the bound: a revocation behind the service’s back shows only after it', async () => {
@@ -96,5 +107,51 @@ describe('checked tokens', () => {
     } finally {
       await uncached.close();
     }
+  });
+
+  describe('whose user is deleted behind the service\'s back (an operator\'s SQL) while the token is trusted', () => {
+    let trusting: FastifyInstance;
+    beforeAll(async () => {
+      const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', AUTH_CACHE_MS: '60000' });
+      trusting = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
+    });
+    afterAll(() => trusting.close());
+
+    /** A user whose token `trusting` has checked (and so trusts), then deleted in SQL. */
+    async function deletedUser() {
+      const gone = await signUp(t.app);
+      expect((await trusting.inject({ url: '/posts', headers: gone.auth })).statusCode).toBe(200);
+      await sql('DELETE FROM users WHERE id = $1', [gone.user.id]);
+      return gone;
+    }
+    function expectInvalidToken(res: Awaited<ReturnType<FastifyInstance['inject']>>) {
+      expect(res.statusCode).toBe(401);
+      expect(res.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
+      expect(res.json()).toEqual({
+        error: 'unauthorized',
+        message: 'the access token is malformed, unknown, expired or revoked',
+        requestId: res.headers['x-request-id'],
+      });
+    }
+
+    it('POST /posts (a foreign key to the author) is a 401, and the token is trusted no more', async () => {
+      const gone = await deletedUser();
+      expectInvalidToken(await trusting.inject({ method: 'POST', url: '/posts', headers: gone.auth, payload: { title: 'T', body: 'B' } }));
+      expectInvalidToken(await trusting.inject({ url: '/posts', headers: gone.auth }));
+      expect((await sqlCount('SELECT count(*)::int AS n FROM posts WHERE author_id = $1', [gone.user.id]))).toBe(0);
+    });
+
+    it('a comment is a 401', async () => {
+      const ann = await signUp(t.app);
+      const post = await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'T', body: 'B' } });
+      const gone = await deletedUser();
+      const res = await trusting.inject({ method: 'POST', url: `/posts/${post.json().id as number}/comments`, headers: gone.auth, payload: { body: 'c' } });
+      expectInvalidToken(res);
+    });
+
+    it('GET /users/me is a 401, not a 404', async () => {
+      const gone = await deletedUser();
+      expectInvalidToken(await me(trusting, gone.auth));
+    });
   });
 });

@@ -1,22 +1,28 @@
 /**
  * What the API says when PostgreSQL refuses work, each condition produced for
- * real: a lock wait past the statement timeout (57014), a deadlock (40P01), a
- * serialization failure (40001), too many connections (53300). Deadlocks and
- * serialization failures are retried by the transaction helper; the rest are
- * 503s that say what happened. Broken and idle-failing clients leave the pool.
+ * real: a lock wait past the statement timeout (57014) or the lock timeout
+ * (55P03), a deadlock (40P01), a serialization failure (40001), too many
+ * connections (53300), a missing database (3D000), a role the server does not
+ * know (28000), a read-only database (25006), nothing listening, every pooled
+ * client busy; the conditions no test can make on a shared server (a full
+ * disk, a server starting up, a program limit) raised by PostgreSQL itself.
+ * Deadlocks and serialization failures are retried by the transaction helper;
+ * the rest are 503s whose message names the cause, readiness included. A data
+ * exception (class 22) is the request's fault: 422 naming the field, or 400.
+ * Broken and idle-failing clients leave the pool.
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Writable } from 'node:stream';
 import pg from 'pg';
 import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, InjectOptions } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createPool, TRANSACTION_ATTEMPTS, withTransaction } from '../../src/db/pool.js';
-import { createTestDatabase, onTopology, type TestDatabase } from '../helpers/database.js';
+import { createTestDatabase, onTopology, testDatabaseName, testDatabaseUrl, type TestDatabase } from '../helpers/database.js';
 import { signUp } from '../helpers/factories.js';
-import { expectError } from '../helpers/expect.js';
+import { expect422, expectError } from '../helpers/expect.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -44,7 +50,7 @@ async function client(url: string): Promise<pg.Client> {
 }
 
 async function app(url: string, env: Record<string, string> = {}) {
-  const lines: { msg?: string; level?: number }[] = [];
+  const lines: { msg?: string; level?: number; [key: string]: unknown }[] = [];
   const logStream = new Writable({
     write(chunk, _enc, done) {
       for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
@@ -178,7 +184,7 @@ describe('serialization failure (40001)', () => {
 });
 
 describe('too many connections (53300)', () => {
-  it('is a 503 saying the database is busy, and the API recovers once a slot is free', async () => {
+  it('is a 503 saying the database has too many connections, and the API recovers once a slot is free', async () => {
     const db = await database();
     const role = `api_limited_${randomBytes(4).toString('hex')}`;
     const admin = await client(db.url);
@@ -199,12 +205,132 @@ describe('too many connections (53300)', () => {
     const holder = await client(url.toString());
     const { app: api } = await app(url.toString(), { RESPONSE_CACHE_MB: '0' });
     const res = await api.inject({ url: '/posts' });
-    expectError(res, 503, 'service_unavailable', 'the database is busy (no free connection); try again shortly');
+    expectError(res, 503, 'service_unavailable', 'the database has too many connections; try again shortly');
     expect(res.headers['retry-after']).toBe('1');
 
     await holder.end();
     const after = await api.inject({ url: '/posts' });
     expect(after.statusCode).toBe(200);
+  });
+});
+
+/** A 503 with its Retry-After, from a request and from readiness alike. */
+async function expectUnavailable(api: FastifyInstance, request: InjectOptions, message: string, retryAfter: string) {
+  for (const res of [await api.inject(request), await api.inject({ url: '/health/ready' })]) {
+    expectError(res, 503, 'service_unavailable', message);
+    expect(res.headers['retry-after']).toBe(retryAfter);
+  }
+}
+
+describe('a database that cannot serve: 503 naming the cause, in answers and in readiness', () => {
+  it('unreachable (nothing listens)', async () => {
+    const url = new URL(inject('databaseAdminUrl'));
+    url.port = '1';
+    const { app: api } = await app(url.toString(), { RESPONSE_CACHE_MB: '0' });
+    await expectUnavailable(api, { url: '/posts' }, 'the database is unreachable; try again shortly', '5');
+  });
+
+  it('missing database (3D000)', async () => {
+    const missing = testDatabaseUrl(testDatabaseName());
+    const { app: api, lines } = await app(onTopology(missing).databaseListenUrl ?? missing, { RESPONSE_CACHE_MB: '0' });
+    await expectUnavailable(api, { url: '/posts' }, 'the database is missing (it does not exist on the server); try again later', '30');
+    // The request's log line names the cause without a stack.
+    const logged = lines.filter((l) => l.msg === 'the database is missing (it does not exist on the server); try again later' && 'cause' in l);
+    expect(logged).toEqual([expect.objectContaining({ status: 503, cause: expect.stringMatching(/^3D000 database ".*" does not exist$/) })]);
+    expect(JSON.stringify(logged)).not.toContain('stack');
+  });
+
+  it('authentication refused (28000: a role the server does not know)', async () => {
+    const db = await database();
+    const url = new URL(db.url);
+    url.username = `nobody_${randomBytes(4).toString('hex')}`;
+    const { app: api } = await app(url.toString(), { RESPONSE_CACHE_MB: '0' });
+    await expectUnavailable(api, { url: '/posts' }, "the database refused the service's credentials (authentication failed); try again later", '30');
+  });
+
+  /** Signs a user up, then sets `setting` on the database: the app returned opens its sessions after that. */
+  async function afterSetting(setting: string) {
+    const db = await database();
+    const first = await app(db.url);
+    const author = await signUp(first.app);
+    const post = await postOf(first.app, author.auth);
+    await first.app.close();
+    const admin = await client(db.url);
+    await admin.query(`ALTER DATABASE "${new URL(db.url).pathname.slice(1)}" SET ${setting}`);
+    const { app: api } = await app(db.url);
+    return { db, api, author, post };
+  }
+
+  it('read-only (25006): writes are 503s, reads still served', async () => {
+    const { api, author } = await afterSetting('default_transaction_read_only = on');
+    const res = await api.inject({ method: 'POST', url: '/posts', headers: author.auth, payload: { title: 'T', body: 'B' } });
+    expectError(res, 503, 'service_unavailable', 'the database is read-only (a standby, or a failover under way); try again shortly');
+    expect(res.headers['retry-after']).toBe('5');
+    expect((await api.inject({ url: '/posts' })).statusCode).toBe(200);
+  });
+
+  it('lock not available (55P03): a lock wait past lock_timeout', async () => {
+    const { db, api, author, post } = await afterSetting("lock_timeout = '200ms'");
+    const other = await client(db.url);
+    await other.query('BEGIN');
+    await other.query('SELECT 1 FROM posts WHERE id = $1 FOR UPDATE', [post.id]);
+    const res = await api.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: author.auth, payload: { title: 'new' } });
+    expectError(res, 503, 'service_unavailable', 'what the request needs is locked by another transaction (lock not available); try again shortly');
+    expect(res.headers['retry-after']).toBe('1');
+    await other.query('ROLLBACK');
+  });
+
+  it('the pool exhausted while the database answers: the service is busy, not an outage', async () => {
+    const db = await database();
+    const { app: api } = await app(db.url, { PG_POOL_MAX: '1', RESPONSE_CACHE_MB: '0' });
+    expect((await api.inject({ url: '/posts' })).statusCode).toBe(200);
+    const held = await api.db.connect();
+    try {
+      await expectUnavailable(api, { url: '/posts' }, 'the service is busy (every database connection of this instance is in use); try again shortly', '1');
+    } finally {
+      held.release();
+    }
+    expect((await api.inject({ url: '/posts' })).statusCode).toBe(200);
+  });
+
+  it.each([
+    ['53100', 'disk_full', 'the database is out of disk space; try again later', '30'],
+    ['53200', 'out_of_memory', 'the database is out of resources (memory or another limit); try again shortly', '5'],
+    ['57P01', 'admin_shutdown', 'the database is shutting down or starting up; try again shortly', '5'],
+    ['57P03', 'cannot_connect_now', 'the database is shutting down or starting up; try again shortly', '5'],
+    ['54000', 'program_limit_exceeded', 'the request ran into a limit of the database (program limit exceeded); try again later', '30'],
+  ])('%s (%s), raised by PostgreSQL', async (code, name, message, retryAfter) => {
+    const db = await database();
+    const { app: api } = await app(db.url);
+    api.get('/test/raise', async () => api.db.query(`DO $$ BEGIN RAISE EXCEPTION 'raised' USING ERRCODE = '${name}'; END $$`));
+    const res = await api.inject({ url: '/test/raise' });
+    expectError(res, 503, 'service_unavailable', message);
+    expect(res.headers['retry-after']).toBe(retryAfter);
+    expect(code).toHaveLength(5);
+  });
+});
+
+describe('data exceptions (class 22)', () => {
+  it('a date-time PostgreSQL cannot take is a 422 naming the field, without the database\'s words', async () => {
+    const db = await database();
+    const { app: api } = await app(db.url);
+    // Year 0 passes RFC 3339; PostgreSQL has no year 0 (22008).
+    for (const url of ['/posts?createdAfter=0000-01-01T00:00:00Z', '/posts?createdBefore=0000-06-01T00:00:00Z&sort=-id']) {
+      const field = url.includes('createdAfter') ? 'createdAfter' : 'createdBefore';
+      expect422(await api.inject({ url }), { [field]: ['is out of the range the service accepts'] });
+    }
+    // An offset beyond PostgreSQL's (22009), however the schema comes to treat it: a 422 on that field.
+    const offset = await api.inject({ url: '/posts?createdAfter=2020-01-01T00:00:00%2B19:26' });
+    expect(offset.statusCode).toBe(422);
+    expect(Object.keys(offset.json().fieldErrors)).toEqual(['createdAfter']);
+  });
+
+  it('with no field to blame: 400', async () => {
+    const db = await database();
+    const { app: api } = await app(db.url);
+    api.get('/test/overflow', async () => api.db.query("SELECT '99999-99-99'::timestamptz"));
+    const res = await api.inject({ url: '/test/overflow' });
+    expectError(res, 400, 'bad_request', 'a value in the request is out of the range the service accepts');
   });
 });
 

@@ -45,7 +45,6 @@ function databaseEnv(url: string): Record<string, string> {
     DATABASE_URL: url,
     ...(topology.databaseListenUrl ? { DATABASE_LISTEN_URL: topology.databaseListenUrl } : {}),
     ...(topology.databaseReadUrls.length > 0 ? { DATABASE_READ_URL: topology.databaseReadUrls.join(',') } : {}),
-    DATABASE_PREPARED_STATEMENTS: topology.databasePreparedStatements ? 'on' : 'off',
   };
 }
 

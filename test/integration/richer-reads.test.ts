@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import pg from 'pg';
 import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { onTopology } from '../helpers/database.js';
 import { postsRepository, type Post } from '../../src/repositories/posts.js';
 import { createPool, type Queryable } from '../../src/db/pool.js';
 import type { Statement } from '../../src/db/sql.js';
@@ -590,8 +591,9 @@ describe('a rare word is read from its matches, not by walking the sort index', 
   // a rare word's database time). With a date range, or for a word found past
   // the cap, it is still planned each time.
   it('a search statement is prepared once per connection and runs its generic plan; a word past the cap is shown to the planner', async () => {
-    // A connection of its own: the app's have run other searches already.
-    const pool = createPool(t.db.url, 1);
+    // A connection of its own: the app's have run other searches already. On the server itself: behind
+    // PgBouncer 1.18 (the scale topology) named statements do not stay on one server connection.
+    const pool = createPool(onTopology(t.db.url).databaseListenUrl ?? t.db.url, 1);
     const client = await pool.connect();
     try {
       const posts = postsRepository(client);

@@ -1,0 +1,141 @@
+/**
+ * Named statements that a pooler in transaction mode loses (src/db/pool.ts):
+ * PostgreSQL's own 26000 ("does not exist") and 42P05 ("already exists") are
+ * made here on a direct connection by DEALLOCATE and PREPARE behind the
+ * client's back, which is what PgBouncer < 1.21 does to it by moving it
+ * between server connections. The pool goes on unnamed, says so once, and the
+ * statement that met the loss still answers: sent again on its own, or, in a
+ * transaction, the whole transaction run again. Through a real PgBouncer 1.18
+ * (the scale topology) the API answers every request with the default setting.
+ */
+import { Writable } from 'node:stream';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { createPool, withTransaction } from '../../src/db/pool.js';
+import { prepared } from '../../src/db/sql.js';
+import { createTestDatabase, onTopology, type TestDatabase } from '../helpers/database.js';
+import { signUp } from '../helpers/factories.js';
+
+let db: TestDatabase;
+/** The server itself, also in the scale topology: these tests act on one session. */
+let direct: string;
+const cleanups: (() => Promise<unknown>)[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  direct = onTopology(db.url).databaseListenUrl ?? db.url;
+});
+afterEach(async () => {
+  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
+});
+afterAll(() => db?.drop());
+
+const TEXT = 'SELECT $1::int AS n';
+const statement = (n: number) => prepared(TEXT, [n]);
+const quoted = (name: string | undefined) => `"${name!}"`;
+
+function pool() {
+  const lost: Error[] = [];
+  // One client, so every query below runs on the same session.
+  const p = createPool(direct, 1, { onStatementNamesLost: (error) => lost.push(error) });
+  cleanups.push(() => p.end());
+  return { pool: p, lost };
+}
+
+describe('a named statement the session lost (26000)', () => {
+  it('is sent again unnamed and answers; the pool says so once and names nothing from then on', async () => {
+    const { pool: p, lost } = pool();
+    expect((await p.query<{ n: number }>(statement(1))).rows).toEqual([{ n: 1 }]);
+    await p.query(`DEALLOCATE ${quoted(statement(1).name)}`);
+
+    expect((await p.query<{ n: number }>(statement(2))).rows).toEqual([{ n: 2 }]);
+    expect(lost.map((e) => (e as { code?: string }).code)).toEqual(['26000']);
+    // Unnamed from now on: nothing more is prepared on the session.
+    await p.query(statement(3));
+    const { rows } = await p.query<{ count: number }>('SELECT count(*)::int AS count FROM pg_prepared_statements');
+    expect(rows[0]!.count).toBe(0);
+    expect(lost).toHaveLength(1);
+  });
+
+  it('inside a transaction: the transaction runs again whole, its first attempt leaves nothing', async () => {
+    const { pool: p, lost } = pool();
+    await p.query('CREATE TEMP TABLE IF NOT EXISTS marks (n int)');
+    await p.query(statement(1));
+    await p.query(`DEALLOCATE ${quoted(statement(1).name)}`);
+
+    let attempts = 0;
+    const n = await withTransaction(p, async (tx) => {
+      attempts += 1;
+      await tx.query('INSERT INTO marks VALUES (1)');
+      return (await tx.query<{ n: number }>(statement(7))).rows[0]!.n;
+    });
+    expect(n).toBe(7);
+    expect(attempts).toBe(2);
+    expect(lost).toHaveLength(1);
+    expect((await p.query<{ count: number }>('SELECT count(*)::int AS count FROM marks')).rows[0]!.count).toBe(1);
+  });
+});
+
+describe('a named statement the session already has (42P05)', () => {
+  it('is sent again unnamed and answers', async () => {
+    const { pool: p, lost } = pool();
+    await p.query(`PREPARE ${quoted(statement(1).name)} (int) AS SELECT $1 AS n`);
+    expect((await p.query<{ n: number }>(statement(4))).rows).toEqual([{ n: 4 }]);
+    expect(lost.map((e) => (e as { code?: string }).code)).toEqual(['42P05']);
+  });
+});
+
+const bouncer = process.env.SCALE_BOUNCER_URL;
+
+describe.skipIf(!bouncer)('through PgBouncer 1.18 in transaction mode, DATABASE_PREPARED_STATEMENTS left at on (skipped: needs the scale topology)', () => {
+  /** A second client of the same PgBouncer pool: its open transaction holds the server connection PgBouncer would lend next. */
+  async function holdServerConnection(): Promise<void> {
+    const url = new URL(bouncer!);
+    url.pathname = new URL(db.url).pathname;
+    const holder = new pg.Client({ connectionString: url.toString() });
+    holder.on('error', () => undefined);
+    await holder.connect();
+    cleanups.push(() => holder.end());
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1');
+    cleanups.push(() => holder.query('ROLLBACK'));
+  }
+
+  it('answers every request, in autocommit and in a transaction, and warns once naming the setting', async () => {
+    const lines: { msg?: string; level?: number }[] = [];
+    const logStream = new Writable({
+      write(chunk, _enc, done) {
+        for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+        done();
+      },
+    });
+    const url = new URL(bouncer!);
+    url.pathname = new URL(db.url).pathname;
+    // One client, cached tokens, no response cache: which statement runs where is known.
+    const config = loadConfig({ LOG_LEVEL: 'info', PG_POOL_MAX: '1', AUTH_CACHE_MS: '60000', RESPONSE_CACHE_MB: '0', RATE_LIMIT_MAX: '100000', RATE_LIMIT_AUTH_MAX: '100000' });
+    expect(config.databasePreparedStatements).toBe(true);
+    const app = (await buildApp({ ...config, databaseUrl: url.toString() }, { logStream })) as unknown as FastifyInstance;
+    cleanups.push(() => app.close());
+    const ann = await signUp(app);
+    const created = await app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'T', body: 'B' } });
+    const id = created.json().id as number;
+    const read = await app.inject({ url: `/posts/${id}` });
+    expect(read.statusCode).toBe(200);
+
+    // PgBouncer lends the most recently used server connection first: held, the next statement lands on another one.
+    await holdServerConnection();
+    const again = await app.inject({ url: `/posts/${id}` });
+    expect(again.statusCode).toBe(200);
+    expect(again.json().title).toBe('T');
+    const patched = await app.inject({ method: 'PATCH', url: `/posts/${id}`, headers: { ...ann.auth, 'if-match': read.headers.etag as string }, payload: { title: 'U' } });
+    expect(patched.statusCode).toBe(200);
+    expect(patched.json().title).toBe('U');
+
+    const warnings = lines.filter((l) => l.msg?.includes('DATABASE_PREPARED_STATEMENTS=off'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.level).toBe(40);
+  });
+});

@@ -42,7 +42,8 @@ export const EnvSchema = Type.Object({
   DATABASE_PREPARED_STATEMENTS: Choice(
     ['on', 'off'],
     'on',
-    'named prepared statements; off behind PgBouncer < 1.21 (or without max_prepared_statements) in transaction mode',
+    'named prepared statements; off behind PgBouncer < 1.21 (or without max_prepared_statements) in transaction mode ' +
+      '(left on there, the service notices, goes on without names and warns once)',
   ),
   HOST: Type.String({ minLength: 1, default: '127.0.0.1', description: 'address to listen on; 0.0.0.0 = every interface' }),
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000, description: 'port to listen on' }),

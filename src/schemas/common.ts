@@ -303,7 +303,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   422: 'validation: see fieldErrors (body members, query parameters, headers); unknown query parameters included',
   429: 'rate_limited (with Retry-After)',
   500: 'internal',
-  503: 'service_unavailable: the database is unreachable (with Retry-After)',
+  503: 'service_unavailable: the database cannot serve the request (unreachable, missing, refusing the login, busy, read-only, out of disk, timed out, behind the code; the message names which), with Retry-After',
 };
 
 /** Error responses for a route's schema, all with the one error body. */

@@ -40,7 +40,10 @@ export async function ablate(
   const bracket = [s, ...(s.twin && ctx.peer ? [s.twin] : [])];
   const measure = async () => {
     const samples = new Map<string, Sample>();
-    for (const x of bracket) samples.set(x.id, await drive(x, ctx, seconds));
+    for (const x of bracket) {
+      samples.set(x.id, await drive(x, ctx, seconds));
+      show(`${x.id} (around)`, samples.get(x.id)!);
+    }
     ablation.brackets.push(...samples.values());
     return samples;
   };

@@ -189,7 +189,7 @@ function describe(id: string, sample: Sample, round: number): string {
   if (sample.cache.hit + sample.cache.miss) line += `  hits ${((100 * sample.cache.hit) / (sample.cache.hit + sample.cache.miss)).toFixed(1)} %`;
   if (sample.background) line += `  background ${sample.background.perSecond.toFixed(1)}/s ${JSON.stringify(sample.background.statusCodes)}`;
   if (sample.mainRps) line += `  × main ${(sample.rps / sample.mainRps).toFixed(2)}`;
-  if (sample.mainRps && sample.twinRps) line += `  × peer ${(sample.rps / sample.twinRps).toFixed(2)}`;
+  if (sample.twinRps) line += `  × peer ${(sample.rps / sample.twinRps).toFixed(2)}`;
   if (sample.errors || sample.non2xx) line += `  ERRORS ${sample.errors} non-2xx ${sample.non2xx} ${JSON.stringify(sample.statusCodes)}`;
   if (sample.background?.unexpected) line += `  UNEXPECTED background answers ${sample.background.unexpected}`;
   return line;

@@ -33,7 +33,9 @@ export async function ablate(
   ctx: Context,
   seconds: number,
   ablation: Ablation,
+  /** Logs a sample as it is measured, and then each variant's ratios. */
   show: (id: string, sample: Sample) => void,
+  note: (text: string) => void,
 ): Promise<void> {
   const chosen = variants.filter((v) => runsOn(v, s));
   if (chosen.length === 0) return;
@@ -50,6 +52,7 @@ export async function ablate(
   let before = await measure();
   for (const v of chosen) {
     const sample = await drive(s, ctx, seconds, v.child);
+    show(`${v.name}/${s.id}`, sample);
     bracket.reverse();
     const after = await measure();
     const mean = (id: string) => (before.has(id) ? (before.get(id)!.rps + after.get(id)!.rps) / 2 : undefined);
@@ -57,7 +60,7 @@ export async function ablate(
     sample.twinRps = s.twin ? mean(s.twin.id) : undefined;
     const id = `${v.name} ${s.id}`;
     ablation.samples.set(id, [...(ablation.samples.get(id) ?? []), sample]);
-    show(`${v.name}/${s.id}`, sample);
+    note(`${v.name}/${s.id}: × main ${times(sample.rps / sample.mainRps!)}, × Platformatic ${times(sample.twinRps ? sample.rps / sample.twinRps : NaN)}`);
     before = after;
   }
 }

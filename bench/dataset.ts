@@ -6,6 +6,7 @@
  * /posts) are deleted at the start and end of each run, so reruns are quick.
  */
 import { resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { migrate } from '../src/db/migrate.js';
@@ -87,6 +88,23 @@ export async function withClient<T>(url: string, fn: (client: pg.Client) => Prom
   } finally {
     await client.end();
   }
+}
+
+/**
+ * Waits until no other bench run uses the data sets named after `name` (one
+ * run's clean-up would delete the other's tokens and rows, and their loads
+ * would share the machine), then holds them until the returned function is
+ * called or this process ends.
+ */
+export async function lockDatasets(server: BenchServer, name: string, log: (msg: string) => void): Promise<() => Promise<void>> {
+  const client = new pg.Client({ connectionString: server.adminUrl });
+  await client.connect();
+  const locked = async () => (await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [`posts-api bench ${name}`])).rows[0]!.ok;
+  for (let second = 0; !(await locked()); second++) {
+    if (second % 60 === 0) log(`waiting for another bench run on ${name} to end`);
+    await sleep(1000);
+  }
+  return () => client.end();
 }
 
 /**

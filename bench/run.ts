@@ -39,7 +39,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { ablate, ablationSection, runsOn, type Ablation } from './ablation.js';
-import { benchServer, cleanUp, ensureDataset, type BenchServer, type Dataset } from './dataset.js';
+import { benchServer, cleanUp, ensureDataset, lockDatasets, type BenchServer, type Dataset } from './dataset.js';
 import { CONNECTIONS, drive } from './load.js';
 import { cleanUpPeer, compareWithPeer, ensurePeerDataset, installPeer, peerVersion, startPeer } from './peer.js';
 import { findPgbench, runPgbench, type PgbenchResult } from './pgbench.js';
@@ -111,6 +111,8 @@ interface Run {
   big?: Dataset;
   small?: Dataset;
   peerDataset?: Dataset;
+  /** Releases the run's hold on its data sets. */
+  unlock?: () => Promise<void>;
 }
 
 /** The bare Fastify baseline, serving the service's own first list page. */
@@ -188,7 +190,6 @@ function describe(id: string, sample: Sample, round: number): string {
   let line = `round ${round + 1}/${ROUNDS} ${id.padEnd(16)} ${sample.rps.toFixed(0).padStart(6)} req/s  p50 ${sample.p50} ms  p99 ${sample.p99} ms  cpu ${sample.cpuMsPerRequest.toFixed(3)} ms/req`;
   if (sample.cache.hit + sample.cache.miss) line += `  hits ${((100 * sample.cache.hit) / (sample.cache.hit + sample.cache.miss)).toFixed(1)} %`;
   if (sample.background) line += `  background ${sample.background.perSecond.toFixed(1)}/s ${JSON.stringify(sample.background.statusCodes)}`;
-  if (sample.mainRps) line += `  × main ${(sample.rps / sample.mainRps).toFixed(2)}`;
   if (sample.twinRps) line += `  × peer ${(sample.rps / sample.twinRps).toFixed(2)}`;
   if (sample.errors || sample.non2xx) line += `  ERRORS ${sample.errors} non-2xx ${sample.non2xx} ${JSON.stringify(sample.statusCodes)}`;
   if (sample.background?.unexpected) line += `  UNEXPECTED background answers ${sample.background.unexpected}`;
@@ -248,7 +249,8 @@ async function measureScenario(s: Scenario<Context>, round: number, ctx: Context
     if (result.failed) line += ` (${result.failed} failed)`;
   }
   log(line);
-  await ablate(s, variants, ctx, SECONDS, m.ablation, (id, x) => log(describe(id, x, round)));
+  const show = (id: string, x: Sample) => log(describe(id, x, round));
+  await ablate(s, variants, ctx, SECONDS, m.ablation, show, (text) => log(`round ${round + 1}/${ROUNDS} ${text}`));
 }
 
 interface Pgbench {
@@ -272,6 +274,23 @@ async function measure(ctx: Context, r: Run): Promise<Measured> {
   return m;
 }
 
+/** Stops everything the run started and removes what it added; safe to call twice. */
+function tearDown(r: Run): () => Promise<void> {
+  let done: Promise<void> | undefined;
+  return () =>
+    (done ??= (async () => {
+      for (const close of r.closers) await close().catch(() => undefined);
+      for (const child of r.children.reverse()) await child.stop().catch(() => undefined);
+      await removeVariants(VARIANTS);
+      // What the run added goes, so the next run reuses the data sets as they were seeded.
+      const datasets = new Set([r.big, ...r.variants.map((v) => v.dataset)]);
+      for (const d of datasets) if (d) await cleanUp(d).catch((e: unknown) => log(`cleaning ${d.name} up: ${String(e)}`));
+      if (r.peerDataset) await cleanUpPeer(r.peerDataset).catch((e: unknown) => log(`cleaning ${r.peerDataset!.name} up: ${String(e)}`));
+      await r.unlock?.();
+      await r.server.stop();
+    })());
+}
+
 async function main(): Promise<number> {
   log(`${SMOKE ? 'smoke' : 'full'} run: ${ROUNDS} round(s) × ${SCENARIOS.length} scenarios × ${SECONDS} s, ${CONNECTIONS} connections` +
     (VARIANTS.length ? `, variants ${VARIANTS.map((v) => v.name).join(', ')}` : ''));
@@ -280,11 +299,15 @@ async function main(): Promise<number> {
   const server = await benchServer(process.env.BENCH_DATABASE_URL || undefined, log);
   log(`database server: ${server.source}`);
   const r: Run = { server, children: [], closers: [], variants: [] };
+  const finish = tearDown(r);
+  // Ctrl-C, a kill or a closed pipe (`| head`) must not leave servers running or worktrees registered.
+  process.stdout.on('error', () => undefined);
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, () => void finish().finally(() => process.exit(130)));
   try {
+    r.unlock = await lockDatasets(server, PLAN.big.name, log);
     const { ctx, peerText } = await setUp(r);
-    const services = [ctx.big, ctx.bigUncached, ctx.small];
     const setupRssKb = memoryKb(ctx.big.pid, 'VmHWM');
-    for (const service of services) resetPeakRss(service.pid);
+    for (const service of [ctx.big, ctx.bigUncached, ctx.small]) resetPeakRss(service.pid);
     await warmUp(ctx, r.variants);
     const warmRss = memoryKb(ctx.big.pid, 'VmHWM');
     const m = await measure(ctx, r);
@@ -318,13 +341,7 @@ async function main(): Promise<number> {
     console.log(summary.line);
     return summary.failedRequests > 0 ? 1 : 0;
   } finally {
-    for (const close of r.closers) await close().catch(() => undefined);
-    for (const child of r.children.reverse()) await child.stop().catch(() => undefined);
-    await removeVariants(r.variants);
-    // What the run added goes, so the next run reuses the data sets as they were seeded.
-    for (const d of new Set([r.big, ...r.variants.map((v) => v.dataset)])) if (d) await cleanUp(d).catch((e: unknown) => log(`cleaning ${d.name} up: ${String(e)}`));
-    if (r.peerDataset) await cleanUpPeer(r.peerDataset).catch((e: unknown) => log(`cleaning ${r.peerDataset!.name} up: ${String(e)}`));
-    await server.stop();
+    await finish();
   }
 }
 

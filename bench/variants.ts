@@ -11,7 +11,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { ensureDataset, SHAPE, type BenchServer, type Dataset, type Recipe } from './dataset.js';
 import { OUT, ROOT, run, type Child } from './processes.js';
@@ -40,6 +40,8 @@ export function parseVariant(text: string): VariantSpec {
 
 const git = (args: string[]) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();
 
+const worktree = (spec: VariantSpec) => join(OUT, 'variants', spec.name);
+
 /** A worktree of the ref, with its dependencies, built (`npm run build`). */
 export async function checkOut(spec: VariantSpec, log: (msg: string) => void): Promise<Variant> {
   let commit: string;
@@ -48,7 +50,7 @@ export async function checkOut(spec: VariantSpec, log: (msg: string) => void): P
   } catch {
     throw new Error(`--variant ${spec.name}=${spec.ref}: no such commit`);
   }
-  const dir = join(OUT, 'variants', spec.name);
+  const dir = worktree(spec);
   // A leftover of an interrupted run goes first.
   await removeWorktree(dir);
   await run('git', ['worktree', 'add', '--detach', '--force', dir, commit], { quiet: true });
@@ -66,12 +68,14 @@ export async function checkOut(spec: VariantSpec, log: (msg: string) => void): P
 
 async function removeWorktree(dir: string): Promise<void> {
   if (existsSync(dir)) await run('git', ['worktree', 'remove', '--force', dir], { quiet: true }).catch(() => undefined);
+  // What git did not know as its own (a build interrupted half-way); the node_modules symlink is removed, not followed.
+  rmSync(dir, { recursive: true, force: true });
   await run('git', ['worktree', 'prune'], { quiet: true });
 }
 
-/** Unregisters and deletes the variants' worktrees (their data sets stay, for the next run). */
-export async function removeVariants(variants: Variant[]): Promise<void> {
-  for (const v of variants) await removeWorktree(v.dir);
+/** Unregisters and deletes the variants' worktrees, whether made or half-made (their data sets stay, for the next run). */
+export async function removeVariants(variants: VariantSpec[]): Promise<void> {
+  for (const v of variants) await removeWorktree(worktree(v));
 }
 
 /** A hash of a checkout's migrations and seed: checkouts with the same hash make the same data set. */

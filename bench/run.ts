@@ -190,7 +190,6 @@ function describe(id: string, sample: Sample, round: number): string {
   let line = `round ${round + 1}/${ROUNDS} ${id.padEnd(16)} ${sample.rps.toFixed(0).padStart(6)} req/s  p50 ${sample.p50} ms  p99 ${sample.p99} ms  cpu ${sample.cpuMsPerRequest.toFixed(3)} ms/req`;
   if (sample.cache.hit + sample.cache.miss) line += `  hits ${((100 * sample.cache.hit) / (sample.cache.hit + sample.cache.miss)).toFixed(1)} %`;
   if (sample.background) line += `  background ${sample.background.perSecond.toFixed(1)}/s ${JSON.stringify(sample.background.statusCodes)}`;
-  if (sample.twinRps) line += `  × peer ${(sample.rps / sample.twinRps).toFixed(2)}`;
   if (sample.errors || sample.non2xx) line += `  ERRORS ${sample.errors} non-2xx ${sample.non2xx} ${JSON.stringify(sample.statusCodes)}`;
   if (sample.background?.unexpected) line += `  UNEXPECTED background answers ${sample.background.unexpected}`;
   return line;

@@ -195,14 +195,19 @@ function describe(id: string, sample: Sample, round: number): string {
   return line;
 }
 
-/** Each scenario (its twin, and each variant's) once for a few seconds: JIT, caches and pools warm. */
+/**
+ * Each scenario (and its twin) once for a few seconds: JIT, caches and pools
+ * warm. A variant runs its scenarios that long plus one measured run's length,
+ * so that it is as warm as the main instance is (after this and the
+ * scenario's own run) when the two are compared: with less, a build identical
+ * to the main one measured more CPU per write (bench/RESULTS.md).
+ */
 async function warmUp(ctx: Context, variants: Variant[]): Promise<void> {
-  if (PLAN.warmupSeconds === 0) return;
-  log(`warm-up: ${PLAN.warmupSeconds} s per scenario`);
+  log(`warm-up: ${PLAN.warmupSeconds} s per scenario${variants.length ? `, ${PLAN.warmupSeconds + SECONDS} s on variants` : ''}`);
   for (const s of SCENARIOS) {
-    if (s.twin && ctx.peer) await drive(s.twin, ctx, PLAN.warmupSeconds);
-    await drive(s, ctx, PLAN.warmupSeconds);
-    for (const v of variants.filter((x) => runsOn(x, s))) await drive(s, ctx, PLAN.warmupSeconds, v.child);
+    if (PLAN.warmupSeconds > 0 && s.twin && ctx.peer) await drive(s.twin, ctx, PLAN.warmupSeconds);
+    if (PLAN.warmupSeconds > 0) await drive(s, ctx, PLAN.warmupSeconds);
+    for (const v of variants.filter((x) => runsOn(x, s))) await drive(s, ctx, PLAN.warmupSeconds + SECONDS, v.child);
   }
 }
 

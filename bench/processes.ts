@@ -101,7 +101,8 @@ export async function startChild(
  */
 function productionCommand(root: string): string[] {
   const script = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start:prod'];
-  const words = script?.split(/\s+/).filter(Boolean) ?? [];
+  // A leading `exec` (so npm's signals reach the server) is the shell's, not the command's.
+  const words = script?.replace(/^exec\s+/, '').split(/\s+/).filter(Boolean) ?? [];
   if (words[0] !== 'node' || words.at(-1) !== 'dist/src/server.js') throw new Error(`start:prod is not "node [flags] dist/src/server.js": ${script}`);
   return words.slice(1);
 }

@@ -6,11 +6,12 @@
  * /posts) are deleted at the start and end of each run, so reruns are quick.
  */
 import { resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../src/db/embedded.js';
 import { migrate } from '../src/db/migrate.js';
 import { createPool } from '../src/db/pool.js';
-import { seed, type SeedResult } from '../src/db/seed.js';
+import { seed } from '../src/db/seed.js';
 
 export interface BenchServer {
   /** URL of a maintenance database on the server (CREATE/DROP DATABASE). */
@@ -30,7 +31,24 @@ export interface Dataset {
   url: string;
   size: DataSize;
   /** Undefined when the data set was reused. */
-  seeded?: SeedResult & { vacuumSeconds: number };
+  seeded?: Seeded & { vacuumSeconds: number };
+}
+
+interface Seeded {
+  seconds: number;
+  /** How the seed bypassed the triggers, when it says. */
+  mode: string;
+}
+
+/**
+ * How a data set is made: migrations, then the seed. By default this
+ * checkout's, in this process; a variant's are its own (bench/variants.ts).
+ */
+export interface Recipe {
+  /** Recorded on the database: a data set made by another recipe (or an older seed) is made again. */
+  shape: string;
+  migrate(url: string): Promise<void>;
+  seed(url: string, size: DataSize, log: (msg: string) => void): Promise<Seeded>;
 }
 
 const LOCAL = 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -56,13 +74,13 @@ export async function benchServer(configured: string | undefined, log: (msg: str
   return { adminUrl: embedded.url, source: 'embedded PostgreSQL (.data/bench-pg)', stop: embedded.stop };
 }
 
-function databaseUrl(adminUrl: string, name: string): string {
+export function databaseUrl(adminUrl: string, name: string): string {
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   return url.toString();
 }
 
-async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+export async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
@@ -73,11 +91,22 @@ async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>)
 }
 
 /**
- * Removes what benchmark runs add (posts and comments from the write
- * scenarios, the service's and the peer's; tokens from log-ins) and refreshes
- * visibility/statistics. The seed numbers rows from 1, so added rows are those
- * past the data set's size.
+ * Waits until no other bench run uses the data sets named after `name` (one
+ * run's clean-up would delete the other's tokens and rows, and their loads
+ * would share the machine), then holds them until the returned function is
+ * called or this process ends.
  */
+export async function lockDatasets(server: BenchServer, name: string, log: (msg: string) => void): Promise<() => Promise<void>> {
+  const client = new pg.Client({ connectionString: server.adminUrl });
+  await client.connect();
+  const locked = async () => (await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [`posts-api bench ${name}`])).rows[0]!.ok;
+  for (let second = 0; !(await locked()); second++) {
+    if (second % 60 === 0) log(`waiting for another bench run on ${name} to end`);
+    await sleep(1000);
+  }
+  return () => client.end();
+}
+
 /**
  * Deletes the rows a run added, a thousand ids per statement: the row triggers
  * that keep the totals exact update the same counter rows once per deleted row,
@@ -85,7 +114,7 @@ async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>)
  * left, so one DELETE of 244 000 posts ran for minutes (quadratic) where these
  * batches take seconds.
  */
-async function deleteAbove(c: pg.Client, table: 'posts' | 'comments', keep: number): Promise<number> {
+export async function deleteAbove(c: pg.Client, table: 'posts' | 'comments', keep: number): Promise<number> {
   const { rows } = await c.query<{ max: number | null }>(`SELECT max(id)::float8 AS max FROM ${table}`);
   let deleted = 0;
   for (let from = keep; from < (rows[0]?.max ?? 0); from += 1_000) {
@@ -95,19 +124,30 @@ async function deleteAbove(c: pg.Client, table: 'posts' | 'comments', keep: numb
   return deleted;
 }
 
+/**
+ * Removes what benchmark runs add (posts and comments from the write
+ * scenarios; tokens from log-ins) and refreshes visibility/statistics. The
+ * seed numbers rows from 1, so added rows are those past the data set's size.
+ * A variant's schema may lack some of these tables.
+ */
 export async function cleanUp(dataset: Dataset): Promise<void> {
   await withClient(dataset.url, async (c) => {
+    const { rows } = await c.query<{ name: string }>(
+      `SELECT name FROM unnest($1::text[]) name WHERE to_regclass(name) IS NOT NULL`,
+      [['posts', 'comments', 'deleted_posts', 'deleted_comments', 'tokens', 'counters', 'users']],
+    );
+    const has = new Set(rows.map((r) => r.name));
     // Comments first: their triggers give the posts their seeded comment counts back.
     const comments = await deleteAbove(c, 'comments', dataset.size.comments);
-    await c.query('DELETE FROM deleted_comments WHERE id > $1', [dataset.size.comments]);
+    if (has.has('deleted_comments')) await c.query('DELETE FROM deleted_comments WHERE id > $1', [dataset.size.comments]);
     const posts = await deleteAbove(c, 'posts', dataset.size.posts);
-    await c.query('DELETE FROM deleted_posts WHERE id > $1', [dataset.size.posts]);
-    await c.query('DELETE FROM tokens');
+    if (has.has('deleted_posts')) await c.query('DELETE FROM deleted_posts WHERE id > $1', [dataset.size.posts]);
+    if (has.has('tokens')) await c.query('DELETE FROM tokens');
     // Autovacuum may be off (it is on this machine's server): keep the
     // visibility map and statistics as a steady-state database has them.
     if (comments || posts) {
       await c.query('SET statement_timeout = 0');
-      await c.query('VACUUM (ANALYZE) posts, comments, deleted_posts, deleted_comments, tokens, counters, users');
+      await c.query(`VACUUM (ANALYZE) ${[...has].join(', ')}`);
     }
   });
 }
@@ -117,15 +157,41 @@ export async function cleanUp(dataset: Dataset): Promise<void> {
  * right size but an older shape (e.g. before the seed had a rare word) is
  * seeded again. Bump it whenever the seed's output changes.
  */
-const SHAPE = 'posts-api bench data set, shape 2';
+export const SHAPE = 'posts-api bench data set, shape 2';
 
-async function holdsExactly(url: string, size: DataSize): Promise<boolean> {
+/** This checkout's migrations and seed, run in this process. */
+const OWN_RECIPE: Recipe = {
+  shape: SHAPE,
+  migrate: (url) => migrate(url),
+  seed: async (url, size, log) => {
+    const pool = createPool(url, 1);
+    try {
+      let last = '';
+      const onProgress = ({ phase }: { phase: string }) => {
+        if (phase !== last) log(`${new URL(url).pathname.slice(1)}: seeding (${phase})`);
+        last = phase;
+      };
+      return await seed(pool, { ...size, onProgress });
+    } finally {
+      await pool.end();
+    }
+  },
+};
+
+/** The database's recorded shape, if it has the posts table. */
+export async function shapeOf(url: string): Promise<string | undefined> {
   return withClient(url, async (c) => {
-    const tables = await c.query(
+    const { rows } = await c.query<{ ok: boolean; shape: string | null }>(
       `SELECT to_regclass('posts') IS NOT NULL AS ok, shobj_description(d.oid, 'pg_database') AS shape
        FROM pg_database d WHERE d.datname = current_database()`,
     );
-    if (!tables.rows[0]?.ok || tables.rows[0].shape !== SHAPE) return false;
+    return rows[0]?.ok ? (rows[0].shape ?? undefined) : undefined;
+  });
+}
+
+/** Whether the seeded rows are all there (rows a run added are past the data set's size). */
+export async function holdsExactly(url: string, size: DataSize): Promise<boolean> {
+  return withClient(url, async (c) => {
     const { rows } = await c.query<{ users: string; posts: string; comments: string }>(
       `SELECT (SELECT count(*) FROM users) AS users, (SELECT count(*) FROM posts WHERE id <= $1) AS posts,
         (SELECT count(*) FROM comments WHERE id <= $2) AS comments`,
@@ -136,57 +202,50 @@ async function holdsExactly(url: string, size: DataSize): Promise<boolean> {
   });
 }
 
-/** The data set in database `name`, reused when it holds exactly `size`, else created afresh. */
+export async function databaseExists(server: BenchServer, name: string): Promise<boolean> {
+  return withClient(server.adminUrl, async (c) => (await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rowCount === 1);
+}
+
+/** Drops database `name` if it exists and creates it empty. */
+export async function recreateDatabase(server: BenchServer, name: string): Promise<string> {
+  await withClient(server.adminUrl, async (c) => {
+    await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`);
+    await c.query(`CREATE DATABASE ${c.escapeIdentifier(name)}`);
+  });
+  return databaseUrl(server.adminUrl, name);
+}
+
+/**
+ * The data set in database `name`, reused when `recipe` made it and it holds
+ * exactly `size`, else made afresh by `recipe`.
+ */
 export async function ensureDataset(
   server: BenchServer,
   name: string,
   size: DataSize,
   log: (msg: string) => void,
+  recipe: Recipe = OWN_RECIPE,
 ): Promise<Dataset> {
   const url = databaseUrl(server.adminUrl, name);
-  const exists = await withClient(server.adminUrl, async (c) => {
-    const { rowCount } = await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
-    return rowCount === 1;
-  });
-  if (exists && (await holdsExactly(url, size))) {
+  if ((await databaseExists(server, name)) && (await shapeOf(url)) === recipe.shape && (await holdsExactly(url, size))) {
     const dataset: Dataset = { name, url, size };
     // Migrations added since it was seeded (they keep the data).
-    await migrate(url);
+    await recipe.migrate(url);
     await cleanUp(dataset);
     log(`${name}: reusing ${size.posts} posts, ${size.comments} comments, ${size.users} users`);
     return dataset;
   }
 
-  await withClient(server.adminUrl, async (c) => {
-    await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`);
-    await c.query(`CREATE DATABASE ${c.escapeIdentifier(name)}`);
+  await recreateDatabase(server, name);
+  await recipe.migrate(url);
+  const seeded = await recipe.seed(url, size, log);
+  const started = performance.now();
+  await withClient(url, async (c) => {
+    await c.query('SET statement_timeout = 0');
+    await c.query('VACUUM (ANALYZE)');
+    await c.query(`COMMENT ON DATABASE ${c.escapeIdentifier(name)} IS ${c.escapeLiteral(recipe.shape)}`);
   });
-  await migrate(url);
-  const pool = createPool(url, 1);
-  try {
-    let last = '';
-    const result = await seed(pool, {
-      posts: size.posts,
-      comments: size.comments,
-      users: size.users,
-      onProgress: ({ phase }) => {
-        if (phase !== last) log(`${name}: seeding (${phase})`);
-        last = phase;
-      },
-    });
-    const started = performance.now();
-    const client = await pool.connect();
-    try {
-      await client.query('SET statement_timeout = 0');
-      await client.query('VACUUM (ANALYZE) users, posts, comments, counters');
-      await client.query(`COMMENT ON DATABASE ${client.escapeIdentifier(name)} IS ${client.escapeLiteral(SHAPE)}`);
-    } finally {
-      client.release();
-    }
-    const vacuumSeconds = (performance.now() - started) / 1000;
-    log(`${name}: seeded in ${result.seconds.toFixed(1)} s, VACUUM ANALYZE ${vacuumSeconds.toFixed(1)} s`);
-    return { name, url, size, seeded: { ...result, vacuumSeconds } };
-  } finally {
-    await pool.end();
-  }
+  const vacuumSeconds = (performance.now() - started) / 1000;
+  log(`${name}: seeded in ${seeded.seconds.toFixed(1)} s, VACUUM ANALYZE ${vacuumSeconds.toFixed(1)} s`);
+  return { name, url, size, seeded: { ...seeded, vacuumSeconds } };
 }

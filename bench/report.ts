@@ -65,6 +65,8 @@ export interface Sample {
   twinRps?: number;
   /** req/s of the quiet scenario measured right before and after this sample (their mean). */
   quietRps?: number;
+  /** A variant's sample: req/s of the main instance measured right before and after it (their mean). */
+  mainRps?: number;
   /** Answers by their `X-Cache` header; both 0 when the service sends none. */
   cache: { hit: number; miss: number };
   /** The background requests: how many per second went out, and their statuses. */
@@ -93,13 +95,15 @@ export interface Outcome {
   machine: string;
   /** What the peer was (name, version, its Node), or why it did not run. */
   peer: { ran: boolean; text: string };
+  /** Variants run beside the main instance (`--variant`): their table (bench/ablation.ts) and its requests. */
+  ablation?: { lines: string[]; failed: number; requests: number };
 }
 
 const START = '<!-- bench:results:start -->';
 const END = '<!-- bench:results:end -->';
 const RSS_LIMIT_MB = 150;
 
-function median(values: number[]): number {
+export function median(values: number[]): number {
   const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
   if (sorted.length === 0) return NaN;
   const mid = Math.floor(sorted.length / 2);
@@ -112,7 +116,7 @@ function ratio(a: number[] | undefined, b: number[] | undefined): number {
   return median(a.map((x, k) => x / (b[k] ?? NaN)));
 }
 
-const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : 'n/a');
+export const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : 'n/a');
 const pct = (n: number) => (Number.isFinite(n) ? `${(n * 100).toFixed(0)} %` : 'n/a');
 
 interface Check {
@@ -126,7 +130,7 @@ interface Check {
   skipped?: boolean;
 }
 
-const times = (n: number) => (Number.isFinite(n) ? `${n.toFixed(2)}×` : 'n/a');
+export const times = (n: number) => (Number.isFinite(n) ? `${n.toFixed(2)}×` : 'n/a');
 
 /** Share of answers that were cache hits, or n/a when the service sent no `X-Cache` header. */
 function hitRate(samples: Sample[]): string {
@@ -229,6 +233,8 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     skipped: !Number.isFinite(sizeFree),
   });
   checks.push({ what: 'service peak RSS (VmHWM) under this load', value: `${fmt(o.peakRssMb, 0)} MB`, goal: `≤ ${RSS_LIMIT_MB} MB`, met: o.peakRssMb <= RSS_LIMIT_MB });
+  failedRequests += o.ablation?.failed ?? 0;
+  requests += o.ablation?.requests ?? 0;
   checks.push({ what: 'errors, timeouts and non-2xx answers', value: String(failedRequests), goal: '0', met: failedRequests === 0 });
 
   const seedLine = (d: Dataset) =>
@@ -263,6 +269,7 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
       'Platformatic twin, the mean of its runs right before and right after it in the same round (median of the per-round ratios). CPU ms/req of a peer row is the ' +
       "peer process's.",
     '',
+    ...(o.ablation?.lines ?? []),
     ...(mixed.length
       ? [
           "Mixed load: the service as deployed reads 1 000 hot posts (`GET /posts/{id}`, ids 1–1 000, 32 connections) while the bench sends the " +

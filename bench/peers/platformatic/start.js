@@ -1,7 +1,8 @@
 /**
- * Starts Platformatic DB v3 as the benchmark's peer (bench/run.ts spawns it
+ * Starts Platformatic DB v3 as the benchmark's peer (bench/peer.ts spawns it
  * with the Node 22 installed beside this file): the REST API it generates
- * from the existing tables, on 127.0.0.1:$PORT, over $DATABASE_URL.
+ * from the tables of schema.sql, on 127.0.0.1:$PORT, over $DATABASE_URL (a
+ * database of its own, loaded by bench/peer.ts).
  *
  * No migrations and no generated types, so it creates nothing in the
  * database (not even its `versions` table); GraphQL off (the bench sends
@@ -22,9 +23,7 @@ const app = await create(import.meta.dirname, {
   db: {
     connectionString: DATABASE_URL,
     graphql: false,
-    openapi: true,
-    // The API's resources; the service's own bookkeeping tables stay out of it.
-    include: { posts: true, comments: true, users: true }
+    openapi: true
   }
 })
 await app.init()

@@ -1,0 +1,289 @@
+/**
+ * What the bench sends: every scenario (method, path, body, which instance,
+ * its target), each peer twin beside the scenario it is compared with, and
+ * the context they read (ids picked from the data set, log-ins, own posts).
+ */
+import type pg from 'pg';
+import { RARE_WORD } from '../src/db/seed.js';
+import type { Child } from './processes.js';
+import type { Scenario } from './report.js';
+
+/** A database's own log-ins and posts: each service database has its own, and so has the peer's. */
+export interface Session {
+  /** Bearer tokens of the logged-in users, in the order of Context.userIds. */
+  tokens: string[];
+  /** Per logged-in user, posts of theirs the bench created for PATCH (deleted after the run). */
+  ownPosts: number[][];
+}
+
+export interface Context extends Session {
+  big: Child;
+  bigUncached: Child;
+  small: Child;
+  baseline: Child;
+  /** Platformatic DB on its copy of the big data set; undefined when the peer is skipped. */
+  peer?: Child;
+  /** Sessions of instances on another database than big's (the peer, variants); the Context's own otherwise. */
+  sessions: Map<Child, Session>;
+  /** A connection that watches the bench databases' activity, and their names. */
+  monitor: pg.Client;
+  databases: string[];
+  /** The ids of the logged-in users (the same on every copy of the data set). */
+  userIds: number[];
+  popularPost: number;
+  author: { id: number; page: number };
+  deepCursor: number;
+  secondCursor: number;
+  deepPage: number;
+  postIds: [number, number];
+  /** The mixed load's hot posts, and the posts its comments go to (never a hot one). */
+  hotPostIds: [number, number];
+  coldPostIds: [number, number];
+  /** The last week of the data set's creation times, as createdAfter/createdBefore. */
+  week: { after: string; before: string };
+}
+
+export const POST = {
+  title: 'Benchmarking the posts API',
+  body: 'A post written by the benchmark. It has a couple of sentences, like a short real one would, and is deleted after the run.',
+};
+export const POST_BODY = JSON.stringify(POST);
+const COMMENT = 'A comment written by the benchmark, about as long as a short real one; deleted after the run.';
+let edits = 0;
+const editedTitle = () => `Edited by the benchmark, edit ${(edits += 1)}`;
+
+export function randomId([lo, hi]: [number, number]): number {
+  return lo + Math.floor(Math.random() * (hi - lo + 1));
+}
+const ownPost = (c: Context, user: number) => {
+  const posts = c.ownPosts[user]!;
+  return posts[Math.floor(Math.random() * posts.length)]!;
+};
+
+// `cached`: the same URL over and over on the production service, so after the
+// first request the response cache answers it (no pgbench: no SQL runs). Each
+// has an "-uncached" twin on the instance started with RESPONSE_CACHE_MB=0,
+// which shows what a cache miss costs and carries the database ceiling.
+export const CEILING: Scenario<Context> = { id: 'ceiling', title: 'HTTP ceiling: bare Fastify, same 20-post JSON from memory', on: 'baseline', method: 'GET', path: () => '/posts' };
+const LIST_FIRST: Scenario<Context> = { id: 'list-first', title: 'GET /posts?sort=-createdAt (first page, offset mode, with total)', on: 'big', cached: true, method: 'GET', path: () => '/posts?sort=-createdAt', target: 0.4 };
+const AUTHOR_PAGE: Scenario<Context> = { id: 'author-page-20', title: "GET /users/{id}/posts?page=20 (one author's page 20)", on: 'big', cached: true, method: 'GET', path: (c) => `/users/${c.author.id}/posts?page=${c.author.page}`, target: 0.4 };
+const CURSOR_DEEP: Scenario<Context> = { id: 'cursor-deep', title: 'GET /posts?after={500 000th id}&limit=20 (cursor at the same depth)', on: 'big', cached: true, method: 'GET', path: (c) => `/posts?after=${c.deepCursor}&limit=20`, target: 0.4 };
+const CURSOR_FIRST: Scenario<Context> = { id: 'cursor-first', title: 'GET /posts?limit=20 (first cursor page)', on: 'big', cached: true, method: 'GET', path: () => '/posts?limit=20', target: 0.4 };
+const POPULAR_COMMENTS: Scenario<Context> = { id: 'popular-comments', title: "GET /posts/{id}/comments (the most commented post's first page)", on: 'big', cached: true, method: 'GET', path: (c) => `/posts/${c.popularPost}/comments`, target: 0.3 };
+const CREATE_POST: Scenario<Context> = { id: 'create-post', title: 'POST /posts (8 users, bearer tokens)', on: 'big', method: 'POST', path: () => '/posts', body: () => POST_BODY, authenticated: true, target: 0.25 };
+
+/** The same request on an instance with the cache off. */
+function uncached(s: Scenario<Context>, on: 'bigUncached' | 'small' = 'bigUncached', id = `${s.id}-uncached`): Scenario<Context> {
+  const { target: _, cached: __, ...request } = s;
+  return { ...request, id, title: on === 'small' ? 'same, cache off, on the 10 000-post database' : 'same, cache off', on };
+}
+
+/** `s` with the peer's closest equivalent as its twin (and a target as a multiple of it). */
+function versusPeer(s: Scenario<Context>, peer: Omit<Scenario<Context>, 'id' | 'on'>, twinTarget?: number): Scenario<Context> {
+  return { ...s, twin: { ...peer, id: `${s.id.replace(/-uncached$/, '')}-platformatic`, on: 'peer' }, twinTarget };
+}
+
+/** A post as the peer's POST and PUT take it: every NOT NULL column, defaults or not, but the id and the timestamps it sets itself. */
+export const peerPost = (c: Pick<Context, 'userIds'>, user: number) => ({ ...POST, authorId: c.userIds[user], commentCount: 0 });
+
+/** Platformatic's list query: `where.<field>.<op>`, `orderby.<field>`, `limit`/`offset`, `totalCount` (a COUNT(*)). */
+const peerList = (entity: string, query: string) => `/${entity}?${query}`;
+
+const HOT_POSTS: Scenario<Context> = {
+  id: 'hot-posts',
+  title: 'GET /posts/{id}, ids 1–1 000 at random, as deployed (cached), alone',
+  on: 'big',
+  cached: true,
+  method: 'GET',
+  path: () => '/posts/:id',
+  randomId: (c) => c.hotPostIds,
+};
+
+const ALL_SCENARIOS: Scenario<Context>[] = [
+  CEILING,
+  LIST_FIRST,
+  versusPeer(uncached(LIST_FIRST), {
+    title: 'GET /posts?orderby.createdAt=desc&orderby.id=desc&limit=20&totalCount=true',
+    method: 'GET',
+    path: () => peerList('posts', 'orderby.createdAt=desc&orderby.id=desc&limit=20&totalCount=true'),
+  }),
+  uncached(LIST_FIRST, 'small', 'list-first-10k-uncached'),
+  AUTHOR_PAGE,
+  versusPeer(
+    uncached(AUTHOR_PAGE),
+    {
+      title: 'GET /posts?where.authorId.eq={id}&orderby.id=asc&limit=20&offset=380&totalCount=true',
+      method: 'GET',
+      path: (c) => peerList('posts', `where.authorId.eq=${c.author.id}&orderby.id=asc&limit=20&offset=${(c.author.page - 1) * 20}&totalCount=true`),
+    },
+    1.5,
+  ),
+  // Each page takes seconds: 32 connections would wait longer for one of the
+  // pool's 10 clients than the pool's 3 s (503, by design), measuring the queue;
+  // 8 keep the database as busy.
+  { id: 'offset-deep-uncached', title: 'GET /posts?page=25001 (OFFSET 500 000), cache off, 8 connections', on: 'bigUncached', method: 'GET', path: (c) => `/posts?page=${c.deepPage}`, connections: 8 },
+  CURSOR_DEEP,
+  versusPeer(uncached(CURSOR_DEEP), {
+    title: 'GET /posts?where.id.gt={500 000th id}&orderby.id=asc&limit=20',
+    method: 'GET',
+    path: (c) => peerList('posts', `where.id.gt=${c.deepCursor}&orderby.id=asc&limit=20`),
+  }),
+  CURSOR_FIRST,
+  uncached(CURSOR_FIRST),
+  { id: 'cursor-second-uncached', title: 'GET /posts?after={20th id}&limit=20, cache off (second cursor page: resolves its cursor like the deep one)', on: 'bigUncached', method: 'GET', path: (c) => `/posts?after=${c.secondCursor}&limit=20` },
+  versusPeer(
+    { id: 'cursor-random-uncached', title: 'GET /posts?after={random id}&limit=20, cache off', on: 'bigUncached', method: 'GET', path: () => '/posts?after=:id&limit=20', randomId: (c) => c.postIds },
+    { title: 'GET /posts?where.id.gt={random id}&orderby.id=asc&limit=20', method: 'GET', path: () => peerList('posts', 'where.id.gt=:id&orderby.id=asc&limit=20'), randomId: (c) => c.postIds },
+    1.5,
+  ),
+  { id: 'post-by-id', title: 'GET /posts/{id} (random ids among a million: nearly all cache misses)', on: 'big', method: 'GET', path: () => '/posts/:id', randomId: (c) => c.postIds, target: 0.4 },
+  versusPeer(
+    { id: 'post-by-id-uncached', title: 'GET /posts/{random id}, cache off', on: 'bigUncached', method: 'GET', path: () => '/posts/:id', randomId: (c) => c.postIds },
+    { title: 'GET /posts/{random id}', method: 'GET', path: () => '/posts/:id', randomId: (c) => c.postIds },
+    2,
+  ),
+  POPULAR_COMMENTS,
+  uncached(POPULAR_COMMENTS),
+  versusPeer(
+    { id: 'popular-comments-100-uncached', title: 'GET /posts/{most commented}/comments?limit=100 (100 comments, cursor mode), cache off', on: 'bigUncached', method: 'GET', path: (c) => `/posts/${c.popularPost}/comments?limit=100` },
+    { title: 'GET /comments?where.postId.eq={id}&orderby.id=asc&limit=100', method: 'GET', path: (c) => peerList('comments', `where.postId.eq=${c.popularPost}&orderby.id=asc&limit=100`) },
+    1.5,
+  ),
+  CREATE_POST,
+  versusPeer(
+    uncached(CREATE_POST),
+    {
+      title: 'POST /posts {title, body, authorId, commentCount: 0} (no authentication: it has none)',
+      method: 'POST',
+      path: () => '/posts',
+      body: (c, user) => JSON.stringify(peerPost(c, user)),
+    },
+    1.2,
+  ),
+  versusPeer(
+    {
+      id: 'create-comment-uncached',
+      title: 'POST /posts/{random id}/comments (8 users, bearer tokens), cache off',
+      on: 'bigUncached',
+      method: 'POST',
+      path: () => '/posts/:id/comments',
+      body: () => JSON.stringify({ body: COMMENT }),
+      randomId: (c) => c.coldPostIds,
+      authenticated: true,
+    },
+    {
+      title: 'POST /comments {postId, authorId, body}',
+      method: 'POST',
+      path: () => '/comments',
+      body: (c, user) => JSON.stringify({ postId: randomId(c.coldPostIds), authorId: c.userIds[user], body: COMMENT }),
+    },
+    1.2,
+  ),
+  versusPeer(
+    {
+      id: 'patch-post-uncached',
+      title: "PATCH /posts/{id} {title} (8 users, each on one of 16 posts of theirs), cache off",
+      on: 'bigUncached',
+      method: 'PATCH',
+      path: (c, user) => `/posts/${ownPost(c, user)}`,
+      body: () => JSON.stringify({ title: editedTitle() }),
+      authenticated: true,
+    },
+    {
+      title: 'PUT /posts/{id} {title, body, authorId, commentCount} (it has no PATCH; its PUT takes every required field)',
+      method: 'PUT',
+      path: (c, user) => `/posts/${ownPost(c, user)}`,
+      body: (c, user) => JSON.stringify({ ...peerPost(c, user), title: editedTitle() }),
+    },
+    1.2,
+  ),
+  {
+    ...HOT_POSTS,
+    id: 'hot-posts-comments',
+    title: 'the same reads while 20 comments per second are written on other posts',
+    quiet: HOT_POSTS,
+    quietTarget: 0.8,
+    background: {
+      perSecond: 20,
+      title: 'POST /posts/{id > 1 000}/comments, authenticated',
+      expect: 201,
+      request: (c) => ({
+        method: 'POST',
+        path: `/posts/${randomId(c.coldPostIds)}/comments`,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${c.tokens[randomId([0, c.tokens.length - 1])]!}` },
+        body: JSON.stringify({ body: COMMENT }),
+      }),
+    },
+  },
+  {
+    ...HOT_POSTS,
+    id: 'hot-posts-rejected',
+    title: 'the same reads while 20 anonymous POST /posts per second are refused (401)',
+    quiet: HOT_POSTS,
+    quietTarget: 0.95,
+    background: {
+      perSecond: 20,
+      title: 'POST /posts without a token (401)',
+      expect: 401,
+      request: () => ({ method: 'POST', path: '/posts', headers: { 'content-type': 'application/json' }, body: POST_BODY }),
+    },
+  },
+];
+
+// Richer reads (docs/api.md §10), cache off, each beside the plain page it
+// refines: its p50 should stay within 2× of that page's. The seeded texts come
+// from one corpus of ~300 words, each in at least 2 % of the posts, plus one
+// rare word in one title of 20 000 (RARE_WORD, ~50 posts of a million): the
+// rare search is that word, the common one `the` (84 %, its total capped at 10 000).
+const LIST_FIRST_UNCACHED = uncached(LIST_FIRST);
+const LIST_100: Scenario<Context> = {
+  id: 'list-100-uncached',
+  title: 'GET /posts?sort=-createdAt&perPage=100 (the plain 100-post page), cache off',
+  on: 'bigUncached',
+  method: 'GET',
+  path: () => '/posts?sort=-createdAt&perPage=100',
+};
+const besidePlain = (s: Omit<Scenario<Context>, 'on' | 'method' | 'p50Versus'>, plain = LIST_FIRST_UNCACHED): Scenario<Context> => ({
+  ...s,
+  on: 'bigUncached',
+  method: 'GET',
+  p50Versus: { id: plain.id, max: 2 },
+});
+const RICHER_READS: Scenario<Context>[] = [
+  besidePlain({
+    id: 'search-rare-uncached',
+    title: `GET /posts?q=${RARE_WORD} (a word in 1 post of 20 000; first page with total), cache off`,
+    path: () => `/posts?q=${RARE_WORD}`,
+  }),
+  besidePlain({
+    id: 'search-common-uncached',
+    title: 'GET /posts?q=the (a word in 84 % of the posts; first page, total capped at 10 000), cache off',
+    path: () => '/posts?q=the',
+  }),
+  besidePlain({
+    id: 'week-uncached',
+    title: "GET /posts?sort=-createdAt&createdAfter=…&createdBefore=… (the last week's posts, first page with total), cache off",
+    path: (c) => `/posts?sort=-createdAt&createdAfter=${c.week.after}&createdBefore=${c.week.before}`,
+  }),
+  besidePlain({
+    id: 'week-by-id-uncached',
+    title: "GET /posts?createdAfter=…&createdBefore=… (the last week's posts in id order, first page with total), cache off",
+    path: (c) => `/posts?createdAfter=${c.week.after}&createdBefore=${c.week.before}`,
+  }),
+  besidePlain(
+    {
+      id: 'include-author-100-uncached',
+      title: 'GET /posts?sort=-createdAt&perPage=100&include=author (100 posts with their authors), cache off',
+      path: () => '/posts?sort=-createdAt&perPage=100&include=author',
+    },
+    LIST_100,
+  ),
+];
+ALL_SCENARIOS.push(LIST_100, ...RICHER_READS);
+
+/** The scenarios of a run: all, or those named (`--only`) and the ceiling; a scenario compared with another brings it along. */
+export function selectScenarios(only: string[] | undefined): Scenario<Context>[] {
+  if (!only) return ALL_SCENARIOS;
+  const wanted = new Set([...only, ...ALL_SCENARIOS.filter((s) => only.includes(s.id) && s.p50Versus).map((s) => s.p50Versus!.id)]);
+  return ALL_SCENARIOS.filter((s) => s.id === 'ceiling' || wanted.has(s.id));
+}

@@ -27,6 +27,19 @@ export interface DbOptions {
   readMaxLagMs: number;
 }
 
+/**
+ * Gives every connection of the pool an 'error' listener for its whole life.
+ * pg-pool removes its idle listener when it hands a client out, and
+ * `await pool.connect()` resumes a microtask later: a server's FATAL message
+ * (PostgreSQL killed, the connection terminated) read in between was an
+ * 'error' event nobody listened to, which ended the process. The client is
+ * then broken: its next query fails and the pool discards it on release.
+ */
+function guarded(pool: pg.Pool): pg.Pool {
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  return pool;
+}
+
 export default fp<DbOptions>(
   async (app, { connectionString, max, statementTimeoutMs, preparedStatements, readUrls, readMaxLagMs }) => {
     const poolOptions = {
@@ -34,15 +47,15 @@ export default fp<DbOptions>(
       preparedStatements,
       onIdleError: (error: Error) => app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it'),
     };
-    const pool = createPool(connectionString, max, poolOptions);
+    const pool = guarded(createPool(connectionString, max, poolOptions));
     app.decorate('db', pool);
     let reads: ReadRouter | null = null;
     if (readUrls.length > 0) {
       const warned = new Set<number>();
       reads = createReadRouter({
         primary: pool,
-        sampler: createPool(connectionString, 1, poolOptions),
-        replicas: readUrls.map((url) => createPool(url, max, poolOptions)),
+        sampler: guarded(createPool(connectionString, 1, poolOptions)),
+        replicas: readUrls.map((url) => guarded(createPool(url, max, poolOptions))),
         maxLagMs: readMaxLagMs,
         // Once per replica and process: a down replica fails every check, a few times a second.
         onCheckError: (error, replica) => {

@@ -42,8 +42,9 @@ export async function checkWrites(db: pg.Pool, label: string, writes: Write[]): 
     if (ids.length > 0 && !w.retries?.some((r) => r.status === 201)) verdict.committedUnacknowledged += 1;
     if (w.retries) {
       verdict.keyedRetried += 1;
-      const last = w.retries.at(-1)!;
-      if (last.status !== 201) verdict.retryFailures.push(`${w.tag}: retries answered ${w.retries.map((r) => r.status).join(',')} (${last.message ?? ''})`);
+      const last = w.retries.at(-1);
+      if (!last) verdict.retryFailures.push(`${w.tag}: not retried (the run's retry time was up)`);
+      else if (last.status !== 201) verdict.retryFailures.push(`${w.tag}: retries answered ${w.retries.map((r) => r.status).join(',')} (${last.message ?? ''})`);
       else if (ids.length !== 1 || ids[0] !== w.retriedId) verdict.retryFailures.push(`${w.tag}: retry answered ${w.retriedId}, database holds ${ids.join(', ') || 'nothing'}`);
       else if (w.replayed) verdict.keyedReplayed += 1;
     }

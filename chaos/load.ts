@@ -199,11 +199,13 @@ function send(base: string, write: Write, token: string): Promise<Answer> {
  */
 export async function retryKeyed(writes: Write[], clients: Client[], base: (w: Write) => string, attempts = 20): Promise<void> {
   const pending = writes.filter((w) => w.key && w.status !== 201);
+  // A service that hangs every retry must not hold the run: what is left after this is reported unresolved.
+  const deadline = now() + 60_000;
   await Promise.all(
     chunk(pending, 8).map(async (group) => {
       for (const w of group) {
         w.retries = [];
-        for (let attempt = 0; attempt < attempts; attempt++) {
+        for (let attempt = 0; attempt < attempts && now() < deadline; attempt++) {
           const start = now();
           const answer = await send(base(w), w, clients[w.client]!.token);
           w.retries.push({ method: 'POST', route: w.route, instance: 'retry', status: answer.status, start, end: now(), ...(answer.message !== undefined && { message: answer.message }) });

@@ -21,6 +21,10 @@ const PG_BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
 const IS_ROOT = process.getuid?.() === 0;
 const PG_UID = IS_ROOT ? Number(readFileSync('/etc/passwd', 'utf8').match(/^postgres:[^:]*:(\d+):/m)?.[1] ?? NaN) : undefined;
 
+const began = Date.now();
+/** Progress on the console, with seconds since the run started. */
+export const log = (msg: string): void => console.log(`[chaos ${((Date.now() - began) / 1000).toFixed(0).padStart(4)} s] ${msg}`);
+
 const cleanups: { name: string; fn: () => Promise<void> | void }[] = [];
 /** Registers a clean-up step; they run last registered first. */
 export function onCleanup(name: string, fn: () => Promise<void> | void): void {
@@ -288,8 +292,8 @@ export class Bouncer {
   url(database: string, user = 'app'): string {
     return `postgres://${user}@127.0.0.1:${this.port}/${database}`;
   }
-  static async start(targetPort: number, databases: string[]): Promise<Bouncer> {
-    const dir = join(tempRoot(), 'pgbouncer');
+  static async start(name: string, targetPort: number, databases: string[]): Promise<Bouncer> {
+    const dir = join(tempRoot(), name);
     mkdirSync(dir, { recursive: true });
     giveToPostgres(dir);
     const bouncer = new Bouncer(dir, await freePort(), targetPort);
@@ -325,6 +329,7 @@ export class Bouncer {
       // A dead server is tried again quickly (the default waits 15 s).
       'server_login_retry = 1',
       `logfile = ${join(this.dir, 'pgbouncer.log')}`,
+      `pidfile = ${join(this.dir, 'pgbouncer.pid')}`,
     ].join('\n');
     writeFileSync(join(this.dir, 'pgbouncer.ini'), `${ini}\n`);
     giveToPostgres(join(this.dir, 'pgbouncer.ini'));
@@ -333,7 +338,8 @@ export class Bouncer {
   async retarget(port: number): Promise<void> {
     this.target = port;
     this.writeIni();
-    this.child?.kill('SIGHUP');
+    // The pgbouncer process itself (runuser, its parent when run as root, does not pass SIGHUP on).
+    process.kill(Number(readFileSync(join(this.dir, 'pgbouncer.pid'), 'utf8')), 'SIGHUP');
     await sleep(200);
   }
   get log(): string {

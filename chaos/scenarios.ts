@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { checkWrites, figures, type Figures, type Verdict, type Window } from './check.js';
 import { BOUND_MS, Load, now, request, retryKeyed, signUpClients, type Client, type Outcome, type Write } from './load.js';
-import { Bouncer, Cluster, FaultProxy, makeAppDatabase, Redis, Service, smallFileSystem, sqlPool, waitFor } from './procs.js';
+import { Bouncer, Cluster, FaultProxy, log, makeAppDatabase, Redis, Service, smallFileSystem, sqlPool, waitFor } from './procs.js';
 
 export interface Check {
   what: string;
@@ -133,6 +133,7 @@ async function finish(
   window: Window | undefined,
   extra: Outcome[] = [],
 ): Promise<void> {
+  log(`  ${load.writes.length} writes sent; retrying the unacknowledged keyed ones, then checking`);
   await retryKeyed(load.writes, clients, retryBase);
   result.verdict = await checkWrites(db, label, load.writes);
   result.figures = figures([...load.writes, ...load.reads, ...extra], load.writes, window);
@@ -403,10 +404,10 @@ export async function failover(plan: Plan, synchronous: boolean): Promise<Result
   const standby = await primary.replica(`${name}-standby`);
   const other = await primary.replica(`${name}-other`);
   if (synchronous) {
-    await primary.psql(`ALTER SYSTEM SET synchronous_standby_names = '${name}-standby'`);
+    await primary.psql(`ALTER SYSTEM SET synchronous_standby_names = '"${name}-standby"'`);
     await primary.psql('SELECT pg_reload_conf()');
   }
-  const bouncer = await Bouncer.start(primary.port, ['chaos']);
+  const bouncer = await Bouncer.start(`${name}-pgbouncer`, primary.port, ['chaos']);
   const service = await Service.start(`${name}-service`, {
     databaseUrl: bouncer.url('chaos'),
     // LISTEN through a session-mode entry of the same PgBouncer, so it follows the failover too.
@@ -424,6 +425,7 @@ export async function failover(plan: Plan, synchronous: boolean): Promise<Result
   const load = new Load({ label, clients, writers: 32, readers: 4, target: () => ({ name: service.name, url: service.url }), posts, keyed: 0.5 });
   const total = secs(plan.short, 10, 20);
   await sleep(total * 0.4);
+  log('  load running; killing the primary');
   const fault = now();
   await primary.kill9();
   // An operator's (or a failover manager's) reaction time.
@@ -431,6 +433,7 @@ export async function failover(plan: Plan, synchronous: boolean): Promise<Result
   await standby.promote();
   await bouncer.retarget(standby.port);
   const healed = now();
+  log('  standby promoted, PgBouncer reloaded');
   result.notes.push(`primary killed at ${(fault / 1000).toFixed(1)} s; standby promoted and PgBouncer reloaded at ${(healed / 1000).toFixed(1)} s`);
   await sleep(Math.max(0, total * 0.6 - (healed - fault)));
   await load.stop();

@@ -6,7 +6,7 @@
  * on success, on failure and on Ctrl-C; nothing is stopped by name.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -433,8 +433,23 @@ export class Service {
     const status = readFileSync(`/proc/${this.pid}/status`, 'utf8');
     return Number(status.match(/VmRSS:\s+(\d+)/)?.[1] ?? 0);
   }
+  /** Open files, not counting the HTTP connections of clients (their number follows the load, not a leak). */
   openFds(): number {
-    return readdirSync(`/proc/${this.pid}/fd`).length;
+    const port = this.port.toString(16).toUpperCase().padStart(4, '0');
+    const http = new Set<string>();
+    for (const table of ['tcp', 'tcp6']) {
+      for (const line of readFileSync(`/proc/${this.pid}/net/${table}`, 'utf8').split('\n').slice(1)) {
+        const fields = line.trim().split(/\s+/);
+        if (fields[1]?.endsWith(`:${port}`)) http.add(fields[9]!);
+      }
+    }
+    return readdirSync(`/proc/${this.pid}/fd`).filter((fd) => {
+      try {
+        return !http.has(readlinkSync(`/proc/${this.pid}/fd/${fd}`).match(/^socket:\[(\d+)\]$/)?.[1] ?? '');
+      } catch {
+        return false;
+      }
+    }).length;
   }
 
   async kill9(): Promise<void> {

@@ -642,7 +642,7 @@ export async function soak(plan: Plan): Promise<Result> {
   result.checks.push(
     { what: 'instance a (never killed) kept running', ok: a.pid === pidA },
     { what: "instance a's memory flat (RSS at the end within 1.5× + 32 MB of the start)", ok: end.rssKb <= start.rssKb * 1.5 + 32_768, detail: `${(start.rssKb / 1024).toFixed(0)} → ${(end.rssKb / 1024).toFixed(0)} MB` },
-    { what: "instance a's open files flat (within +10)", ok: end.fds <= start.fds + 10, detail: `${start.fds} → ${end.fds}` },
+    { what: "instance a's open files flat, client connections aside (within +10)", ok: end.fds <= start.fds + 10, detail: `${start.fds} → ${end.fds}` },
     { what: "the service's database connections bounded (≤ 2 × (PG_POOL_MAX + 1))", ok: end.connections <= 22, detail: `${start.connections} → ${end.connections}` },
   );
   return result;

@@ -96,17 +96,15 @@ export interface Client {
 
 /** Signs up `n` users through the service and logs each in. */
 export async function signUpClients(base: string, n: number, label: string): Promise<Client[]> {
-  const clients: Client[] = [];
-  for (let i = 0; i < n; i++) {
+  return Promise.all(Array.from({ length: n }, async (_, i) => {
     const email = `${label}-${i}-${randomUUID().slice(0, 8)}@chaos.test`;
     const password = 'chaos password';
     const user = await request(base, 'POST', '/users', { body: { name: `${label} ${i}`, email, password } });
     if (user.status !== 201) throw new Error(`sign-up answered ${user.status}: ${user.message}`);
     const token = await request(base, 'POST', '/tokens', { body: { email, password } });
     if (token.status !== 201) throw new Error(`log-in answered ${token.status}: ${token.message}`);
-    clients.push({ userId: (user.body as { id: number }).id, token: (token.body as { token: string }).token });
-  }
-  return clients;
+    return { userId: (user.body as { id: number }).id, token: (token.body as { token: string }).token };
+  }));
 }
 
 export interface LoadOptions {

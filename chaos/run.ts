@@ -25,7 +25,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { BOUND_MS } from './load.js';
-import { cleanUpAll, cleanupMark, log, netemAvailable, OUT, ROOT, STATEMENT_TIMEOUT_MS, tempRoot } from './procs.js';
+import { cleanUpAll, cleanupMark, log, netemAvailable, OUT, prepareTemplate, ROOT, STATEMENT_TIMEOUT_MS, tempRoot } from './procs.js';
 import { databaseCrash, exhaustion, failover, network, serviceCrash, soak, type Plan, type Result } from './scenarios.js';
 
 const { values: flags } = parseArgs({
@@ -66,6 +66,8 @@ async function main(): Promise<number> {
   }
   mkdirSync(OUT, { recursive: true });
   tempRoot();
+  log('a template cluster with the migrated database');
+  await prepareTemplate();
   const netem = await netemAvailable();
   log(`netem ${netem ? 'available' : 'not available in this kernel: network faults go through a userspace proxy'}`);
   const results: Result[] = [];

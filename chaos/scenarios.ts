@@ -148,7 +148,7 @@ export async function databaseCrash(plan: Plan): Promise<Result> {
   const url = await makeAppDatabase(cluster, 'chaos');
   const service = await Service.start('s1-service', { databaseUrl: url });
   const pid = service.pid;
-  const clients = await signUpClients(service.url, 16, 's1');
+  const clients = await signUpClients(service.url, 8, 's1');
   const posts = await seedPosts(service.url, clients[0]!, 20);
   const label = `s1x${Date.now().toString(36)}`;
   const monitor = new ReadinessMonitor([service]);
@@ -186,7 +186,7 @@ export async function serviceCrash(plan: Plan): Promise<Result> {
   const url = await makeAppDatabase(cluster, 'chaos');
   const a = await Service.start('s2-a', { databaseUrl: url });
   const b = await Service.start('s2-b', { databaseUrl: url });
-  const clients = await signUpClients(b.url, 16, 's2');
+  const clients = await signUpClients(b.url, 8, 's2');
   const posts = await seedPosts(b.url, clients[0]!, 20);
   const label = `s2x${Date.now().toString(36)}`;
   let aUp = true;
@@ -264,6 +264,7 @@ async function exhaustionPhase(
   inject: () => Promise<void>,
   heal: () => Promise<void>,
   holdMs: number,
+  more?: (result: Result, load: Load, window: Window) => void,
 ): Promise<Result> {
   const result: Result = { id, title, checks: [], seen: [], notes: [] };
   const label = `s${id}x${Date.now().toString(36)}`;
@@ -288,6 +289,7 @@ async function exhaustionPhase(
     { what: 'served again within 2 s of the fault healing', ok: (result.figures!.recoveryS ?? Infinity) <= 2, detail: `${result.figures!.recoveryS?.toFixed(2)} s` },
     { what: 'no restart of the service', ok: s.service.pid === pid },
   );
+  more?.(result, load, { fault, healed });
   result.seen.push(monitor.summary(s.service.name), ...logLines(s.service, offset));
   return result;
 }
@@ -301,7 +303,6 @@ export async function exhaustion(plan: Plan): Promise<Result[]> {
     conf: ['min_wal_size = 4MB', 'max_wal_size = 16MB'],
   });
   const url = await makeAppDatabase(cluster, 'chaos');
-  await cluster.psql(`DO $$ BEGIN CREATE ROLE hog LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
   const service = await Service.start('s5-service', { databaseUrl: url });
   const clients = await signUpClients(service.url, 8, 's5');
   const posts = await seedPosts(service.url, clients[0]!, 20);
@@ -348,6 +349,30 @@ export async function exhaustion(plan: Plan): Promise<Result[]> {
       await locker?.query('ROLLBACK').catch(() => undefined);
       await locker?.end().catch(() => undefined);
     }, hold),
+  );
+
+  // 5d: one post's row locked by another transaction: only the writes to that post may wait.
+  const hot = posts[0]!;
+  results.push(
+    await exhaustionPhase(s, plan, '5d', `one row locked by another transaction (post ${hot} FOR UPDATE)`, async () => {
+      locker = new pg.Client({ connectionString: cluster.url('chaos') });
+      locker.on('error', () => undefined);
+      await locker.connect();
+      await locker.query('BEGIN');
+      await locker.query('SELECT 1 FROM posts WHERE id = $1 FOR UPDATE', [hot]);
+    }, async () => {
+      await locker?.query('ROLLBACK').catch(() => undefined);
+      await locker?.end().catch(() => undefined);
+    }, hold, (result, load, window) => {
+      const others = load.writes.filter((w) => w.start >= window.fault && w.start < window.healed && w.postId !== hot);
+      const failed = others.filter((w) => w.status !== 201);
+      const slow = others.filter((w) => w.end - w.start > 1000);
+      result.checks.push({
+        what: 'writes not touching the locked row go on (none fails, none waits a second)',
+        ok: failed.length === 0 && slow.length === 0,
+        detail: `${failed.length} failed, ${slow.length} took over 1 s, of ${others.length} sent while it was locked`,
+      });
+    }),
   );
 
   // 5c: pg_wal fills up (a replication slot nobody reads keeps all WAL; another writer bulk-loads).
@@ -417,7 +442,7 @@ export async function failover(plan: Plan, synchronous: boolean): Promise<Result
   });
   void url;
   const pid = service.pid;
-  const clients = await signUpClients(service.url, 16, name);
+  const clients = await signUpClients(service.url, 8, name);
   const posts = await seedPosts(service.url, clients[0]!, 20);
   const label = `${name}x${Date.now().toString(36)}`;
   const monitor = new ReadinessMonitor([service]);
@@ -571,13 +596,12 @@ export async function soak(plan: Plan): Promise<Result> {
   const result: Result = { id: '6', title: `soak: ${plan.short ? 1 : 10} min of mixed load, a fault every ${plan.short ? 10 : 60} s`, checks: [], seen: [], notes: [] };
   const cluster = await Cluster.create('s6', { maxConnections: 60 });
   const url = await makeAppDatabase(cluster, 'chaos');
-  await cluster.psql(`DO $$ BEGIN CREATE ROLE hog LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
   const redis = await Redis.start();
   const listenProxy = await FaultProxy.start(cluster.port);
   const a = await Service.start('s6-a', { databaseUrl: url, redisUrl: redis.url });
   const b = await Service.start('s6-b', { databaseUrl: url, listenUrl: url.replace(`:${cluster.port}/`, `:${listenProxy.port}/`), redisUrl: redis.url });
   const pidA = a.pid;
-  const clients = await signUpClients(a.url, 16, 's6');
+  const clients = await signUpClients(a.url, 8, 's6');
   const posts = await seedPosts(a.url, clients[0]!, 20);
   const db = sqlPool(cluster.url('chaos'), 2);
   const label = `s6x${Date.now().toString(36)}`;

@@ -20,6 +20,8 @@ export interface Verdict {
   keyedReplayed: number;
   /** Posts whose comment_count disagrees with their comments. */
   halfMade: number;
+  /** Unacknowledged comments whose retry found their post gone: it was a lost acknowledged write (asynchronous failover). */
+  orphaned: number;
 }
 
 /** Each write's rows in the database, by tag (a post's title, a comment's body). */
@@ -30,7 +32,8 @@ export async function checkWrites(db: pg.Pool, label: string, writes: Write[]): 
   const rows = new Map<string, number[]>();
   for (const r of [...posts.rows, ...comments.rows]) rows.set(r.tag, [...(rows.get(r.tag) ?? []), r.id]);
 
-  const verdict: Verdict = { sent: writes.length, acknowledged: 0, lost: [], duplicated: [], committedUnacknowledged: 0, retryFailures: [], keyedRetried: 0, keyedReplayed: 0, halfMade: 0 };
+  const verdict: Verdict = { sent: writes.length, acknowledged: 0, lost: [], duplicated: [], committedUnacknowledged: 0, retryFailures: [], keyedRetried: 0, keyedReplayed: 0, halfMade: 0, orphaned: 0 };
+  const lostPosts = new Set(writes.filter((w) => w.kind === 'post' && w.status === 201 && !rows.get(w.tag)?.includes(w.id!)).map((w) => w.id));
   for (const w of writes) {
     const ids = rows.get(w.tag) ?? [];
     if (ids.length > 1) verdict.duplicated.push(`${w.tag} (${w.kind} ids ${ids.join(', ')}, first answered ${w.status})`);
@@ -43,7 +46,8 @@ export async function checkWrites(db: pg.Pool, label: string, writes: Write[]): 
     if (w.retries) {
       verdict.keyedRetried += 1;
       const last = w.retries.at(-1);
-      if (!last) verdict.retryFailures.push(`${w.tag}: not retried (the run's retry time was up)`);
+      if (last?.status === 404 && ids.length === 0 && lostPosts.has(w.postId)) verdict.orphaned += 1;
+      else if (!last) verdict.retryFailures.push(`${w.tag}: not retried (the run's retry time was up)`);
       else if (last.status !== 201) verdict.retryFailures.push(`${w.tag}: retries answered ${w.retries.map((r) => r.status).join(',')} (${last.message ?? ''})`);
       else if (ids.length !== 1 || ids[0] !== w.retriedId) verdict.retryFailures.push(`${w.tag}: retry answered ${w.retriedId}, database holds ${ids.join(', ') || 'nothing'}`);
       else if (w.replayed) verdict.keyedReplayed += 1;
@@ -101,12 +105,16 @@ export function figures(outcomes: Outcome[], writes: Outcome[], window: Window |
   let servedAgain = Infinity;
   if (window) {
     const failures = writes.filter((o) => !ok(o) && o.end >= window.fault);
+    // Unavailable: the 100 ms steps in which writes were under way and none was acknowledged.
+    const lastEnd = Math.max(...writes.map((o) => o.end));
+    for (let t = window.fault; t < lastEnd; t += 100) {
+      const busy = writes.some((o) => o.start < t + 100 && o.end > t);
+      if (busy && !writes.some((o) => ok(o) && o.end >= t && o.end < t + 100)) unavailableS += 0.1;
+    }
     if (failures.length) {
-      const first = Math.min(...failures.map((o) => o.end));
       const last = Math.max(...failures.map((o) => o.start));
       const success = writes.filter((o) => ok(o) && o.start > last).sort((a, b) => a.end - b.end)[0];
       servedAgain = success?.end ?? Infinity;
-      unavailableS = ((success?.end ?? Math.max(...writes.map((o) => o.end))) - first) / 1000;
       recoveryS = success ? Math.max(0, success.end - window.healed) / 1000 : undefined;
     } else {
       servedAgain = window.fault;

@@ -113,7 +113,7 @@ function writeResults(file: string, results: Result[], netem: boolean): void {
     for (const c of r.checks) lines.push(`- ${c.ok ? '✓' : '✗ **FAILED**:'} ${c.what}${c.detail ? ` — ${c.detail}` : ''}`);
     if (r.verdict) {
       const v = r.verdict;
-      lines.push(`- unacknowledged writes that had committed: ${v.committedUnacknowledged}; keyed writes retried with their key: ${v.keyedRetried} (${v.keyedReplayed} replayed the first attempt's answer)`);
+      lines.push(`- unacknowledged writes that had committed: ${v.committedUnacknowledged}; keyed writes retried with their key: ${v.keyedRetried} (${v.keyedReplayed} replayed the first attempt's answer)${v.orphaned ? `; ${v.orphaned} retried comments answered 404 as their post was one of the lost writes` : ''}`);
     }
     if (r.figures) {
       const errors = Object.entries(r.figures.errors).map(([k, n]) => `${n} × ${k}`);

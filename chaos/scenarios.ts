@@ -123,6 +123,12 @@ function writeChecks(verdict: Verdict, fig: Figures): Check[] {
   ];
 }
 
+/** Where PostgreSQL stays up, a 503 must not say it is unreachable (docs/api.md §2: each message says what happened). */
+function saysUpWhenUp(result: Result): Check {
+  const wrong = Object.entries(result.figures!.errors).filter(([k]) => k.includes('unreachable'));
+  return { what: 'no 503 says the database is unreachable while it is up', ok: wrong.length === 0, detail: wrong.map(([k, n]) => `${n} × ${k}`).join('; ') };
+}
+
 async function finish(
   result: Result,
   db: pg.Pool,
@@ -200,7 +206,7 @@ export async function serviceCrash(plan: Plan): Promise<Result> {
     posts,
     keyed: 0.5,
   });
-  const total = secs(plan.short, 8, 20);
+  const total = secs(plan.short, 6, 20);
   await sleep(total * 0.4);
   const fault = now();
   await a.kill9();
@@ -264,7 +270,7 @@ async function exhaustionPhase(
   inject: () => Promise<void>,
   heal: () => Promise<void>,
   holdMs: number,
-  more?: (result: Result, load: Load, window: Window) => void,
+  { databaseUp = true, writers = 16, more }: { databaseUp?: boolean; writers?: number; more?: (result: Result, load: Load, window: Window) => void } = {},
 ): Promise<Result> {
   const result: Result = { id, title, checks: [], seen: [], notes: [] };
   const label = `s${id}x${Date.now().toString(36)}`;
@@ -272,7 +278,7 @@ async function exhaustionPhase(
   const monitor = new ReadinessMonitor([s.service]);
   const offset = logOffset(s.service);
   const target = () => ({ name: s.service.name, url: s.service.url });
-  const load = new Load({ label, clients: s.clients, writers: 16, readers: 8, target, posts: [...s.posts], keyed: 0.5 });
+  const load = new Load({ label, clients: s.clients, writers, readers: 8, target, posts: [...s.posts], keyed: 0.5 });
   await sleep(secs(plan.short, 2, 5));
   const fault = now();
   await inject();
@@ -290,6 +296,7 @@ async function exhaustionPhase(
     { what: 'no restart of the service', ok: s.service.pid === pid },
   );
   more?.(result, load, { fault, healed });
+  if (databaseUp) result.checks.push(saysUpWhenUp(result));
   result.seen.push(monitor.summary(s.service.name), ...logLines(s.service, offset));
   return result;
 }
@@ -332,7 +339,7 @@ export async function exhaustion(plan: Plan): Promise<Result[]> {
       await grab();
     }, async () => {
       await Promise.all(hogs.splice(0).map((c) => c.end().catch(() => undefined)));
-    }, hold),
+    }, hold, { databaseUp: false }),
   );
   results.at(-1)!.notes.push(`max_connections = 40; the other client held ${40 - 3} (all but the superuser-reserved slots)`);
 
@@ -348,7 +355,7 @@ export async function exhaustion(plan: Plan): Promise<Result[]> {
     }, async () => {
       await locker?.query('ROLLBACK').catch(() => undefined);
       await locker?.end().catch(() => undefined);
-    }, hold),
+    }, hold, { writers: 32 }),
   );
 
   // 5d: one post's row locked by another transaction: only the writes to that post may wait.
@@ -363,7 +370,7 @@ export async function exhaustion(plan: Plan): Promise<Result[]> {
     }, async () => {
       await locker?.query('ROLLBACK').catch(() => undefined);
       await locker?.end().catch(() => undefined);
-    }, hold, (result, load, window) => {
+    }, hold, { more: (result, load, window) => {
       const others = load.writes.filter((w) => w.start >= window.fault && w.start < window.healed && w.postId !== hot);
       const failed = others.filter((w) => w.status !== 201);
       const slow = others.filter((w) => w.end - w.start > 1000);
@@ -372,7 +379,7 @@ export async function exhaustion(plan: Plan): Promise<Result[]> {
         ok: failed.length === 0 && slow.length === 0,
         detail: `${failed.length} failed, ${slow.length} took over 1 s, of ${others.length} sent while it was locked`,
       });
-    }),
+    } }),
   );
 
   // 5c: pg_wal fills up (a replication slot nobody reads keeps all WAL; another writer bulk-loads).
@@ -401,7 +408,7 @@ export async function exhaustion(plan: Plan): Promise<Result[]> {
       await cluster.psql(`SELECT pg_drop_replication_slot('chaos_forgotten')`);
       await cluster.psql('DROP TABLE chaos_filler', 'chaos');
       await cluster.psql('CHECKPOINT');
-    }, hold),
+    }, hold, { databaseUp: false }),
   );
   results.at(-1)!.notes.push(
     crashed ? 'PostgreSQL stopped when pg_wal filled (PANIC, then its crash recovery found no room): started again by hand after the remount' : 'PostgreSQL stayed up (or restarted by itself) when pg_wal filled',
@@ -571,7 +578,7 @@ export async function network(plan: Plan, netem: boolean): Promise<Result[]> {
     await sleep(secs(plan.short, 2, 5));
     const fault = now();
     phase.proxy.set(phase.impairment);
-    await sleep(secs(plan.short, 8, 30));
+    await sleep(secs(plan.short, 5, 30));
     phase.proxy.set({});
     const healed = now();
     await sleep(secs(plan.short, 3, 5));
@@ -583,6 +590,7 @@ export async function network(plan: Plan, netem: boolean): Promise<Result[]> {
     result.checks.push(
       { what: 'no read of another instance older than the cache bound (2 s after the write’s acknowledgement, 5 s max age)', ok: probe.maxStaleMs <= 2500, detail: `stalest read ${Math.round(probe.maxStaleMs)} ms after a newer title was acknowledged` },
       { what: 'the rate limiter fails open (no 429, no 5xx from Redis)', ok: limited === 0, detail: `${limited} × 429` },
+      saysUpWhenUp(result),
     );
     result.seen.push(monitor.summary(a.name), monitor.summary(b.name), ...logLines(a, offsets[0]!), ...logLines(b, offsets[1]!));
     results.push(result);

@@ -72,6 +72,7 @@ async function main(): Promise<number> {
   log(`netem ${netem ? 'available' : 'not available in this kernel: network faults go through a userspace proxy'}`);
   const results: Result[] = [];
   for (const scenario of scenarios) {
+    if (stopping) break;
     if (only && !only.some((o) => scenario.id.startsWith(o))) continue;
     log(`scenario ${scenario.id}`);
     const mark = cleanupMark();

@@ -195,6 +195,7 @@ export async function serviceCrash(plan: Plan): Promise<Result> {
   const clients = await signUpClients(b.url, 8, 's2');
   const posts = await seedPosts(b.url, clients[0]!, 20);
   const label = `s2x${Date.now().toString(36)}`;
+  const offset = logOffset(b);
   let aUp = true;
   // A load balancer's view: writers alternate between the instances; none is sent to a dead one.
   const load = new Load({
@@ -248,6 +249,7 @@ export async function serviceCrash(plan: Plan): Promise<Result> {
     { what: "the restarted instance's answers agree with the database", ok: staleRestarted === 0, detail: `${staleRestarted} stale` },
     { what: 'in-flight keyed writes cut off by the kill resolved by a retry on the other instance', ok: cutOff.filter((w) => w.key).every((w) => w.retriedId !== undefined), detail: `${cutOff.filter((w) => w.key && w.replayed).length} replayed, ${cutOff.filter((w) => w.key && w.retriedId !== undefined && !w.replayed).length} created by the retry` },
   );
+  result.seen.push(...logLines(b, offset));
   return result;
 }
 

@@ -105,11 +105,12 @@ export function figures(outcomes: Outcome[], writes: Outcome[], window: Window |
   let servedAgain = Infinity;
   if (window) {
     const failures = writes.filter((o) => !ok(o) && o.end >= window.fault);
-    // Unavailable: the 100 ms steps in which writes were under way and none was acknowledged.
+    // Unavailable: the 100 ms steps in which writes failed and none was acknowledged (a write
+    // answered late is counted in "over bound", not here).
     const lastEnd = Math.max(...writes.map((o) => o.end));
     for (let t = window.fault; t < lastEnd; t += 100) {
-      const busy = writes.some((o) => o.start < t + 100 && o.end > t);
-      if (busy && !writes.some((o) => ok(o) && o.end >= t && o.end < t + 100)) unavailableS += 0.1;
+      const within = (o: Outcome) => o.end >= t && o.end < t + 100;
+      if (failures.some(within) && !writes.some((o) => ok(o) && within(o))) unavailableS += 0.1;
     }
     if (failures.length) {
       const last = Math.max(...failures.map((o) => o.start));

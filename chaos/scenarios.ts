@@ -664,7 +664,7 @@ export async function soak(plan: Plan): Promise<Result> {
     const [what, fault] = faults[i % faults.length]!;
     const at = now();
     await fault();
-    result.notes.push(`${(at / 1000).toFixed(0)} s: ${what}`);
+    result.notes.push(`${((at - began) / 1000).toFixed(0)} s into the soak: ${what}`);
     await sleep(Math.max(0, every / 2 - (now() - at)));
   }
   await sleep(Math.max(0, duration - (now() - began)));

@@ -287,7 +287,7 @@ async function exhaustionPhase(
   await sleep(holdMs);
   await heal();
   const healed = now();
-  await sleep(secs(plan.short, 4, 8));
+  await sleep(secs(plan.short, 3, 8));
   await load.stop();
   await monitor.stop();
   await finish(result, s.db, label, load, s.clients, () => s.service.url, { fault, healed });
@@ -318,7 +318,7 @@ export async function exhaustion(plan: Plan): Promise<Result[]> {
   const db = sqlPool(cluster.url('chaos'), 2);
   const s: ExhaustionSetup = { cluster, service, clients, posts, db, wal };
   const results: Result[] = [];
-  const hold = secs(plan.short, 4, 10);
+  const hold = secs(plan.short, 3, 10);
 
   // 5a: another client holds every connection slot; the service's own connections are dropped (as after a blip).
   const hogs: pg.Client[] = [];
@@ -457,7 +457,7 @@ export async function failover(plan: Plan, synchronous: boolean): Promise<Result
   const monitor = new ReadinessMonitor([service]);
   const offset = logOffset(service);
   const load = new Load({ label, clients, writers: 32, readers: 4, target: () => ({ name: service.name, url: service.url }), posts, keyed: 0.5 });
-  const total = secs(plan.short, 10, 20);
+  const total = secs(plan.short, 8, 20);
   await sleep(total * 0.4);
   log('  load running; killing the primary');
   const fault = now();

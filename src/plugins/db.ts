@@ -31,6 +31,19 @@ export interface DbOptions {
   readMaxLagMs: number;
 }
 
+/**
+ * Gives every connection of the pool an 'error' listener for its whole life.
+ * pg-pool removes its idle listener when it hands a client out, and
+ * `await pool.connect()` resumes a microtask later: a server's FATAL message
+ * (PostgreSQL killed, the connection terminated) read in between was an
+ * 'error' event nobody listened to, which ended the process. The client is
+ * then broken: its next query fails and the pool discards it on release.
+ */
+function guarded(pool: pg.Pool): pg.Pool {
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  return pool;
+}
+
 export default fp<DbOptions>(
   async (app, { connectionString, max, statementTimeoutMs, preparedStatements, readUrls, readMaxLagMs }) => {
     const poolOptions = (database: string) => ({
@@ -44,15 +57,15 @@ export default fp<DbOptions>(
             'max_prepared_statements): statements go unnamed from now on; set DATABASE_PREPARED_STATEMENTS=off to start that way',
         ),
     });
-    const pool = createPool(connectionString, max, poolOptions('primary'));
+    const pool = guarded(createPool(connectionString, max, poolOptions('primary')));
     app.decorate('db', pool);
     let reads: ReadRouter | null = null;
     if (readUrls.length > 0) {
       const warned = new Set<number>();
       reads = createReadRouter({
         primary: pool,
-        sampler: createPool(connectionString, 1, poolOptions('primary')),
-        replicas: readUrls.map((url, i) => createPool(url, max, poolOptions(`replica ${i}`))),
+        sampler: guarded(createPool(connectionString, 1, poolOptions('primary'))),
+        replicas: readUrls.map((url, i) => guarded(createPool(url, max, poolOptions(`replica ${i}`)))),
         maxLagMs: readMaxLagMs,
         // Once per replica and process: a down replica fails every check, a few times a second.
         onCheckError: (error, replica) => {

@@ -18,24 +18,34 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import pg from 'pg';
+import { parseCommandLine, type CommandSpec } from '../src/command-line.js';
 import { migrate } from '../src/db/migrate.js';
 import { createPool } from '../src/db/pool.js';
 import { seed } from '../src/db/seed.js';
 
-const { values: flags } = parseArgs({
+const REPLICAS = {
+  scripts: [],
+  synopsis: '[--posts N] [--seconds S] [--rounds R] [--replicas 0,1,2] [--servers a.js,b.js]',
+  help: `What streaming replicas take off the primary: req/s and CPU per request of the service and
+of each PostgreSQL server, with 0, 1 and 2 replicas in turn. Printed, not written anywhere.
+
+  --posts N            posts to seed (default 10000)
+  --seconds S          seconds of load per step (default 10)
+  --rounds R           rounds (default 2)
+  --replicas list      how many replicas to read from, in turn (default 0,1,2)
+  --servers list       builds to compare, comma-separated (default dist/src/server.js)
+  -h, --help           print this help and exit`,
   options: {
     posts: { type: 'string', default: '10000' },
     seconds: { type: 'string', default: '10' },
     rounds: { type: 'string', default: '2' },
-    /** How many replicas to read from, in turn. */
     replicas: { type: 'string', default: '0,1,2' },
-    /** Builds to compare, comma-separated (e.g. another checkout's dist/src/server.js), run in turn; default this one's. */
     servers: { type: 'string', default: 'dist/src/server.js' },
   },
-});
+} as const satisfies CommandSpec;
+const { values: flags } = parseCommandLine(REPLICAS, process.argv.slice(2));
 const POSTS = Number(flags.posts);
 const SECONDS = Number(flags.seconds);
 const ROUNDS = Number(flags.rounds);

@@ -36,8 +36,8 @@
 import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { parseCommandLine, type CommandSpec } from '../src/command-line.js';
 import { ablate, ablationSection, runsOn, type Ablation } from './ablation.js';
 import { benchServer, cleanUp, ensureDataset, lockDatasets, type BenchServer, type Dataset } from './dataset.js';
 import { CONNECTIONS, drive } from './load.js';
@@ -49,24 +49,37 @@ import { CEILING, peerPost, selectScenarios, type Context, type Session } from '
 import { createOwnPosts, openSession, pgbenchScripts, scenarioContext } from './setup.js';
 import { checkOut, parseVariant, removeVariants, variantDataset, type Variant } from './variants.js';
 
-const { values: flags } = parseArgs({
+const BENCH = {
+  scripts: ['bench', 'bench:smoke'],
+  synopsis: '[--smoke] [--rounds N] [--seconds S] [--only ids] [--variant name=ref[:cache]]… [--peer | --no-peer] [--profile]',
+  help: `Runs the benchmark (figures, not tests) and writes bench/RESULTS.md (a smoke run: bench/out/).
+
+  --smoke              a few thousand rows, one short round, no peer (CI)
+  --rounds N           rounds (default 3; smoke 1)
+  --seconds S          seconds of load per scenario (default 4; smoke 1)
+  --only ids           comma-separated scenario ids (the HTTP ceiling always runs)
+  --variant name=ref[:cache]
+                       also run that git ref's build (repeatable): an ablation table
+  --peer               run the Platformatic DB peer in a smoke run too
+  --no-peer            skip the peer in a full run
+  --profile            write a V8 CPU profile of each service to bench/out/profiles/
+  --node-flags "..."   extra node flags for the service processes
+  -h, --help           print this help and exit
+
+BENCH_DATABASE_URL: a PostgreSQL server to use (default: 127.0.0.1:5432 if it answers, else embedded).`,
   options: {
     smoke: { type: 'boolean', default: false },
     profile: { type: 'boolean', default: false },
     rounds: { type: 'string' },
     seconds: { type: 'string' },
-    /** Extra node flags for the service processes, for investigations (e.g. "--max-semi-space-size=4"). */
     'node-flags': { type: 'string' },
-    /** Comma-separated scenario ids, for investigations (the ceiling always runs). */
     only: { type: 'string' },
-    /** Runs the Platformatic DB peer in a smoke run too (it is skipped there: a 370 MB install). */
     peer: { type: 'boolean', default: false },
-    /** Skips the Platformatic DB peer in a full run. */
     'no-peer': { type: 'boolean', default: false },
-    /** name=git-ref[:cache]: another build run beside the main one (an ablation); repeatable. */
     variant: { type: 'string', multiple: true },
   },
-});
+} as const satisfies CommandSpec;
+const { values: flags } = parseCommandLine(BENCH, process.argv.slice(2));
 const SMOKE = flags.smoke === true;
 const WITH_PEER = flags['no-peer'] !== true && (!SMOKE || flags.peer === true);
 

@@ -23,18 +23,29 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseCommandLine, type CommandSpec } from '../src/command-line.js';
 import { BOUND_MS } from './load.js';
 import { cleanUpAll, cleanupMark, log, netemAvailable, OUT, prepareTemplate, ROOT, STATEMENT_TIMEOUT_MS, tempRoot } from './procs.js';
 import { databaseCrash, exhaustion, failover, network, serviceCrash, soak, type Plan, type Result } from './scenarios.js';
 
-const { values: flags } = parseArgs({
+const CHAOS = {
+  scripts: ['chaos'],
+  synopsis: '[--short] [--only ids] [--no-build]',
+  help: `Fault scenarios against the built service, with a checker of acknowledged writes; writes
+chaos/RESULTS.md (a short run: chaos/out/RESULTS.md). Needs root, PostgreSQL's server binaries,
+redis-server and pgbouncer. Exits non-zero when any check failed.
+
+  --short       each scenario in seconds, the soak one minute (CI)
+  --only ids    comma-separated scenario ids: 1, 2, 3a, 3b, 4, 5, 6
+  --no-build    use the existing dist/ instead of building it
+  -h, --help    print this help and exit`,
   options: {
     short: { type: 'boolean', default: false },
     only: { type: 'string' },
     'no-build': { type: 'boolean', default: false },
   },
-});
+} as const satisfies CommandSpec;
+const { values: flags } = parseCommandLine(CHAOS, process.argv.slice(2));
 const plan: Plan = { short: flags.short === true };
 const only = flags.only?.split(',').map((s) => s.trim());
 

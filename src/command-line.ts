@@ -10,16 +10,18 @@ import { relative } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { ConfigError, loadConfig, loadEnvFile, npmScript, type Config } from './config.js';
 
+type Options = NonNullable<ParseArgsConfig['options']>;
+
 export interface CommandSpec {
   /** The npm scripts that run it: "start", "seed"... */
-  scripts: string[];
+  scripts: readonly string[];
   /** Its word after the entry file when run without npm (`cli.js seed`). */
   subcommand?: string;
   /** What follows the command on the usage line, e.g. `--posts N [--users N]`. */
   synopsis?: string;
   /** The rest of --help: what it does, its options. */
   help: string;
-  options?: ParseArgsConfig['options'];
+  options?: Options;
   /** How many positional arguments it takes (exactly). */
   positionals?: number;
 }
@@ -50,13 +52,13 @@ export function exitWithUsage(spec: CommandSpec, reason: string): never {
 }
 
 /** The command's options and positionals, or exits: --help prints the help (0), anything unknown the usage (64). */
-export function parseCommandLine(spec: CommandSpec, args: string[]) {
+export function parseCommandLine<const O extends Options = Options>(spec: CommandSpec & { options?: O }, args: string[]) {
   if (args.includes('--help') || args.includes('-h')) {
     console.log(`${usageLine(spec)}\n\n${spec.help.trimEnd()}`);
     process.exit(0);
   }
   try {
-    const parsed = parseArgs({ args, options: spec.options ?? {}, allowPositionals: true, strict: true });
+    const parsed = parseArgs({ args, options: (spec.options ?? {}) as O, allowPositionals: true, strict: true });
     const expected = spec.positionals ?? 0;
     if (parsed.positionals.length !== expected) {
       throw new UsageError(

@@ -68,6 +68,8 @@ describe.concurrent('--help and usage', () => {
   it.each([
     ['seed', 'usage: npm run seed -- --posts N [--comments N] [--users N]\n', '  --users N '],
     ['start', 'usage: npm start -- [--help]\n', '  RATE_LIMIT_MAX (300): requests per window per client\n'],
+    ['bench', 'usage: npm run bench -- [--smoke] ', '  --variant name=ref[:cache]\n'],
+    ['chaos', 'usage: npm run chaos -- [--short] [--only ids] [--no-build]\n', '  --short '],
   ])('npm run %s -- --help prints the usage as typed, exit 0', async (script, usage, text) => {
     const { code, stdout, stderr } = await npm(script, ['--help']);
     expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
@@ -81,11 +83,14 @@ describe.concurrent('--help and usage', () => {
     expect(stdout.startsWith('usage: npx tsx src/cli.ts migrate\n\nApplies pending migrations')).toBe(true);
   });
 
-  it('an unknown option prints the usage, exit 64', async () => {
-    expect(await npm('seed', ['--bogus'])).toMatchObject({
+  it.each([
+    ['seed', 'usage: npm run seed -- --posts N [--comments N] [--users N]'],
+    ['chaos', 'usage: npm run chaos -- [--short] [--only ids] [--no-build]'],
+  ])('npm run %s with an unknown option prints the usage, exit 64', async (script, usage) => {
+    expect(await npm(script, ['--bogus'])).toMatchObject({
       code: 64,
       stdout: '',
-      stderr: "Unknown option '--bogus'\nusage: npm run seed -- --posts N [--comments N] [--users N]\n(--help for more)\n",
+      stderr: `Unknown option '--bogus'\n${usage}\n(--help for more)\n`,
     });
   });
 

@@ -51,6 +51,7 @@ interface Failure {
 const unreachable: Failure = { cause: 'the database is unreachable', retryAfter: 5 };
 const restarting: Failure = { cause: 'the database is shutting down or starting up', retryAfter: 5 };
 const refusedLogin: Failure = { cause: "the database refused the service's credentials (authentication failed)", retryAfter: 30 };
+const schemaChanged: Failure = { cause: "the database's schema is not the one this version of the service needs (run npm run migrate)", retryAfter: 30 };
 const collided: Failure = { cause: 'the request collided with concurrent changes and changed nothing', retryAfter: 1, advice: 'send it again' };
 const DATABASE_FAILURES = new Map<string, Failure>([
   ['08', unreachable],
@@ -69,6 +70,8 @@ const DATABASE_FAILURES = new Map<string, Failure>([
   ['57014', { cause: 'the database did not answer in time', retryAfter: 5 }],
   ['55P03', { cause: 'what the request needs is locked by another transaction (lock not available)', retryAfter: 1 }],
   ['54', { cause: 'the request ran into a limit of the database (program limit exceeded)', retryAfter: 30 }],
+  // A table, column or function the code needs is gone: the schema was changed under a running service.
+  ...['42P01', '42703', '42883'].map((code) => [code, schemaChanged] as const),
   // Outlasted withTransaction's attempts (src/db/pool.ts): nothing changed, the same request can be sent again.
   ['40001', collided],
   ['40P01', collided],
@@ -76,7 +79,8 @@ const DATABASE_FAILURES = new Map<string, Failure>([
 ]);
 
 /** node-postgres reports lost or refused connections with plain Errors. */
-const LOST_CONNECTION = /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|connect ECONNREFUSED/i;
+const LOST_CONNECTION =
+  /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Client was closed and is not queryable|connect ECONNREFUSED/i;
 
 function failureOf(error: unknown): Failure | undefined {
   const code = codeOf(error);
@@ -184,6 +188,10 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
     return unique ? unique() : conflict('the request conflicts with an existing resource');
   }
   if (error.code === '23503' && USER_REFERENCES.has(error.constraint ?? '')) return invalidToken();
+  // The post went away between the request's check and its insert (deleted by SQL meanwhile).
+  if (error.code === '23503' && error.constraint === 'comments_post_id_fkey') {
+    return notFound(`post ${(request.params as { postId?: number }).postId} does not exist`);
+  }
   if (error.code?.startsWith('22') && error.code.length === 5) return dataException(error.code, request);
   const failure = databaseFailure(error);
   if (failure) return failure;

@@ -310,6 +310,66 @@ describe('a database that cannot serve: 503 naming the cause, in answers and in 
   });
 });
 
+describe('the schema changed under a running service', () => {
+  it.each([
+    ['42P01 (a table gone)', 'ALTER TABLE comments RENAME TO comments_moved'],
+    ['42703 (a column gone)', 'ALTER TABLE comments RENAME COLUMN body TO body_moved'],
+  ])('%s: a 503 naming npm run migrate, not a 500', async (_name, change) => {
+    const { db, api, post } = await schemaAltered();
+    const admin = await client(db.url);
+    await admin.query(change);
+    const res = await api.inject({ url: `/posts/${post.id}/comments` });
+    expectError(
+      res,
+      503,
+      'service_unavailable',
+      "the database's schema is not the one this version of the service needs (run npm run migrate); try again later",
+    );
+    expect(res.headers['retry-after']).toBe('30');
+  });
+
+  async function schemaAltered() {
+    const db = await database();
+    const { app: api } = await app(db.url, { RESPONSE_CACHE_MB: '0' });
+    const author = await signUp(api);
+    return { db, api, post: await postOf(api, author.auth) };
+  }
+});
+
+describe('a connection closed under a query', () => {
+  it("node-postgres's 'Client was closed' is the database unreachable (503), not a 500", async () => {
+    const db = await database();
+    const { app: api } = await app(db.url);
+    api.get('/test/closed', async () => {
+      const closed = new pg.Client({ connectionString: db.url });
+      await closed.connect();
+      await closed.end();
+      return closed.query('SELECT 1');
+    });
+    expectError(await api.inject({ url: '/test/closed' }), 503, 'service_unavailable', 'the database is unreachable; try again shortly');
+  });
+});
+
+describe('a post deleted between the check and the insert (23503 on comments.post_id)', () => {
+  it('a comment on it is a 404 for the post, not a 500, and nothing is written', async () => {
+    const db = await database();
+    const { app: api } = await app(db.url);
+    const author = await signUp(api);
+    const post = await postOf(api, author.auth);
+    const admin = await client(db.url);
+    // Deleting the post as the comment goes in, as an operator's SQL could: the foreign key refuses the insert.
+    await admin.query(`CREATE FUNCTION vanish() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN SET session_replication_role = replica; DELETE FROM posts WHERE id = NEW.post_id;
+            SET session_replication_role = DEFAULT; RETURN NEW; END $$`);
+    await admin.query('CREATE TRIGGER vanish BEFORE INSERT ON comments FOR EACH ROW EXECUTE FUNCTION vanish()');
+    const res = await api.inject({ method: 'POST', url: `/posts/${post.id}/comments`, headers: author.auth, payload: { body: 'hi' } });
+    expectError(res, 404, 'not_found', `post ${post.id} does not exist`);
+    await admin.query('DROP TRIGGER vanish ON comments');
+    expect((await admin.query('SELECT count(*)::int AS n FROM comments')).rows[0].n).toBe(0);
+    expect((await admin.query('SELECT count(*)::int AS n FROM posts WHERE id = $1', [post.id])).rows[0].n).toBe(1);
+  });
+});
+
 describe('data exceptions (class 22)', () => {
   it('a date-time PostgreSQL cannot take is a 422 naming the field, without the database\'s words', async () => {
     const db = await database();

@@ -49,8 +49,12 @@ export function columnsOf<I>(inputs: readonly I[], ...members: (keyof I)[]): unk
 /** Rows at most per statement. */
 const MAX_ROWS = 64;
 
-/** SQLSTATEs that say the statement was refused, so none of it was kept: classes 22, 23 and 40, and 57014. */
-const REFUSED = /^(22|23|40)...$|^57014$/;
+/**
+ * SQLSTATEs that say one of the statement's rows was refused, so none of it was
+ * kept: classes 22, 23 and 40. Not a statement timeout (57014): each write run
+ * again alone would wait a second timeout, past the bound a request is answered in.
+ */
+const REFUSED = /^(22|23|40)...$/;
 const refused = (error: unknown) => error instanceof pg.DatabaseError && REFUSED.test(error.code ?? '');
 
 interface Waiting<I, O> {

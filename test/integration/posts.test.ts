@@ -7,36 +7,18 @@
  * The describes run in order on one database: the list fixture (exactly 45
  * posts) is built first, later describes only add to it.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createPost, useTestApp, type SignedUp } from '../helpers/factories.js';
 import type { Post } from '../../src/repositories/posts.js';
 import { expectError, expect422, expect404, iso } from '../helpers/expect.js';
 
-
-let t: TestApp;
-let ann: SignedUp;
-let bob: SignedUp;
-let cat: SignedUp; // never writes a post
-let admin: SignedUp;
-
-beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app, { name: 'Ann' });
-  bob = await signUp(t.app, { name: 'Bob' });
-  cat = await signUp(t.app, { name: 'Cat' });
-  admin = await signUp(t.app, { name: 'Root' });
-  await makeAdmin(t.app, admin.user.email);
-});
-afterAll(() => t.close());
+const t = useTestApp();
+const ann = t.user({ name: 'Ann' });
+const bob = t.user({ name: 'Bob' });
+const cat = t.user({ name: 'Cat' }); // never writes a post
+const admin = t.admin({ name: 'Root' });
 
 const get = (url: string, headers: Record<string, string> = {}) => t.app.inject({ method: 'GET', url, headers });
-
-
-async function createPost(who: SignedUp, title: string, body = `body of ${title}`): Promise<Post> {
-  const res = await t.app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body } });
-  expect(res.statusCode).toBe(201);
-  return res.json();
-}
 
 async function idsOf(url: string): Promise<number[]> {
   const res = await get(url);
@@ -81,7 +63,7 @@ describe('GET /posts: offset arithmetic and Link headers (45 posts)', () => {
   let posts: Post[];
   beforeAll(async () => {
     posts = [];
-    for (let i = 1; i <= 45; i++) posts.push(await createPost(i % 2 ? ann : bob, `Post ${i}`));
+    for (let i = 1; i <= 45; i++) posts.push(await createPost(t.app, i % 2 ? ann : bob, { title: `Post ${i}` }));
   });
 
   it('page 3 of perPage 20 holds items 41–45, with first/prev/last links', async () => {
@@ -246,7 +228,7 @@ describe('cursors stay valid', () => {
     const created: number[] = [];
     const ids = await walk(`/posts?sort=${sort}&limit=6`, async (page) => {
       if (page > 2) return;
-      for (const title of ['alpha', 'mike', 'zulu']) created.push((await createPost(page === 1 ? ann : bob, title)).id);
+      for (const title of ['alpha', 'mike', 'zulu']) created.push((await createPost(t.app, page === 1 ? ann : bob, { title })).id);
     });
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.filter((id) => original.includes(id))).toEqual(original);
@@ -305,7 +287,7 @@ describe('cursors stay valid', () => {
   });
 
   it("a deleted post anchors its author's lists, not another author's", async () => {
-    const post = await createPost(ann, 'short-lived');
+    const post = await createPost(t.app, ann, { title: 'short-lived' });
     await t.app.inject({ method: 'DELETE', url: `/posts/${post.id}`, headers: ann.auth });
     expect((await get(`/posts?author=${ann.user.id}&after=${post.id}&limit=2`)).statusCode).toBe(200);
     expect((await get(`/users/${ann.user.id}/posts?after=${post.id}&limit=2`)).statusCode).toBe(200);
@@ -313,7 +295,7 @@ describe('cursors stay valid', () => {
   });
 
   it('an after that never named a post of the list is a 422', async () => {
-    const bobsPost = await createPost(bob, 'bob only');
+    const bobsPost = await createPost(t.app, bob, { title: 'bob only' });
     expect422(await get('/posts?after=99999999'), { after: ['does not name an item of this list'] });
     expect422(await get(`/posts?author=${ann.user.id}&after=${bobsPost.id}`), { after: ['does not name an item of this list'] });
     expect422(await get(`/users/${ann.user.id}/posts?after=${bobsPost.id}`), { after: ['does not name an item of this list'] });
@@ -455,7 +437,7 @@ describe('one post: create, read, validation', () => {
 describe('changing and deleting a post', () => {
   let post: Post;
   beforeAll(async () => {
-    post = await createPost(ann, 'Original title', 'Original body');
+    post = await createPost(t.app, ann, { title: 'Original title', body: 'Original body' });
   });
   const state = async (id: number) =>
     (await t.app.db.query('SELECT version, updated_at AS "updatedAt" FROM posts WHERE id = $1', [id])).rows[0] as {
@@ -562,12 +544,12 @@ describe('changing and deleting a post', () => {
   });
 
   it("an admin may delete anyone's post", async () => {
-    const bobs = await createPost(bob, 'to be moderated');
+    const bobs = await createPost(t.app, bob, { title: 'to be moderated' });
     expect((await t.app.inject({ method: 'DELETE', url: `/posts/${bobs.id}`, headers: admin.auth })).statusCode).toBe(204);
   });
 
   it('DELETE takes its comments along', async () => {
-    const doomed = await createPost(bob, 'with comments');
+    const doomed = await createPost(t.app, bob, { title: 'with comments' });
     for (const who of [ann, bob, cat]) {
       const res = await t.app.inject({ method: 'POST', url: `/posts/${doomed.id}/comments`, headers: who.auth, payload: { body: 'hi' } });
       expect(res.statusCode).toBe(201);
@@ -587,8 +569,8 @@ describe('changing and deleting a post', () => {
 describe('totals under concurrent writes', () => {
   it('equal COUNT(*) after concurrent creates and deletes of posts and comments', async () => {
     const victims: Post[] = [];
-    for (let i = 0; i < 8; i++) victims.push(await createPost(i % 2 ? ann : bob, `victim ${i}`));
-    const busy = await createPost(ann, 'busy');
+    for (let i = 0; i < 8; i++) victims.push(await createPost(t.app, i % 2 ? ann : bob, { title: `victim ${i}` }));
+    const busy = await createPost(t.app, ann, { title: 'busy' });
     const comments: number[] = [];
     for (let i = 0; i < 5; i++) {
       const res = await t.app.inject({ method: 'POST', url: `/posts/${busy.id}/comments`, headers: bob.auth, payload: { body: `c${i}` } });

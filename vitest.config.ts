@@ -33,7 +33,11 @@ export default defineConfig({
       { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'], pool: 'threads', isolate: false } },
       {
         extends: true,
-        test: { name: 'integration', include: ['test/integration/**/*.test.ts', 'test/docs/**/*.test.ts'], ...withDatabase },
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts', 'test/docs/**/*.test.ts'],
+          ...withDatabase,
+        },
       },
     ],
   },

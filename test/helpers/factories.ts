@@ -73,7 +73,11 @@ export async function makeAdmin(app: FastifyInstance, email: string): Promise<vo
 }
 
 /** A post by `who` (a title and body of its own unless given); anything but 201 throws. */
-export async function createPost(app: FastifyInstance, who: SignedUp, fields: { title?: string; body?: string } = {}): Promise<Post> {
+export async function createPost(
+  app: FastifyInstance,
+  who: SignedUp,
+  fields: { title?: string; body?: string } = {},
+): Promise<Post> {
   const payload = { title: fields.title ?? 'A post', body: fields.body ?? 'text' };
   const res = await app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload });
   if (res.statusCode !== 201) throw new Error(`creating a post failed: ${res.statusCode} ${res.body}`);
@@ -81,8 +85,18 @@ export async function createPost(app: FastifyInstance, who: SignedUp, fields: { 
 }
 
 /** A comment by `who` under post `postId`; anything but 201 throws. */
-export async function createComment(app: FastifyInstance, who: SignedUp, postId: number, body = 'a comment'): Promise<Comment> {
-  const res = await app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: who.auth, payload: { body } });
+export async function createComment(
+  app: FastifyInstance,
+  who: SignedUp,
+  postId: number,
+  body = 'a comment',
+): Promise<Comment> {
+  const res = await app.inject({
+    method: 'POST',
+    url: `/posts/${postId}/comments`,
+    headers: who.auth,
+    payload: { body },
+  });
   if (res.statusCode !== 201) throw new Error(`creating a comment failed: ${res.statusCode} ${res.body}`);
   return res.json();
 }
@@ -104,11 +118,13 @@ export interface TestFile extends TestApp {
  */
 export function useTestApp(env: Record<string, string> = {}): TestFile {
   const wanted: { who: SignedUp; overrides: SignUpOverrides; admin: boolean }[] = [];
-  const want = (admin: boolean) => (overrides: SignUpOverrides = {}) => {
-    const who = {} as SignedUp;
-    wanted.push({ who, overrides, admin });
-    return who;
-  };
+  const want =
+    (admin: boolean) =>
+    (overrides: SignUpOverrides = {}) => {
+      const who = {} as SignedUp;
+      wanted.push({ who, overrides, admin });
+      return who;
+    };
   const file = { user: want(false), admin: want(true) } as TestFile;
   beforeAll(async () => {
     Object.assign(file, await startTestApp(env));

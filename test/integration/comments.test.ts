@@ -8,6 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { createComment, createPost, useTestApp, type SignedUp } from '../helpers/factories.js';
 import type { Comment } from '../../src/repositories/comments.js';
 import { expectError, expect422, expect404, expect401, iso } from '../helpers/expect.js';
+import { idsOf, walk } from '../helpers/lists.js';
 
 const t = useTestApp();
 const ann = t.user({ name: 'Ann' }); // writes the posts
@@ -24,28 +25,6 @@ const postComment = (who: SignedUp | null, postId: number, payload: object) =>
 const commentCount = async (postId: number) => (await get(`/posts/${postId}`)).json().commentCount as number;
 const counted = async (postId: number) =>
   (await t.app.db.query('SELECT count(*)::int AS n FROM comments WHERE post_id = $1', [postId])).rows[0].n as number;
-
-async function idsOf(url: string): Promise<number[]> {
-  const res = await get(url);
-  expect(res.statusCode).toBe(200);
-  return (res.json().data as Comment[]).map((c) => c.id);
-}
-
-async function walk(url: string): Promise<number[]> {
-  const ids: number[] = [];
-  let next: string | undefined = url;
-  while (next !== undefined) {
-    const res = await get(next);
-    expect(res.statusCode).toBe(200);
-    const body = res.json() as { data: Comment[]; hasMore: boolean; nextCursor: number | null };
-    ids.push(...body.data.map((c) => c.id));
-    expect(body.nextCursor).toBe(body.hasMore ? body.data.at(-1)!.id : null);
-    next = body.hasMore ? /<([^>]+)>; rel="next"/.exec(String(res.headers.link))?.[1] : undefined;
-    if (body.hasMore) expect(next).toBeDefined();
-    else expect(String(res.headers.link)).not.toContain('rel="next"');
-  }
-  return ids;
-}
 
 describe('creating and reading comments', () => {
   let postId: number;
@@ -275,16 +254,16 @@ describe('comment lists', () => {
 
   it.each(['id', '-id', 'createdAt', '-createdAt'])('sort=%s: offset order is right and cursor walks equal it', async (sort) => {
     const ids = all.map((c) => c.id);
-    const offset = await idsOf(`/posts/${postId}/comments?sort=${sort}&perPage=100`);
+    const offset = await idsOf(t.app, `/posts/${postId}/comments?sort=${sort}&perPage=100`);
     expect(offset).toEqual(expected(ids, sort));
-    expect(await walk(`/posts/${postId}/comments?sort=${sort}&limit=4`)).toEqual(offset);
-    expect(await walk(`/posts/${postId}/comments?sort=${sort}&limit=25`)).toEqual(offset);
+    expect(await walk(t.app, `/posts/${postId}/comments?sort=${sort}&limit=4`)).toEqual(offset);
+    expect(await walk(t.app, `/posts/${postId}/comments?sort=${sort}&limit=25`)).toEqual(offset);
     const bobs = ids.filter((id) => all.find((c) => c.id === id)!.authorId === bob.user.id);
-    expect(await walk(`/posts/${postId}/comments?author=${bob.user.id}&sort=${sort}&limit=3`)).toEqual(expected(bobs, sort));
+    expect(await walk(t.app, `/posts/${postId}/comments?author=${bob.user.id}&sort=${sort}&limit=3`)).toEqual(expected(bobs, sort));
   });
 
   it('a deleted comment still anchors a cursor; a comment of another post never does', async () => {
-    const order = await idsOf(`/posts/${postId}/comments?sort=-createdAt&perPage=100`);
+    const order = await idsOf(t.app, `/posts/${postId}/comments?sort=-createdAt&perPage=100`);
     const gone = order[6]!;
     expect((await t.app.inject({ method: 'DELETE', url: `/posts/${postId}/comments/${gone}`, headers: ann.auth })).statusCode).toBe(204);
     const res = await get(`/posts/${postId}/comments?sort=-createdAt&after=${gone}&limit=5`);
@@ -304,7 +283,7 @@ describe('comment lists', () => {
     const afterKey = encodeURIComponent(rows[0].k);
     expect(res.headers.link).toContain(`</posts/${postId}/comments?sort=-createdAt&after=${order[11]}&limit=5&afterKey=${afterKey}>; rel="next"`);
     expect(res.headers.link).toContain(`</posts/${postId}/comments?sort=-createdAt&limit=5&before=${order[7]}&beforeKey=`);
-    const [foreign] = await idsOf(`/posts/${otherPostId}/comments`);
+    const [foreign] = await idsOf(t.app, `/posts/${otherPostId}/comments`);
     const after = ['does not name an item of this list'];
     expect422(await get(`/posts/${postId}/comments?after=${foreign}`), { after });
     expect422(await get(`/posts/${postId}/comments?after=99999999`), { after });

@@ -11,6 +11,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { createPost, useTestApp, type SignedUp } from '../helpers/factories.js';
 import type { Post } from '../../src/repositories/posts.js';
 import { expectError, expect422, expect404, iso } from '../helpers/expect.js';
+import { idsOf, walk } from '../helpers/lists.js';
 
 const t = useTestApp();
 const ann = t.user({ name: 'Ann' });
@@ -19,43 +20,6 @@ const cat = t.user({ name: 'Cat' }); // never writes a post
 const admin = t.admin({ name: 'Root' });
 
 const get = (url: string, headers: Record<string, string> = {}) => t.app.inject({ method: 'GET', url, headers });
-
-async function idsOf(url: string): Promise<number[]> {
-  const res = await get(url);
-  expect(res.statusCode).toBe(200);
-  return (res.json().data as Post[]).map((p) => p.id);
-}
-
-/**
- * Follows the Link header's next URL to the end, checking hasMore/nextCursor
- * on every page; `between(n)` runs after page n (for writes mid-walk).
- */
-async function walk(url: string, between?: (page: number) => Promise<void>): Promise<number[]> {
-  const ids: number[] = [];
-  let next: string | undefined = url;
-  for (let page = 1; next !== undefined; page++) {
-    const res = await get(next);
-    expect(res.statusCode).toBe(200);
-    const body = res.json() as { data: Post[]; hasMore: boolean; nextCursor: number | null; prevCursor: number | null; limit: number };
-    ids.push(...body.data.map((p) => p.id));
-    const link = res.headers.link as string | undefined;
-    // Items precede every page but the first (those already received).
-    expect(body.prevCursor).toBe(page > 1 && body.data.length ? body.data[0]!.id : null);
-    if (body.prevCursor !== null) expect(link).toContain(`before=${body.prevCursor}`);
-    if (body.hasMore) {
-      expect(body.data).toHaveLength(body.limit);
-      expect(body.nextCursor).toBe(body.data.at(-1)!.id);
-      next = /<([^>]+)>; rel="next"/.exec(link ?? '')?.[1];
-      expect(next).toContain(`after=${body.nextCursor}`);
-    } else {
-      expect(body.nextCursor).toBeNull();
-      expect(link ?? '').not.toContain('rel="next"');
-      next = undefined;
-    }
-    await between?.(page);
-  }
-  return ids;
-}
 
 const SORTS = ['id', '-id', 'createdAt', '-createdAt', 'updatedAt', '-updatedAt', 'title', '-title'];
 
@@ -194,53 +158,53 @@ describe('cursor walks (same 45 posts, with many equal keys)', () => {
       updated_at = '2020-02-01T00:00:00Z'::timestamptz + ((id * 7) % 5) * interval '1 microsecond'`);
     // Its notification reaches the app's response cache asynchronously.
     await t.app.responseCache.sync();
-    all = await idsOf('/posts?perPage=100');
-    anns = await idsOf(`/posts?perPage=100&author=${ann.user.id}`);
+    all = await idsOf(t.app, '/posts?perPage=100');
+    anns = await idsOf(t.app, `/posts?perPage=100&author=${ann.user.id}`);
     expect(all).toHaveLength(45);
   });
 
   it.each(SORTS)('sort=%s: offset order is right and a cursor walk equals it', async (sort) => {
-    const offset = await idsOf(`/posts?sort=${sort}&perPage=100`);
+    const offset = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
     expect(offset).toEqual(expected(all, sort));
-    expect(await walk(`/posts?sort=${sort}&limit=7`)).toEqual(offset);
-    expect(await walk(`/posts?sort=${sort}&limit=1`)).toEqual(offset);
+    expect(await walk(t.app, `/posts?sort=${sort}&limit=7`)).toEqual(offset);
+    expect(await walk(t.app, `/posts?sort=${sort}&limit=1`)).toEqual(offset);
   });
 
   it.each(SORTS)('sort=%s with the author filter, and under /users/{id}/posts', async (sort) => {
-    const offset = await idsOf(`/posts?author=${ann.user.id}&sort=${sort}&perPage=100`);
+    const offset = await idsOf(t.app, `/posts?author=${ann.user.id}&sort=${sort}&perPage=100`);
     expect(offset).toEqual(expected(anns, sort));
-    expect(await walk(`/posts?author=${ann.user.id}&sort=${sort}&limit=4`)).toEqual(offset);
-    expect(await walk(`/users/${ann.user.id}/posts?sort=${sort}&limit=5`)).toEqual(offset);
+    expect(await walk(t.app, `/posts?author=${ann.user.id}&sort=${sort}&limit=4`)).toEqual(offset);
+    expect(await walk(t.app, `/users/${ann.user.id}/posts?sort=${sort}&limit=5`)).toEqual(offset);
   });
 
   it('page boundaries inside a run of equal keys neither skip nor repeat', async () => {
     // 15 alphas at microsecond-equal created_at: pages of 2 cut through every run.
-    const offset = await idsOf('/posts?sort=title&perPage=100');
+    const offset = await idsOf(t.app, '/posts?sort=title&perPage=100');
     const paged: number[] = [];
-    for (let page = 1; page <= 23; page++) paged.push(...(await idsOf(`/posts?sort=title&perPage=2&page=${page}`)));
+    for (let page = 1; page <= 23; page++) paged.push(...(await idsOf(t.app, `/posts?sort=title&perPage=2&page=${page}`)));
     expect(paged).toEqual(offset);
   });
 });
 
 describe('cursors stay valid', () => {
   it.each(SORTS)('sort=%s: posts created mid-walk neither skip nor repeat the original ones', async (sort) => {
-    const original = await idsOf(`/posts?sort=${sort}&perPage=100`);
+    const original = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
     const created: number[] = [];
-    const ids = await walk(`/posts?sort=${sort}&limit=6`, async (page) => {
+    const ids = await walk(t.app, `/posts?sort=${sort}&limit=6`, async (page) => {
       if (page > 2) return;
       for (const title of ['alpha', 'mike', 'zulu']) created.push((await createPost(t.app, page === 1 ? ann : bob, { title })).id);
     });
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.filter((id) => original.includes(id))).toEqual(original);
     // Whatever it returned, it returned in the list's current order.
-    const now = await idsOf(`/posts?sort=${sort}&perPage=100`);
+    const now = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
     expect(ids).toEqual(now.filter((id) => ids.includes(id)));
     // In ascending order every new post lands after the cursor, so the walk reaches it.
     if (!sort.startsWith('-')) expect(created.every((id) => ids.includes(id))).toBe(true);
   });
 
   it.each(['title', '-createdAt', 'updatedAt', '-id'])('sort=%s: after a deleted post continues where it was', async (sort) => {
-    const before = await idsOf(`/posts?sort=${sort}&perPage=100`);
+    const before = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
     const first = (await get(`/posts?sort=${sort}&limit=5`)).json();
     const gone = first.nextCursor as number;
     expect((await t.app.inject({ method: 'DELETE', url: `/posts/${gone}`, headers: admin.auth })).statusCode).toBe(204);
@@ -262,9 +226,9 @@ describe('cursors stay valid', () => {
     ['title', { title: 'zzz edited' }, 'ahead'],
     ['-title', { title: 'zzz edited' }, 'behind'],
   ] as const)('sort=%s: an anchor edited between two pages neither repeats nor skips the rest', async (sort, change, moved) => {
-    const before = await idsOf(`/posts?sort=${sort}&perPage=100`);
+    const before = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
     const anchor = before[4]!;
-    const ids = await walk(`/posts?sort=${sort}&limit=5`, async (page) => {
+    const ids = await walk(t.app, `/posts?sort=${sort}&limit=5`, async (page) => {
       if (page !== 1) return;
       const res = await t.app.inject({ method: 'PATCH', url: `/posts/${anchor}`, headers: admin.auth, payload: change });
       expect(res.statusCode).toBe(200);
@@ -282,8 +246,8 @@ describe('cursors stay valid', () => {
       [first.json().nextCursor],
     );
     expect(afterKey).toBe(rows[0].k);
-    const all = await idsOf('/posts?sort=createdAt&perPage=100');
-    expect(await idsOf(next)).toEqual(all.slice(3, 6));
+    const all = await idsOf(t.app, '/posts?sort=createdAt&perPage=100');
+    expect(await idsOf(t.app, next)).toEqual(all.slice(3, 6));
   });
 
   it("a deleted post anchors its author's lists, not another author's", async () => {

@@ -47,7 +47,8 @@ describe('namesTag (If-None-Match: weak comparison)', () => {
 });
 
 describe('requireMatch (If-Match: strong comparison)', () => {
-  const request = (ifMatch?: string) => ({ headers: ifMatch === undefined ? {} : { 'if-match': ifMatch } }) as FastifyRequest;
+  const request = (ifMatch?: string) =>
+    ({ headers: ifMatch === undefined ? {} : { 'if-match': ifMatch } }) as FastifyRequest;
   const outcome = (ifMatch?: string) => {
     try {
       requireMatch(request(ifMatch), '"c9-1"');
@@ -59,7 +60,12 @@ describe('requireMatch (If-Match: strong comparison)', () => {
     }
   };
   it('passes without If-Match, with the tag, in a list, or *', () => {
-    expect([outcome(), outcome('"c9-1"'), outcome('"c9-0", "c9-1"'), outcome('*')]).toEqual(['passes', 'passes', 'passes', 'passes']);
+    expect([outcome(), outcome('"c9-1"'), outcome('"c9-0", "c9-1"'), outcome('*')]).toEqual([
+      'passes',
+      'passes',
+      'passes',
+      'passes',
+    ]);
   });
   it('a weak tag never matches strongly, nor does another tag or a malformed value: 412', () => {
     expect([outcome('W/"c9-1"'), outcome('"c9-0"'), outcome('c9-1'), outcome('')]).toEqual([412, 412, 412, 412]);

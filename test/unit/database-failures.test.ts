@@ -45,11 +45,22 @@ describe('databaseFailure', () => {
   });
 
   it('the pool running out of connections is this instance being busy', () => {
-    expect(databaseFailure(failing(POOL_EXHAUSTED))).toMatchObject({ statusCode: 503, headers: { 'retry-after': '1' } });
+    expect(databaseFailure(failing(POOL_EXHAUSTED))).toMatchObject({
+      statusCode: 503,
+      headers: { 'retry-after': '1' },
+    });
   });
 
-  it('no failure of the database: the request\'s fault or a bug', () => {
-    for (const error of [failing('23505'), failing('22007'), failing('42P01'), failing('0800'), new Error('boom'), null, 'text']) {
+  it("no failure of the database: the request's fault or a bug", () => {
+    for (const error of [
+      failing('23505'),
+      failing('22007'),
+      failing('42P01'),
+      failing('0800'),
+      new Error('boom'),
+      null,
+      'text',
+    ]) {
       expect(databaseFailure(error)).toBeUndefined();
     }
   });

@@ -35,9 +35,11 @@ describe('parametersOf', () => {
 
 describe('isUtf8', () => {
   it('no charset, or UTF-8 in any spelling and case', () => {
-    for (const charset of [undefined, 'utf-8', 'UTF-8', 'utf8', 'UTF8', 'csUTF8']) expect(isUtf8(charset), String(charset)).toBe(true);
+    for (const charset of [undefined, 'utf-8', 'UTF-8', 'utf8', 'UTF8', 'csUTF8'])
+      expect(isUtf8(charset), String(charset)).toBe(true);
   });
   it('anything else is not', () => {
-    for (const charset of ['latin1', 'iso-8859-1', 'utf-16', 'utf_8', '', 'utf-8 ']) expect(isUtf8(charset), charset).toBe(false);
+    for (const charset of ['latin1', 'iso-8859-1', 'utf-16', 'utf_8', '', 'utf-8 '])
+      expect(isUtf8(charset), charset).toBe(false);
   });
 });

@@ -1,18 +1,18 @@
 /**
  * The slow suite (npm run test:slow): faults (PostgreSQL and Redis lost while
  * requests flow), SIGTERM under load against a real server process, and the
- * fuzz properties with a long budget. Everything else as in vitest.config.ts,
- * the same global setup included.
+ * fuzz properties with a long budget. The same settings and global setup as
+ * the integration project of vitest.config.ts.
  */
 import { defineConfig } from 'vitest/config';
-import base from './vitest.config.js';
+import { common, withDatabase } from './vitest.config.js';
 
 export default defineConfig({
-  ...base,
   test: {
-    ...base.test,
+    ...common,
+    ...withDatabase,
+    teardownTimeout: 30_000,
     include: ['test/slow/**/*.test.ts'],
-    exclude: [],
     // A fault scenario waits for outages and recoveries; bounded by its own loops.
     testTimeout: 120_000,
   },

@@ -10,19 +10,18 @@ import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { seed } from '../../src/db/seed.js';
-import { startTestApp, type TestApp } from '../helpers/factories.js';
+import { useTestApp } from '../helpers/factories.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 describe.skipIf(!existsSync(CHROMIUM))('the /docs page in chromium', { timeout: 120_000 }, () => {
-  let t: TestApp;
+  const t = useTestApp();
   let browser: Browser;
   let page: Page;
 
   beforeAll(async () => {
-    t = await startTestApp();
     await seed(t.app.db, { posts: 20 });
     const address = await t.app.listen({ port: 0, host: '127.0.0.1' });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
@@ -30,10 +29,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the /docs page in chromium', { timeout: 
     await page.goto(`${address}/docs`);
     await page.locator('#operations-posts-listPosts').waitFor();
   }, 60_000);
-  afterAll(async () => {
-    await browser?.close();
-    await t?.close();
-  });
+  afterAll(() => browser?.close());
 
   /** Opens an operation, presses "Try it out" and "Execute", and returns the status and body the page shows. */
   async function tryItOut(id: string): Promise<{ status: number; body: string }> {

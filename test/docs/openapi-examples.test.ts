@@ -7,9 +7,9 @@
  * would; each must answer its documented success. Deletions go last, the
  * token's own last of all.
  */
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { beforeAll, expect, it } from 'vitest';
 import { seed } from '../../src/db/seed.js';
-import { startTestApp, type TestApp } from '../helpers/factories.js';
+import { useTestApp } from '../helpers/factories.js';
 
 interface Parameter {
   name: string;
@@ -27,14 +27,12 @@ interface Operation {
   responses: Record<string, unknown>;
 }
 
-let t: TestApp;
+const t = useTestApp();
 let doc: { paths: Record<string, Record<string, Operation>> };
 beforeAll(async () => {
-  t = await startTestApp();
   await seed(t.app.db, { posts: 50 });
   doc = (await t.app.inject({ url: '/openapi.json' })).json();
 }, 60_000);
-afterAll(() => t.close());
 
 /** The value Swagger UI puts in a parameter's field: its (first) example, else its schema's, else the default. */
 function filledIn(parameter: Parameter): unknown {

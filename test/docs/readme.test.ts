@@ -13,8 +13,8 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../helpers/factories.js';
+import { beforeAll, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/factories.js';
 
 interface Step {
   command: string;
@@ -97,16 +97,14 @@ function splitResponse(output: string): [string, string] {
   return end < 0 ? [output, ''] : [output.slice(0, end), output.slice(end + 2)];
 }
 
-let t: TestApp;
+const t = useTestApp();
 let steps: Step[];
 let outputs: string[];
 beforeAll(async () => {
-  t = await startTestApp();
   const address = await t.app.listen({ port: 0, host: '127.0.0.1' });
   steps = walkThrough(readFileSync('README.md', 'utf8'));
   outputs = await run(steps, Number(new URL(address).port));
 });
-afterAll(() => t.close());
 
 it('the walk-through parses into commands, each with what it prints', () => {
   expect(steps.length).toBeGreaterThanOrEqual(9);

@@ -1,12 +1,16 @@
 /**
  * Test data through the real API: users are signed up with POST /users and
- * logged in with POST /tokens, so every test exercises the production path.
+ * logged in with POST /tokens, posts and comments created with POST, so every
+ * test exercises the production path. useTestApp is a test file's set-up.
  */
 import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { usersRepository } from '../../src/repositories/users.js';
-import { createTestDatabase, type TestDatabase , onTopology } from './database.js';
+import type { Comment } from '../../src/repositories/comments.js';
+import type { Post } from '../../src/repositories/posts.js';
+import { createTestDatabase, onTopology, type TestDatabase } from './database.js';
 import { checkAgainstDocument } from './openapi-conformance.js';
 
 export interface TestApp {
@@ -66,4 +70,69 @@ export async function signUp(
 /** The same thing the operator command `admin:grant` does. */
 export async function makeAdmin(app: FastifyInstance, email: string): Promise<void> {
   await usersRepository(app.db).setRole(email, 'admin');
+}
+
+/** A post by `who` (a title and body of its own unless given); anything but 201 throws. */
+export async function createPost(
+  app: FastifyInstance,
+  who: SignedUp,
+  fields: { title?: string; body?: string } = {},
+): Promise<Post> {
+  const payload = { title: fields.title ?? 'A post', body: fields.body ?? 'text' };
+  const res = await app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload });
+  if (res.statusCode !== 201) throw new Error(`creating a post failed: ${res.statusCode} ${res.body}`);
+  return res.json();
+}
+
+/** A comment by `who` under post `postId`; anything but 201 throws. */
+export async function createComment(
+  app: FastifyInstance,
+  who: SignedUp,
+  postId: number,
+  body = 'a comment',
+): Promise<Comment> {
+  const res = await app.inject({
+    method: 'POST',
+    url: `/posts/${postId}/comments`,
+    headers: who.auth,
+    payload: { body },
+  });
+  if (res.statusCode !== 201) throw new Error(`creating a comment failed: ${res.statusCode} ${res.body}`);
+  return res.json();
+}
+
+type SignUpOverrides = Parameters<typeof signUp>[1];
+
+export interface TestFile extends TestApp {
+  /** A user signed up before the file's first test (filled in then: use it in tests and hooks). */
+  user(overrides?: SignUpOverrides): SignedUp;
+  /** The same, then made an admin. */
+  admin(overrides?: SignUpOverrides): SignedUp;
+}
+
+/**
+ * A test file's set-up: startTestApp(env) before its first test (or the
+ * describe's, when called in one), the users it asked for signed up in the order
+ * asked, and everything closed after its last. The objects returned are filled
+ * in by that hook, so a file names them at its top, like its own variables.
+ */
+export function useTestApp(env: Record<string, string> = {}): TestFile {
+  const wanted: { who: SignedUp; overrides: SignUpOverrides; admin: boolean }[] = [];
+  const want =
+    (admin: boolean) =>
+    (overrides: SignUpOverrides = {}) => {
+      const who = {} as SignedUp;
+      wanted.push({ who, overrides, admin });
+      return who;
+    };
+  const file = { user: want(false), admin: want(true) } as TestFile;
+  beforeAll(async () => {
+    Object.assign(file, await startTestApp(env));
+    for (const { who, overrides, admin } of wanted) {
+      Object.assign(who, await signUp(file.app, overrides));
+      if (admin) await makeAdmin(file.app, who.user.email);
+    }
+  });
+  afterAll(() => file.close?.());
+  return file;
 }

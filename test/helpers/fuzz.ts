@@ -19,10 +19,10 @@
  */
 import fc from 'fast-check';
 import type { InjectOptions } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { newToken } from '../../src/security.js';
 import { tokensRepository } from '../../src/repositories/tokens.js';
-import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from './factories.js';
+import { createComment, createPost, useTestApp, type SignedUp, type TestApp } from './factories.js';
 import { describeResponse, expectContractResponse, type AnyResponse } from './contract.js';
 
 if (process.env.FUZZ_SEED) fc.configureGlobal({ seed: Number(process.env.FUZZ_SEED) });
@@ -264,13 +264,13 @@ interface Budget {
 }
 
 export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
-  let t: TestApp;
-  let ann: SignedUp;
-  let bob: SignedUp;
-  let root: SignedUp;
+  const t = useTestApp();
+  const ann = t.user({ name: 'Ann' });
+  const bob = t.user({ name: 'Bob' });
+  const root = t.admin({ name: 'Root' });
+  const dan = t.user({ name: 'Dan' }); // revokes tokens at random: his own are the only ones he can hit
   let postId: number;
   let commentId: number;
-  let dan: SignedUp; // revokes tokens at random: his own are the only ones he can hit
   const inject = async (options: InjectOptions) => {
     const res = (await t.app.inject(options)) as unknown as AnyResponse & { json(): any };
     expectContractResponse(res, { request: options, method: options.method });
@@ -280,16 +280,9 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
   const freshToken = (user: SignedUp) => freshTokenFor(t, user);
 
   beforeAll(async () => {
-    t = await startTestApp();
-    ann = await signUp(t.app, { name: 'Ann' });
-    bob = await signUp(t.app, { name: 'Bob' });
-    root = await signUp(t.app, { name: 'Root' });
-    await makeAdmin(t.app, root.user.email);
-    dan = await signUp(t.app, { name: 'Dan' });
-    postId = (await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'Fuzz target', body: 'b' } })).json().id;
-    commentId = (await t.app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: ann.auth, payload: { body: 'c' } })).json().id;
+    postId = (await createPost(t.app, ann, { title: 'Fuzz target' })).id;
+    commentId = (await createComment(t.app, ann, postId)).id;
   });
-  afterAll(() => t?.close());
 
   const actors = () => ({ owner: ann, other: bob, admin: root });
   const actor = fc.constantFrom('owner', 'other', 'admin') as fc.Arbitrary<'owner' | 'other' | 'admin'>;

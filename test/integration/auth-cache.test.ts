@@ -13,22 +13,18 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { signUp, startTestApp, type TestApp } from '../helpers/factories.js';
+import { signUp, useTestApp } from '../helpers/factories.js';
 
-let t: TestApp;
-let other: FastifyInstance;
 const BOUND_MS = 300;
+const t = useTestApp({ AUTH_CACHE_MS: String(BOUND_MS) });
+let other: FastifyInstance;
 
 beforeAll(async () => {
-  t = await startTestApp({ AUTH_CACHE_MS: String(BOUND_MS) });
   const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', AUTH_CACHE_MS: String(BOUND_MS) });
   other = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
   await other.ready();
 });
-afterAll(async () => {
-  await other.close();
-  await t.close();
-});
+afterAll(() => other.close());
 
 async function sql(text: string, values: unknown[] = []): Promise<void> {
   const client = new pg.Client({ connectionString: t.db.url });

@@ -6,31 +6,23 @@
  * (docs/api.md §4, §6). One table; each case gets fresh resources, so a DELETE in one
  * row cannot change the outcome of another.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { newToken } from '../../src/security.js';
 import { tokensRepository } from '../../src/repositories/tokens.js';
-import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { createComment, createPost, useTestApp } from '../helpers/factories.js';
 import { describeResponse, expectContractResponse } from '../helpers/contract.js';
 
-let t: TestApp;
+const t = useTestApp();
 /** Owns the resources under test; also the post's author unless a row says otherwise. */
-let owner: SignedUp;
-let other: SignedUp;
-let admin: SignedUp;
+const owner = t.user({ name: 'Owner' });
+const other = t.user({ name: 'Other' });
+const admin = t.admin({ name: 'Admin' });
 /** Writes the post that the owner's comment is on (comment rows only). */
-let postAuthor: SignedUp;
+const postAuthor = t.user({ name: 'Post author' });
 let expired: { authorization: string };
 let revoked: { authorization: string };
 
 beforeAll(async () => {
-  t = await startTestApp();
-  [owner, other, admin, postAuthor] = await Promise.all([
-    signUp(t.app, { name: 'Owner' }),
-    signUp(t.app, { name: 'Other' }),
-    signUp(t.app, { name: 'Admin' }),
-    signUp(t.app, { name: 'Post author' }),
-  ]);
-  await makeAdmin(t.app, admin.user.email);
   const tokens = tokensRepository(t.app.db);
   // The owner's own tokens, one past its expiry and one revoked: credentials that were good once.
   const late = newToken();
@@ -41,7 +33,6 @@ beforeAll(async () => {
   await tokens.revoke(owner.user.id, goneRow.id);
   revoked = { authorization: `Bearer ${gone.token}` };
 });
-afterAll(() => t.close());
 
 type Caller = 'anonymous' | 'other' | 'owner' | 'admin' | 'expired' | 'revoked' | 'postAuthor';
 
@@ -56,17 +47,10 @@ const headersOf = (caller: Caller): Record<string, string> =>
     postAuthor: postAuthor.auth,
   })[caller];
 
-async function createPost(by: SignedUp): Promise<number> {
-  const res = await t.app.inject({ method: 'POST', url: '/posts', headers: by.auth, payload: { title: 'matrix', body: 'b' } });
-  expect(res.statusCode).toBe(201);
-  return res.json().id;
-}
-
-async function createComment(): Promise<{ postId: number; commentId: number }> {
-  const postId = await createPost(postAuthor);
-  const res = await t.app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: owner.auth, payload: { body: 'c' } });
-  expect(res.statusCode).toBe(201);
-  return { postId, commentId: res.json().id };
+/** The owner's comment on a post by postAuthor. */
+async function ownersComment(): Promise<{ postId: number; commentId: number }> {
+  const { id: postId } = await createPost(t.app, postAuthor);
+  return { postId, commentId: (await createComment(t.app, owner, postId)).id };
 }
 
 /** Another live token of the owner, issued without a log-in's password hash. */
@@ -91,28 +75,28 @@ const MATRIX: Row[] = [
   },
   {
     endpoint: 'PATCH /posts/{postId}',
-    request: async () => ({ method: 'PATCH', url: `/posts/${await createPost(owner)}`, payload: { title: 'changed' } }),
+    request: async () => ({ method: 'PATCH', url: `/posts/${(await createPost(t.app, owner)).id}`, payload: { title: 'changed' } }),
     expected: { ...unauthenticated, other: 403, owner: 200, admin: 200 },
   },
   {
     endpoint: 'PUT /posts/{postId}',
-    request: async () => ({ method: 'PUT', url: `/posts/${await createPost(owner)}`, payload: { title: 'put', body: 'put' } }),
+    request: async () => ({ method: 'PUT', url: `/posts/${(await createPost(t.app, owner)).id}`, payload: { title: 'put', body: 'put' } }),
     expected: { ...unauthenticated, other: 403, owner: 200, admin: 200 },
   },
   {
     endpoint: 'DELETE /posts/{postId}',
-    request: async () => ({ method: 'DELETE', url: `/posts/${await createPost(owner)}` }),
+    request: async () => ({ method: 'DELETE', url: `/posts/${(await createPost(t.app, owner)).id}` }),
     expected: { ...unauthenticated, other: 403, owner: 204, admin: 204 },
   },
   {
     endpoint: 'POST /posts/{postId}/comments',
-    request: async () => ({ method: 'POST', url: `/posts/${await createPost(postAuthor)}/comments`, payload: { body: 'c' } }),
+    request: async () => ({ method: 'POST', url: `/posts/${(await createPost(t.app, postAuthor)).id}/comments`, payload: { body: 'c' } }),
     expected: { ...unauthenticated, other: 201, owner: 201, admin: 201, postAuthor: 201 },
   },
   {
     endpoint: 'PATCH /posts/{postId}/comments/{commentId}',
     request: async () => {
-      const { postId, commentId } = await createComment();
+      const { postId, commentId } = await ownersComment();
       return { method: 'PATCH', url: `/posts/${postId}/comments/${commentId}`, payload: { body: 'changed' } };
     },
     expected: { ...unauthenticated, other: 403, owner: 200, admin: 200, postAuthor: 403 },
@@ -120,7 +104,7 @@ const MATRIX: Row[] = [
   {
     endpoint: 'DELETE /posts/{postId}/comments/{commentId}',
     request: async () => {
-      const { postId, commentId } = await createComment();
+      const { postId, commentId } = await ownersComment();
       return { method: 'DELETE', url: `/posts/${postId}/comments/${commentId}` };
     },
     expected: { ...unauthenticated, other: 403, owner: 204, admin: 204, postAuthor: 204 },

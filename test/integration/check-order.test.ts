@@ -8,10 +8,10 @@
 import { onTopology } from '../helpers/database.js';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { useTestApp, type SignedUp } from '../helpers/factories.js';
 import { expect404, expectError } from '../helpers/expect.js';
 
 // A pass-through spy on the one password helper: the real scrypt runs, the calls are counted.
@@ -36,15 +36,9 @@ vi.mock('../../src/repositories/tokens.js', async (importOriginal) => {
   };
 });
 
-let t: TestApp;
-let ann: SignedUp;
-let bob: SignedUp;
-beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app);
-  bob = await signUp(t.app);
-});
-afterAll(() => t.close());
+const t = useTestApp();
+const ann = t.user();
+const bob = t.user();
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   while (cleanups.length) await cleanups.pop()!();

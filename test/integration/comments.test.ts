@@ -4,78 +4,34 @@
  * posts.comment_count or a COUNT by author), cursors, validation, the
  * ownership rules, and commentCount staying exact under concurrent writes.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createComment, createPost, useTestApp, type SignedUp } from '../helpers/factories.js';
 import type { Comment } from '../../src/repositories/comments.js';
 import { expectError, expect422, expect404, expect401, iso } from '../helpers/expect.js';
+import { idsOf, walk } from '../helpers/lists.js';
 
-
-let t: TestApp;
-let ann: SignedUp; // writes the posts
-let bob: SignedUp; // comments
-let cat: SignedUp; // a bystander
-let admin: SignedUp;
-
-beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app, { name: 'Ann' });
-  bob = await signUp(t.app, { name: 'Bob' });
-  cat = await signUp(t.app, { name: 'Cat' });
-  admin = await signUp(t.app, { name: 'Root' });
-  await makeAdmin(t.app, admin.user.email);
-});
-afterAll(() => t.close());
+const t = useTestApp();
+const ann = t.user({ name: 'Ann' }); // writes the posts
+const bob = t.user({ name: 'Bob' }); // comments
+const cat = t.user({ name: 'Cat' }); // a bystander
+const admin = t.admin({ name: 'Root' });
 
 const get = (url: string) => t.app.inject({ method: 'GET', url });
-
-
-async function createPost(who: SignedUp, title = 'A post'): Promise<number> {
-  const res = await t.app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body: 'text' } });
-  expect(res.statusCode).toBe(201);
-  return res.json().id;
-}
 
 const postComment = (who: SignedUp | null, postId: number, payload: object) =>
   t.app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: who?.auth ?? {}, payload });
 
-async function comment(who: SignedUp, postId: number, body = 'a comment'): Promise<Comment> {
-  const res = await postComment(who, postId, { body });
-  expect(res.statusCode).toBe(201);
-  return res.json();
-}
 
 const commentCount = async (postId: number) => (await get(`/posts/${postId}`)).json().commentCount as number;
 const counted = async (postId: number) =>
   (await t.app.db.query('SELECT count(*)::int AS n FROM comments WHERE post_id = $1', [postId])).rows[0].n as number;
 
-async function idsOf(url: string): Promise<number[]> {
-  const res = await get(url);
-  expect(res.statusCode).toBe(200);
-  return (res.json().data as Comment[]).map((c) => c.id);
-}
-
-async function walk(url: string): Promise<number[]> {
-  const ids: number[] = [];
-  let next: string | undefined = url;
-  while (next !== undefined) {
-    const res = await get(next);
-    expect(res.statusCode).toBe(200);
-    const body = res.json() as { data: Comment[]; hasMore: boolean; nextCursor: number | null };
-    ids.push(...body.data.map((c) => c.id));
-    expect(body.nextCursor).toBe(body.hasMore ? body.data.at(-1)!.id : null);
-    next = body.hasMore ? /<([^>]+)>; rel="next"/.exec(String(res.headers.link))?.[1] : undefined;
-    if (body.hasMore) expect(next).toBeDefined();
-    else expect(String(res.headers.link)).not.toContain('rel="next"');
-  }
-  return ids;
-}
-
 describe('creating and reading comments', () => {
   let postId: number;
   let otherPostId: number;
   beforeAll(async () => {
-    postId = await createPost(ann);
-    otherPostId = await createPost(bob);
+    postId = (await createPost(t.app, ann)).id;
+    otherPostId = (await createPost(t.app, bob)).id;
   });
 
   it('a post without comments lists empty in both modes', async () => {
@@ -136,7 +92,7 @@ describe('creating and reading comments', () => {
   });
 
   it('a comment exists only under its own post', async () => {
-    const mine = await comment(bob, postId);
+    const mine = await createComment(t.app, bob, postId);
     expect404(await get(`/posts/${otherPostId}/comments/${mine.id}`), `comment ${mine.id} of post ${otherPostId} does not exist`);
     expect404(await get(`/posts/99999999/comments/${mine.id}`), `comment ${mine.id} of post 99999999 does not exist`);
     expect404(await get(`/posts/${postId}/comments/99999999`), `comment 99999999 of post ${postId} does not exist`);
@@ -169,7 +125,7 @@ describe('creating and reading comments', () => {
 describe('changing and deleting comments', () => {
   let postId: number;
   beforeAll(async () => {
-    postId = await createPost(ann);
+    postId = (await createPost(t.app, ann)).id;
   });
   const patch = (who: SignedUp | null, id: number, payload: object, contentType = 'application/json') =>
     t.app.inject({
@@ -184,7 +140,7 @@ describe('changing and deleting comments', () => {
     (await t.app.db.query('SELECT version FROM comments WHERE id = $1', [id])).rows[0].version as number;
 
   it('PATCH: its author (also as a merge patch) and admins; not the post author, not others', async () => {
-    const c = await comment(bob, postId, 'original');
+    const c = await createComment(t.app, bob, postId, 'original');
     const v = await version(c.id);
     const own = await patch(bob, c.id, { body: 'edited', postId: 5, id: 1 });
     expect(own.statusCode).toBe(200);
@@ -201,14 +157,14 @@ describe('changing and deleting comments', () => {
   });
 
   it('PATCH with nothing writable changes nothing', async () => {
-    const c = await comment(bob, postId, 'stays');
+    const c = await createComment(t.app, bob, postId, 'stays');
     const res = await patch(bob, c.id, { authorId: cat.user.id });
     expect(res.json()).toEqual(c);
     expect(await version(c.id)).toBe(1);
   });
 
   it('PATCH: 401 anonymous, 422 before 404, 404 before 403', async () => {
-    const c = await comment(bob, postId);
+    const c = await createComment(t.app, bob, postId);
     expect401(await patch(null, c.id, { body: 'x' }));
     expect422(await patch(cat, 99999999, { body: ' ' }), { body: ['must not be blank'] });
     expect422(await patch(bob, c.id, { body: 'x'.repeat(10_001), extra: true }), {
@@ -219,7 +175,7 @@ describe('changing and deleting comments', () => {
   });
 
   it("DELETE: its author, the post's author, an admin; 403 for others, 401 anonymous", async () => {
-    const [byAuthor, byPostAuthor, byAdmin] = [await comment(bob, postId), await comment(bob, postId), await comment(bob, postId)];
+    const [byAuthor, byPostAuthor, byAdmin] = [await createComment(t.app, bob, postId), await createComment(t.app, bob, postId), await createComment(t.app, bob, postId)];
     const before = await commentCount(postId);
     expect401(await del(null, byAuthor.id));
     expectError(await del(cat, byAuthor.id), 403, 'forbidden', "only its author, the post's author or an admin may delete this comment");
@@ -236,8 +192,8 @@ describe('changing and deleting comments', () => {
   });
 
   it("deleting the post deletes its comments", async () => {
-    const doomed = await createPost(cat);
-    const cs = [await comment(bob, doomed), await comment(ann, doomed)];
+    const doomed = (await createPost(t.app, cat)).id;
+    const cs = [await createComment(t.app, bob, doomed), await createComment(t.app, ann, doomed)];
     expect((await t.app.inject({ method: 'DELETE', url: `/posts/${doomed}`, headers: cat.auth })).statusCode).toBe(204);
     expect(await counted(doomed)).toBe(0);
     for (const c of cs) expect404(await get(`/posts/${doomed}/comments/${c.id}`), `comment ${c.id} of post ${doomed} does not exist`);
@@ -257,11 +213,11 @@ describe('comment lists', () => {
   };
 
   beforeAll(async () => {
-    postId = await createPost(ann, 'busy');
-    otherPostId = await createPost(ann, 'other');
+    postId = (await createPost(t.app, ann, { title: 'busy' })).id;
+    otherPostId = (await createPost(t.app, ann, { title: 'other' })).id;
     all = [];
-    for (let i = 0; i < 25; i++) all.push(await comment(i % 5 === 0 ? cat : bob, postId, `comment ${i}`));
-    await comment(cat, otherPostId);
+    for (let i = 0; i < 25; i++) all.push(await createComment(t.app, i % 5 === 0 ? cat : bob, postId, `comment ${i}`));
+    await createComment(t.app, cat, otherPostId);
     await t.app.db.query(
       `UPDATE comments SET created_at = '2020-01-01T00:00:00Z'::timestamptz + (id % 4) * interval '1 microsecond'
        WHERE post_id = $1`,
@@ -298,16 +254,16 @@ describe('comment lists', () => {
 
   it.each(['id', '-id', 'createdAt', '-createdAt'])('sort=%s: offset order is right and cursor walks equal it', async (sort) => {
     const ids = all.map((c) => c.id);
-    const offset = await idsOf(`/posts/${postId}/comments?sort=${sort}&perPage=100`);
+    const offset = await idsOf(t.app, `/posts/${postId}/comments?sort=${sort}&perPage=100`);
     expect(offset).toEqual(expected(ids, sort));
-    expect(await walk(`/posts/${postId}/comments?sort=${sort}&limit=4`)).toEqual(offset);
-    expect(await walk(`/posts/${postId}/comments?sort=${sort}&limit=25`)).toEqual(offset);
+    expect(await walk(t.app, `/posts/${postId}/comments?sort=${sort}&limit=4`)).toEqual(offset);
+    expect(await walk(t.app, `/posts/${postId}/comments?sort=${sort}&limit=25`)).toEqual(offset);
     const bobs = ids.filter((id) => all.find((c) => c.id === id)!.authorId === bob.user.id);
-    expect(await walk(`/posts/${postId}/comments?author=${bob.user.id}&sort=${sort}&limit=3`)).toEqual(expected(bobs, sort));
+    expect(await walk(t.app, `/posts/${postId}/comments?author=${bob.user.id}&sort=${sort}&limit=3`)).toEqual(expected(bobs, sort));
   });
 
   it('a deleted comment still anchors a cursor; a comment of another post never does', async () => {
-    const order = await idsOf(`/posts/${postId}/comments?sort=-createdAt&perPage=100`);
+    const order = await idsOf(t.app, `/posts/${postId}/comments?sort=-createdAt&perPage=100`);
     const gone = order[6]!;
     expect((await t.app.inject({ method: 'DELETE', url: `/posts/${postId}/comments/${gone}`, headers: ann.auth })).statusCode).toBe(204);
     const res = await get(`/posts/${postId}/comments?sort=-createdAt&after=${gone}&limit=5`);
@@ -327,7 +283,7 @@ describe('comment lists', () => {
     const afterKey = encodeURIComponent(rows[0].k);
     expect(res.headers.link).toContain(`</posts/${postId}/comments?sort=-createdAt&after=${order[11]}&limit=5&afterKey=${afterKey}>; rel="next"`);
     expect(res.headers.link).toContain(`</posts/${postId}/comments?sort=-createdAt&limit=5&before=${order[7]}&beforeKey=`);
-    const [foreign] = await idsOf(`/posts/${otherPostId}/comments`);
+    const [foreign] = await idsOf(t.app, `/posts/${otherPostId}/comments`);
     const after = ['does not name an item of this list'];
     expect422(await get(`/posts/${postId}/comments?after=${foreign}`), { after });
     expect422(await get(`/posts/${postId}/comments?after=99999999`), { after });
@@ -356,9 +312,9 @@ describe('comment lists', () => {
 
 describe('commentCount under concurrency', () => {
   it('stays exact through 20 parallel creates and 10 parallel deletes', async () => {
-    const postId = await createPost(ann, 'hot');
+    const postId = (await createPost(t.app, ann, { title: 'hot' })).id;
     const existing: Comment[] = [];
-    for (let i = 0; i < 10; i++) existing.push(await comment(i % 2 ? bob : cat, postId));
+    for (let i = 0; i < 10; i++) existing.push(await createComment(t.app, i % 2 ? bob : cat, postId));
     expect(await commentCount(postId)).toBe(10);
 
     const results = await Promise.all([
@@ -374,10 +330,10 @@ describe('commentCount under concurrency', () => {
   });
 
   it('stays exact when the post is deleted while its comments are being written', async () => {
-    const postId = await createPost(ann, 'doomed');
-    const neighbour = await createPost(ann, 'neighbour');
+    const postId = (await createPost(t.app, ann, { title: 'doomed' })).id;
+    const neighbour = (await createPost(t.app, ann, { title: 'neighbour' })).id;
     const existing: Comment[] = [];
-    for (let i = 0; i < 6; i++) existing.push(await comment(bob, postId));
+    for (let i = 0; i < 6; i++) existing.push(await createComment(t.app, bob, postId));
     const results = await Promise.all([
       ...Array.from({ length: 10 }, (_, i) => postComment(i % 2 ? bob : cat, i % 3 ? postId : neighbour, { body: `x${i}` })),
       ...existing.map((c) => t.app.inject({ method: 'DELETE', url: `/posts/${postId}/comments/${c.id}`, headers: bob.auth })),

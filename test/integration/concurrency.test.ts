@@ -12,20 +12,14 @@
  * Requests run truly in parallel against PostgreSQL (app.inject is async all
  * the way down); every response is also checked against the contract.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { describe, expect, it } from 'vitest';
+import { createPost, signUp, useTestApp, type SignedUp } from '../helpers/factories.js';
 import { expectContractResponse } from '../helpers/contract.js';
 
-let t: TestApp;
-let ann: SignedUp;
-let bob: SignedUp;
-let cat: SignedUp;
-
-beforeAll(async () => {
-  t = await startTestApp();
-  [ann, bob, cat] = await Promise.all([signUp(t.app, { name: 'Ann' }), signUp(t.app, { name: 'Bob' }), signUp(t.app, { name: 'Cat' })]);
-});
-afterAll(() => t.close());
+const t = useTestApp();
+const ann = t.user({ name: 'Ann' });
+const bob = t.user({ name: 'Bob' });
+const cat = t.user({ name: 'Cat' });
 
 type Method = 'GET' | 'POST' | 'PATCH' | 'DELETE';
 async function call(method: Method, url: string, who?: SignedUp, payload?: object) {
@@ -34,11 +28,7 @@ async function call(method: Method, url: string, who?: SignedUp, payload?: objec
   return res;
 }
 
-async function createPost(who: SignedUp, title = 'post', body = 'body'): Promise<number> {
-  const res = await call('POST', '/posts', who, { title, body });
-  expect(res.statusCode).toBe(201);
-  return res.json().id;
-}
+const newPostId = async (who: SignedUp, title?: string) => (await createPost(t.app, who, { title })).id;
 
 describe('sign-ups racing for one e-mail', () => {
   it('in different letter cases: exactly one 201, every other one the contract’s 409', async () => {
@@ -62,7 +52,7 @@ describe('sign-ups racing for one e-mail', () => {
 
 describe('commentCount under racing creates, deletes and edits', () => {
   it('equals COUNT(*) for every post afterwards', async () => {
-    const posts = await Promise.all([createPost(ann), createPost(bob), createPost(cat)]);
+    const posts = await Promise.all([newPostId(ann), newPostId(bob), newPostId(cat)]);
     const seed = await Promise.all(
       Array.from({ length: 12 }, (_, i) => call('POST', `/posts/${posts[i % 3]}/comments`, [ann, bob, cat][i % 3], { body: `seed ${i}` })),
     );
@@ -107,7 +97,7 @@ describe('post totals under racing creates and deletes by one author', () => {
   // (one autocommit statement, and the Idempotency-Key transaction).
   it('the author total, the author-filtered total and the global total equal COUNT(*) afterwards', async () => {
     const writer = await signUp(t.app, { name: 'Prolific' });
-    const victims = await Promise.all(Array.from({ length: 10 }, () => createPost(writer)));
+    const victims = await Promise.all(Array.from({ length: 10 }, () => newPostId(writer)));
     const results = await Promise.all([
       ...Array.from({ length: 30 }, (_, i) =>
         t.app.inject({
@@ -136,7 +126,7 @@ describe('post totals under racing creates and deletes by one author', () => {
 
 describe('racing PATCHes', () => {
   it('of one post: the final state is one of those submitted; version = 1 + successful PATCHes', async () => {
-    const postId = await createPost(ann, 'original title', 'original body');
+    const { id: postId } = await createPost(t.app, ann, { title: 'original title', body: 'original body' });
     const submitted = Array.from({ length: 16 }, (_, i) => ({ title: `title ${i}`, body: `body ${i}` }));
     const results = await Promise.all([
       ...submitted.map((payload) => call('PATCH', `/posts/${postId}`, ann, payload)),
@@ -156,7 +146,7 @@ describe('racing PATCHes', () => {
   });
 
   it('of one comment: the same', async () => {
-    const postId = await createPost(ann);
+    const postId = await newPostId(ann);
     const commentId = (await call('POST', `/posts/${postId}/comments`, bob, { body: 'first' })).json().id;
     const submitted = Array.from({ length: 12 }, (_, i) => `edit ${i}`);
     const results = await Promise.all([
@@ -233,7 +223,7 @@ describe('cursor walks while items are inserted and deleted', () => {
     const author = await signUp(t.app, { name: `Walker ${sort}` });
     const titles = ['alpha', 'bravo', 'charlie'];
     const initial: number[] = [];
-    for (let i = 0; i < 36; i++) initial.push(await createPost(author, titles[i % 3]!));
+    for (let i = 0; i < 36; i++) initial.push(await newPostId(author, titles[i % 3]!));
     // A third of them will be deleted by the writer while the walk runs.
     const doomed = initial.filter((_, i) => i % 3 === 1);
     const pending = [...doomed];
@@ -243,7 +233,7 @@ describe('cursor walks while items are inserted and deleted', () => {
       n += 1;
       const victim = pending.shift();
       await Promise.all([
-        createPost(author, titles[n % 3]!),
+        newPostId(author, titles[n % 3]!),
         victim === undefined
           ? undefined
           : call('DELETE', `/posts/${victim}`, author).then((r) => {
@@ -265,7 +255,7 @@ describe('cursor walks while items are inserted and deleted', () => {
   });
 
   it.each(['id', '-id', 'createdAt', '-createdAt'])('comments of one post, sort=%s', async (sort) => {
-    const postId = await createPost(ann);
+    const postId = await newPostId(ann);
     const initial: number[] = [];
     for (let i = 0; i < 30; i++) initial.push((await call('POST', `/posts/${postId}/comments`, bob, { body: `c${i}` })).json().id);
     const doomed = initial.filter((_, i) => i % 4 === 2);

@@ -4,38 +4,19 @@
  * If-Match → 412 on PATCH, PUT and DELETE, checked under the write's row lock
  * so that of several clients racing with one ETag exactly one wins.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { describe, expect, it } from 'vitest';
+import { createComment, createPost, signUp, useTestApp, type SignedUp } from '../helpers/factories.js';
 import { expectError, expect404, type Response } from '../helpers/expect.js';
 
-let t: TestApp;
-let ann: SignedUp;
-let bob: SignedUp;
-let admin: SignedUp;
-
-beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app, { name: 'Ann' });
-  bob = await signUp(t.app, { name: 'Bob' });
-  admin = await signUp(t.app, { name: 'Root' });
-  await makeAdmin(t.app, admin.user.email);
-});
-afterAll(() => t.close());
+const t = useTestApp();
+const ann = t.user({ name: 'Ann' });
+const bob = t.user({ name: 'Bob' });
+const admin = t.admin({ name: 'Root' });
 
 type Method = 'GET' | 'HEAD' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
 const send = (method: Method, url: string, who: SignedUp | null, headers: Record<string, string> = {}, payload?: object) =>
   t.app.inject({ method, url, headers: { ...who?.auth, ...headers }, ...(payload && { payload }) });
 
-async function createPost(who = ann) {
-  const res = await send('POST', '/posts', who, {}, { title: 'Tagged', body: 'text' });
-  expect(res.statusCode).toBe(201);
-  return res.json() as { id: number };
-}
-async function createComment(postId: number, who = bob) {
-  const res = await send('POST', `/posts/${postId}/comments`, who, {}, { body: 'a comment' });
-  expect(res.statusCode).toBe(201);
-  return res.json() as { id: number };
-}
 const etagOf = async (url: string, who: SignedUp | null = null) => (await send('GET', url, who)).headers.etag as string;
 
 const expect412 = (res: Response) => expectError(res, 412, 'precondition_failed', 'If-Match does not match the current ETag');
@@ -69,7 +50,7 @@ describe('ETag on single resources', () => {
     expect(put.headers.etag).toBe(`"p${post.id}-3-0"`);
 
     // commentCount changes through a trigger, without a new version: the ETag still moves.
-    await createComment(post.id);
+    await createComment(t.app, bob, post.id);
     const withComment = await send('GET', url, null);
     expect(withComment.json().commentCount).toBe(1);
     expect(withComment.headers.etag).toBe(`"p${post.id}-3-1"`);
@@ -81,7 +62,7 @@ describe('ETag on single resources', () => {
   });
 
   it('a comment: on POST, GET and PATCH, changing with the body', async () => {
-    const post = await createPost();
+    const post = await createPost(t.app, ann);
     const created = await send('POST', `/posts/${post.id}/comments`, bob, {}, { body: 'first' });
     const { id } = created.json();
     const url = `/posts/${post.id}/comments/${id}`;
@@ -123,7 +104,7 @@ describe('ETag on single resources', () => {
 
 describe('If-None-Match on GET and HEAD', () => {
   it('304 for the current ETag, a list holding it, its weak form and *; 200 otherwise', async () => {
-    const post = await createPost();
+    const post = await createPost(t.app, ann);
     const url = `/posts/${post.id}`;
     const etag = await etagOf(url);
     for (const header of [etag, `"stale", ${etag}`, `W/${etag}`, '*', ` ${etag} `]) {
@@ -138,7 +119,7 @@ describe('If-None-Match on GET and HEAD', () => {
   });
 
   it('HEAD: 304 when it matches, else 200 with the ETag and no body', async () => {
-    const post = await createPost();
+    const post = await createPost(t.app, ann);
     const url = `/posts/${post.id}`;
     const etag = await etagOf(url);
     expect304(await send('HEAD', url, null, { 'if-none-match': etag }), etag);
@@ -149,18 +130,18 @@ describe('If-None-Match on GET and HEAD', () => {
   });
 
   it('after a change the old ETag no longer gives 304', async () => {
-    const post = await createPost();
+    const post = await createPost(t.app, ann);
     const url = `/posts/${post.id}`;
     const before = await etagOf(url);
-    await createComment(post.id);
+    await createComment(t.app, bob, post.id);
     const res = await send('GET', url, null, { 'if-none-match': before });
     expect(res.statusCode).toBe(200);
     expect(res.json().commentCount).toBe(1);
   });
 
   it('comments and users: 304 as well; a user ETag is per view', async () => {
-    const post = await createPost();
-    const comment = await createComment(post.id);
+    const post = await createPost(t.app, ann);
+    const comment = await createComment(t.app, bob, post.id);
     const commentUrl = `/posts/${post.id}/comments/${comment.id}`;
     const commentTag = await etagOf(commentUrl);
     expect304(await send('GET', commentUrl, null, { 'if-none-match': commentTag }), commentTag);
@@ -182,7 +163,7 @@ describe('If-None-Match on GET and HEAD', () => {
 
 describe('If-Match on PATCH, PUT and DELETE', () => {
   it('posts: a stale ETag is 412 and changes nothing; the current one and * succeed', async () => {
-    const post = await createPost();
+    const post = await createPost(t.app, ann);
     const url = `/posts/${post.id}`;
     const stale = await etagOf(url);
     await send('PATCH', url, ann, {}, { title: 'Moved on' });
@@ -208,7 +189,7 @@ describe('If-Match on PATCH, PUT and DELETE', () => {
   });
 
   it('DELETE with the current ETag deletes the post', async () => {
-    const post = await createPost();
+    const post = await createPost(t.app, ann);
     const url = `/posts/${post.id}`;
     expect((await send('DELETE', url, ann, { 'if-match': await etagOf(url) })).statusCode).toBe(204);
     expect404(await send('GET', url, null), `post ${post.id} does not exist`);
@@ -217,7 +198,7 @@ describe('If-Match on PATCH, PUT and DELETE', () => {
   it('order: 404, then 403, then 412', async () => {
     expect404(await send('PATCH', '/posts/999999', ann, { 'if-match': '"x"' }, { title: 'T' }), 'post 999999 does not exist');
     expect404(await send('DELETE', '/posts/999999', ann, { 'if-match': '*' }), 'post 999999 does not exist');
-    const post = await createPost(ann);
+    const post = await createPost(t.app, ann);
     expectError(
       await send('PATCH', `/posts/${post.id}`, bob, { 'if-match': '"x"' }, { title: 'T' }),
       403,
@@ -228,8 +209,8 @@ describe('If-Match on PATCH, PUT and DELETE', () => {
   });
 
   it('comments: 412 on a stale ETag for PATCH and DELETE; the current one succeeds', async () => {
-    const post = await createPost();
-    const comment = await createComment(post.id, bob);
+    const post = await createPost(t.app, ann);
+    const comment = await createComment(t.app, bob, post.id);
     const url = `/posts/${post.id}/comments/${comment.id}`;
     const stale = await etagOf(url);
     const changed = await send('PATCH', url, bob, {}, { body: 'edited' });
@@ -261,7 +242,7 @@ describe('If-Match on PATCH, PUT and DELETE', () => {
 
 describe('If-Match is checked atomically with the write', () => {
   it('5 parallel PATCHes of a post with the same ETag: exactly one 200, four 412', async () => {
-    const post = await createPost();
+    const post = await createPost(t.app, ann);
     const url = `/posts/${post.id}`;
     const etag = await etagOf(url);
     const results = await Promise.all(
@@ -276,8 +257,8 @@ describe('If-Match is checked atomically with the write', () => {
   });
 
   it('parallel PATCH and DELETE of a comment with the same ETag: exactly one succeeds', async () => {
-    const post = await createPost();
-    const comment = await createComment(post.id, bob);
+    const post = await createPost(t.app, ann);
+    const comment = await createComment(t.app, bob, post.id);
     const url = `/posts/${post.id}/comments/${comment.id}`;
     const etag = await etagOf(url);
     const [patch, del] = await Promise.all([

@@ -3,20 +3,14 @@
  * are still 404, every header the contract names is readable by scripts, and
  * the /docs page works over plain HTTP on any host.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../helpers/factories.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/factories.js';
 import { expectError } from '../helpers/expect.js';
 
 const ORIGIN = 'https://app.example';
 
-let cors: TestApp;
-let plain: TestApp;
-beforeAll(async () => {
-  [cors, plain] = await Promise.all([startTestApp({ CORS_ORIGINS: ORIGIN }), startTestApp()]);
-});
-afterAll(async () => {
-  await Promise.all([cors.close(), plain.close()]);
-});
+const cors = useTestApp({ CORS_ORIGINS: ORIGIN });
+const plain = useTestApp();
 
 describe('a plain OPTIONS (no preflight headers) is routed like any method a path lacks', () => {
   it.each([

@@ -21,7 +21,7 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createPool, TRANSACTION_ATTEMPTS, withTransaction } from '../../src/db/pool.js';
 import { createTestDatabase, onTopology, testDatabaseName, testDatabaseUrl, type TestDatabase } from '../helpers/database.js';
-import { signUp } from '../helpers/factories.js';
+import { createPost, signUp } from '../helpers/factories.js';
 import { expect422, expectError } from '../helpers/expect.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
@@ -76,18 +76,12 @@ async function apiWaitsOnLock(admin: pg.Client): Promise<void> {
   throw new Error('the API never waited on the lock');
 }
 
-async function postOf(instance: FastifyInstance, auth: { authorization: string }) {
-  const res = await instance.inject({ method: 'POST', url: '/posts', headers: auth, payload: { title: 'T', body: 'B' } });
-  expect(res.statusCode).toBe(201);
-  return res.json() as { id: number };
-}
-
 describe('statement timeout (57014)', () => {
   it('a lock wait past PG_STATEMENT_TIMEOUT_MS is a 503 that says the database did not answer in time', async () => {
     const db = await database();
     const { app: api, lines } = await app(db.url, { PG_STATEMENT_TIMEOUT_MS: '300' });
     const author = await signUp(api);
-    const post = await postOf(api, author.auth);
+    const post = await createPost(api, author);
     const other = await client(db.url);
     await other.query('BEGIN');
     await other.query('SELECT 1 FROM posts WHERE id = $1 FOR UPDATE', [post.id]);
@@ -151,7 +145,7 @@ describe('serialization failure (40001)', () => {
     await admin.query(`ALTER DATABASE "${new URL(db.url).pathname.slice(1)}" SET default_transaction_isolation = 'repeatable read'`);
     const { app: api } = await app(db.url);
     const author = await signUp(api);
-    const post = await postOf(api, author.auth);
+    const post = await createPost(api, author);
 
     const other = await client(db.url);
     await other.query('BEGIN');
@@ -253,7 +247,7 @@ describe('a database that cannot serve: 503 naming the cause, in answers and in 
     const db = await database();
     const first = await app(db.url);
     const author = await signUp(first.app);
-    const post = await postOf(first.app, author.auth);
+    const post = await createPost(first.app, author);
     await first.app.close();
     const admin = await client(db.url);
     await admin.query(`ALTER DATABASE "${new URL(db.url).pathname.slice(1)}" SET ${setting}`);

@@ -5,23 +5,17 @@
  */
 import { onTopology } from '../helpers/database.js';
 import net from 'node:net';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import type { FastifyInstance } from 'fastify';
 import { checkAgainstDocument } from '../helpers/openapi-conformance.js';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { useTestApp } from '../helpers/factories.js';
 
-let t: TestApp;
-let ann: SignedUp;
-let bob: SignedUp;
+const t = useTestApp({ BODY_LIMIT: '2048' });
+const ann = t.user();
+const bob = t.user();
 
-beforeAll(async () => {
-  t = await startTestApp({ BODY_LIMIT: '2048' });
-  ann = await signUp(t.app);
-  bob = await signUp(t.app);
-});
-afterAll(() => t.close());
 
 function expectError(res: { statusCode: number; headers: Record<string, unknown>; json(): unknown }, status: number, error: string) {
   expect(res.statusCode).toBe(status);

@@ -7,19 +7,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { batchedWrite } from '../../src/db/batch.js';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { useTestApp, type SignedUp } from '../helpers/factories.js';
 import { expect404, iso } from '../helpers/expect.js';
 
-let t: TestApp;
-let ann: SignedUp;
-let bob: SignedUp;
+const t = useTestApp();
+const ann = t.user({ name: 'Ann' });
+const bob = t.user({ name: 'Bob' });
 
-beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app, { name: 'Ann' });
-  bob = await signUp(t.app, { name: 'Bob' });
-});
-afterAll(() => t.close());
 
 /** Counts the statements sent on the app's pool whose text includes `marker`, while `fn` runs. */
 async function countingStatements<T>(marker: string, fn: () => Promise<T>): Promise<{ result: T; statements: number }> {

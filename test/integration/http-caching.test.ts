@@ -5,23 +5,17 @@
  * everything else `no-store`. Run with the response cache off, so every answer
  * is the route's own (the cache's hits are tested in response-cache.test.ts).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createPost, useTestApp } from '../helpers/factories.js';
 
-let t: TestApp;
-let ann: SignedUp;
-let admin: SignedUp;
+const t = useTestApp({ RESPONSE_CACHE_MB: '0' });
+const ann = t.user({ name: 'Ann' });
+const admin = t.admin({ name: 'Root' });
 let postId: number;
 
 beforeAll(async () => {
-  t = await startTestApp({ RESPONSE_CACHE_MB: '0' });
-  ann = await signUp(t.app, { name: 'Ann' });
-  admin = await signUp(t.app, { name: 'Root' });
-  await makeAdmin(t.app, admin.user.email);
-  const res = await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'First', body: 'text' } });
-  postId = res.json().id;
+  postId = (await createPost(t.app, ann, { title: 'First' })).id;
 });
-afterAll(() => t.close());
 
 const get = (url: string, headers: Record<string, string> = {}) => t.app.inject({ method: 'GET', url, headers });
 

@@ -5,22 +5,16 @@
  * stores nothing; keys expire after 24 h and are scoped per user.
  */
 import { createHash } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { signUp, useTestApp, type SignedUp } from '../helpers/factories.js';
 import { expectError, expect422, expect404, type Response } from '../helpers/expect.js';
 import { idempotencyKeysRepository, idempotencyLockId } from '../../src/repositories/idempotency-keys.js';
 
-let t: TestApp;
-let ann: SignedUp;
-let bob: SignedUp;
+const t = useTestApp();
+const ann = t.user({ name: 'Ann' });
+const bob = t.user({ name: 'Bob' });
 
-beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app, { name: 'Ann' });
-  bob = await signUp(t.app, { name: 'Bob' });
-});
-afterAll(() => t.close());
 
 const post = (url: string, who: SignedUp | null, key: string | undefined, payload: object) =>
   t.app.inject({

@@ -4,21 +4,15 @@
  * uncached reads answer at once, no request runs out of pool connections, and
  * every counter comes out exact.
  */
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import type { InjectOptions } from 'fastify';
 import pg from 'pg';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { useTestApp } from '../helpers/factories.js';
 import { iso, type Response } from '../helpers/expect.js';
 
-let t: TestApp;
-let ann: SignedUp;
-
-beforeAll(async () => {
-  // Reads go to the database, not to cached answers.
-  t = await startTestApp({ RESPONSE_CACHE_MB: '0' });
-  ann = await signUp(t.app, { name: 'Ann' });
-});
-afterAll(() => t.close());
+// Reads go to the database, not to cached answers.
+const t = useTestApp({ RESPONSE_CACHE_MB: '0' });
+const ann = t.user({ name: 'Ann' });
 
 /** How long the other session holds the lock. */
 const HOLD_MS = 2000;

@@ -5,27 +5,22 @@
  * written form of integers in URLs, and methods a path lacks whatever body
  * they carry.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createComment, createPost, useTestApp } from '../helpers/factories.js';
 import { expect404, expect422, expectError } from '../helpers/expect.js';
 
 const JSON_TYPE = 'application/json; charset=utf-8';
 const NOT_CANONICAL = 'must be written in plain decimal digits (no sign, leading zero, exponent or spaces)';
 
-let t: TestApp;
-let ann: SignedUp;
+const t = useTestApp();
+const ann = t.user({ name: 'Ann' });
 let postId: number;
 let commentId: number;
 
 beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app, { name: 'Ann' });
-  const post = await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'T', body: 'B' } });
-  postId = post.json().id;
-  const comment = await t.app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: ann.auth, payload: { body: 'C' } });
-  commentId = comment.json().id;
+  postId = (await createPost(t.app, ann)).id;
+  commentId = (await createComment(t.app, ann, postId)).id;
 });
-afterAll(() => t.close());
 
 describe('Content-Type of every JSON answer', () => {
   const lists = () => ['/posts', `/posts/${postId}/comments`, '/users', `/users/${ann.user.id}/posts`, '/tokens'];

@@ -7,22 +7,19 @@
  * checked against it (helpers/openapi-conformance.ts); the checker itself is
  * tested last.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import type { LightMyRequestResponse } from 'fastify';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { useTestApp } from '../helpers/factories.js';
 import { expect422 } from '../helpers/expect.js';
 import { Conformance } from '../helpers/openapi-conformance.js';
 
-let t: TestApp;
-let ann: SignedUp;
+const t = useTestApp();
+const ann = t.user();
 let doc: any;
 beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app);
   doc = (await t.app.inject({ url: '/openapi.json' })).json();
 });
-afterAll(() => t.close());
 
 type Op = { operationId?: string; security?: unknown[]; parameters?: { in: string; name: string; schema: Record<string, unknown> }[]; responses: Record<string, { description: string; headers?: Record<string, unknown> }>; requestBody?: { content: Record<string, unknown> } };
 const operations = (): [string, string, Op][] =>

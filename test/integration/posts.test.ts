@@ -7,73 +7,19 @@
  * The describes run in order on one database: the list fixture (exactly 45
  * posts) is built first, later describes only add to it.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createPost, useTestApp, type SignedUp } from '../helpers/factories.js';
 import type { Post } from '../../src/repositories/posts.js';
 import { expectError, expect422, expect404, iso } from '../helpers/expect.js';
+import { idsOf, walk } from '../helpers/lists.js';
 
-
-let t: TestApp;
-let ann: SignedUp;
-let bob: SignedUp;
-let cat: SignedUp; // never writes a post
-let admin: SignedUp;
-
-beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app, { name: 'Ann' });
-  bob = await signUp(t.app, { name: 'Bob' });
-  cat = await signUp(t.app, { name: 'Cat' });
-  admin = await signUp(t.app, { name: 'Root' });
-  await makeAdmin(t.app, admin.user.email);
-});
-afterAll(() => t.close());
+const t = useTestApp();
+const ann = t.user({ name: 'Ann' });
+const bob = t.user({ name: 'Bob' });
+const cat = t.user({ name: 'Cat' }); // never writes a post
+const admin = t.admin({ name: 'Root' });
 
 const get = (url: string, headers: Record<string, string> = {}) => t.app.inject({ method: 'GET', url, headers });
-
-
-async function createPost(who: SignedUp, title: string, body = `body of ${title}`): Promise<Post> {
-  const res = await t.app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body } });
-  expect(res.statusCode).toBe(201);
-  return res.json();
-}
-
-async function idsOf(url: string): Promise<number[]> {
-  const res = await get(url);
-  expect(res.statusCode).toBe(200);
-  return (res.json().data as Post[]).map((p) => p.id);
-}
-
-/**
- * Follows the Link header's next URL to the end, checking hasMore/nextCursor
- * on every page; `between(n)` runs after page n (for writes mid-walk).
- */
-async function walk(url: string, between?: (page: number) => Promise<void>): Promise<number[]> {
-  const ids: number[] = [];
-  let next: string | undefined = url;
-  for (let page = 1; next !== undefined; page++) {
-    const res = await get(next);
-    expect(res.statusCode).toBe(200);
-    const body = res.json() as { data: Post[]; hasMore: boolean; nextCursor: number | null; prevCursor: number | null; limit: number };
-    ids.push(...body.data.map((p) => p.id));
-    const link = res.headers.link as string | undefined;
-    // Items precede every page but the first (those already received).
-    expect(body.prevCursor).toBe(page > 1 && body.data.length ? body.data[0]!.id : null);
-    if (body.prevCursor !== null) expect(link).toContain(`before=${body.prevCursor}`);
-    if (body.hasMore) {
-      expect(body.data).toHaveLength(body.limit);
-      expect(body.nextCursor).toBe(body.data.at(-1)!.id);
-      next = /<([^>]+)>; rel="next"/.exec(link ?? '')?.[1];
-      expect(next).toContain(`after=${body.nextCursor}`);
-    } else {
-      expect(body.nextCursor).toBeNull();
-      expect(link ?? '').not.toContain('rel="next"');
-      next = undefined;
-    }
-    await between?.(page);
-  }
-  return ids;
-}
 
 const SORTS = ['id', '-id', 'createdAt', '-createdAt', 'updatedAt', '-updatedAt', 'title', '-title'];
 
@@ -81,7 +27,7 @@ describe('GET /posts: offset arithmetic and Link headers (45 posts)', () => {
   let posts: Post[];
   beforeAll(async () => {
     posts = [];
-    for (let i = 1; i <= 45; i++) posts.push(await createPost(i % 2 ? ann : bob, `Post ${i}`));
+    for (let i = 1; i <= 45; i++) posts.push(await createPost(t.app, i % 2 ? ann : bob, { title: `Post ${i}` }));
   });
 
   it('page 3 of perPage 20 holds items 41–45, with first/prev/last links', async () => {
@@ -212,53 +158,53 @@ describe('cursor walks (same 45 posts, with many equal keys)', () => {
       updated_at = '2020-02-01T00:00:00Z'::timestamptz + ((id * 7) % 5) * interval '1 microsecond'`);
     // Its notification reaches the app's response cache asynchronously.
     await t.app.responseCache.sync();
-    all = await idsOf('/posts?perPage=100');
-    anns = await idsOf(`/posts?perPage=100&author=${ann.user.id}`);
+    all = await idsOf(t.app, '/posts?perPage=100');
+    anns = await idsOf(t.app, `/posts?perPage=100&author=${ann.user.id}`);
     expect(all).toHaveLength(45);
   });
 
   it.each(SORTS)('sort=%s: offset order is right and a cursor walk equals it', async (sort) => {
-    const offset = await idsOf(`/posts?sort=${sort}&perPage=100`);
+    const offset = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
     expect(offset).toEqual(expected(all, sort));
-    expect(await walk(`/posts?sort=${sort}&limit=7`)).toEqual(offset);
-    expect(await walk(`/posts?sort=${sort}&limit=1`)).toEqual(offset);
+    expect(await walk(t.app, `/posts?sort=${sort}&limit=7`)).toEqual(offset);
+    expect(await walk(t.app, `/posts?sort=${sort}&limit=1`)).toEqual(offset);
   });
 
   it.each(SORTS)('sort=%s with the author filter, and under /users/{id}/posts', async (sort) => {
-    const offset = await idsOf(`/posts?author=${ann.user.id}&sort=${sort}&perPage=100`);
+    const offset = await idsOf(t.app, `/posts?author=${ann.user.id}&sort=${sort}&perPage=100`);
     expect(offset).toEqual(expected(anns, sort));
-    expect(await walk(`/posts?author=${ann.user.id}&sort=${sort}&limit=4`)).toEqual(offset);
-    expect(await walk(`/users/${ann.user.id}/posts?sort=${sort}&limit=5`)).toEqual(offset);
+    expect(await walk(t.app, `/posts?author=${ann.user.id}&sort=${sort}&limit=4`)).toEqual(offset);
+    expect(await walk(t.app, `/users/${ann.user.id}/posts?sort=${sort}&limit=5`)).toEqual(offset);
   });
 
   it('page boundaries inside a run of equal keys neither skip nor repeat', async () => {
     // 15 alphas at microsecond-equal created_at: pages of 2 cut through every run.
-    const offset = await idsOf('/posts?sort=title&perPage=100');
+    const offset = await idsOf(t.app, '/posts?sort=title&perPage=100');
     const paged: number[] = [];
-    for (let page = 1; page <= 23; page++) paged.push(...(await idsOf(`/posts?sort=title&perPage=2&page=${page}`)));
+    for (let page = 1; page <= 23; page++) paged.push(...(await idsOf(t.app, `/posts?sort=title&perPage=2&page=${page}`)));
     expect(paged).toEqual(offset);
   });
 });
 
 describe('cursors stay valid', () => {
   it.each(SORTS)('sort=%s: posts created mid-walk neither skip nor repeat the original ones', async (sort) => {
-    const original = await idsOf(`/posts?sort=${sort}&perPage=100`);
+    const original = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
     const created: number[] = [];
-    const ids = await walk(`/posts?sort=${sort}&limit=6`, async (page) => {
+    const ids = await walk(t.app, `/posts?sort=${sort}&limit=6`, async (page) => {
       if (page > 2) return;
-      for (const title of ['alpha', 'mike', 'zulu']) created.push((await createPost(page === 1 ? ann : bob, title)).id);
+      for (const title of ['alpha', 'mike', 'zulu']) created.push((await createPost(t.app, page === 1 ? ann : bob, { title })).id);
     });
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.filter((id) => original.includes(id))).toEqual(original);
     // Whatever it returned, it returned in the list's current order.
-    const now = await idsOf(`/posts?sort=${sort}&perPage=100`);
+    const now = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
     expect(ids).toEqual(now.filter((id) => ids.includes(id)));
     // In ascending order every new post lands after the cursor, so the walk reaches it.
     if (!sort.startsWith('-')) expect(created.every((id) => ids.includes(id))).toBe(true);
   });
 
   it.each(['title', '-createdAt', 'updatedAt', '-id'])('sort=%s: after a deleted post continues where it was', async (sort) => {
-    const before = await idsOf(`/posts?sort=${sort}&perPage=100`);
+    const before = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
     const first = (await get(`/posts?sort=${sort}&limit=5`)).json();
     const gone = first.nextCursor as number;
     expect((await t.app.inject({ method: 'DELETE', url: `/posts/${gone}`, headers: admin.auth })).statusCode).toBe(204);
@@ -280,9 +226,9 @@ describe('cursors stay valid', () => {
     ['title', { title: 'zzz edited' }, 'ahead'],
     ['-title', { title: 'zzz edited' }, 'behind'],
   ] as const)('sort=%s: an anchor edited between two pages neither repeats nor skips the rest', async (sort, change, moved) => {
-    const before = await idsOf(`/posts?sort=${sort}&perPage=100`);
+    const before = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
     const anchor = before[4]!;
-    const ids = await walk(`/posts?sort=${sort}&limit=5`, async (page) => {
+    const ids = await walk(t.app, `/posts?sort=${sort}&limit=5`, async (page) => {
       if (page !== 1) return;
       const res = await t.app.inject({ method: 'PATCH', url: `/posts/${anchor}`, headers: admin.auth, payload: change });
       expect(res.statusCode).toBe(200);
@@ -300,12 +246,12 @@ describe('cursors stay valid', () => {
       [first.json().nextCursor],
     );
     expect(afterKey).toBe(rows[0].k);
-    const all = await idsOf('/posts?sort=createdAt&perPage=100');
-    expect(await idsOf(next)).toEqual(all.slice(3, 6));
+    const all = await idsOf(t.app, '/posts?sort=createdAt&perPage=100');
+    expect(await idsOf(t.app, next)).toEqual(all.slice(3, 6));
   });
 
   it("a deleted post anchors its author's lists, not another author's", async () => {
-    const post = await createPost(ann, 'short-lived');
+    const post = await createPost(t.app, ann, { title: 'short-lived' });
     await t.app.inject({ method: 'DELETE', url: `/posts/${post.id}`, headers: ann.auth });
     expect((await get(`/posts?author=${ann.user.id}&after=${post.id}&limit=2`)).statusCode).toBe(200);
     expect((await get(`/users/${ann.user.id}/posts?after=${post.id}&limit=2`)).statusCode).toBe(200);
@@ -313,7 +259,7 @@ describe('cursors stay valid', () => {
   });
 
   it('an after that never named a post of the list is a 422', async () => {
-    const bobsPost = await createPost(bob, 'bob only');
+    const bobsPost = await createPost(t.app, bob, { title: 'bob only' });
     expect422(await get('/posts?after=99999999'), { after: ['does not name an item of this list'] });
     expect422(await get(`/posts?author=${ann.user.id}&after=${bobsPost.id}`), { after: ['does not name an item of this list'] });
     expect422(await get(`/users/${ann.user.id}/posts?after=${bobsPost.id}`), { after: ['does not name an item of this list'] });
@@ -455,7 +401,7 @@ describe('one post: create, read, validation', () => {
 describe('changing and deleting a post', () => {
   let post: Post;
   beforeAll(async () => {
-    post = await createPost(ann, 'Original title', 'Original body');
+    post = await createPost(t.app, ann, { title: 'Original title', body: 'Original body' });
   });
   const state = async (id: number) =>
     (await t.app.db.query('SELECT version, updated_at AS "updatedAt" FROM posts WHERE id = $1', [id])).rows[0] as {
@@ -562,12 +508,12 @@ describe('changing and deleting a post', () => {
   });
 
   it("an admin may delete anyone's post", async () => {
-    const bobs = await createPost(bob, 'to be moderated');
+    const bobs = await createPost(t.app, bob, { title: 'to be moderated' });
     expect((await t.app.inject({ method: 'DELETE', url: `/posts/${bobs.id}`, headers: admin.auth })).statusCode).toBe(204);
   });
 
   it('DELETE takes its comments along', async () => {
-    const doomed = await createPost(bob, 'with comments');
+    const doomed = await createPost(t.app, bob, { title: 'with comments' });
     for (const who of [ann, bob, cat]) {
       const res = await t.app.inject({ method: 'POST', url: `/posts/${doomed.id}/comments`, headers: who.auth, payload: { body: 'hi' } });
       expect(res.statusCode).toBe(201);
@@ -587,8 +533,8 @@ describe('changing and deleting a post', () => {
 describe('totals under concurrent writes', () => {
   it('equal COUNT(*) after concurrent creates and deletes of posts and comments', async () => {
     const victims: Post[] = [];
-    for (let i = 0; i < 8; i++) victims.push(await createPost(i % 2 ? ann : bob, `victim ${i}`));
-    const busy = await createPost(ann, 'busy');
+    for (let i = 0; i < 8; i++) victims.push(await createPost(t.app, i % 2 ? ann : bob, { title: `victim ${i}` }));
+    const busy = await createPost(t.app, ann, { title: 'busy' });
     const comments: number[] = [];
     for (let i = 0; i < 5; i++) {
       const res = await t.app.inject({ method: 'POST', url: `/posts/${busy.id}/comments`, headers: bob.auth, payload: { body: `c${i}` } });

@@ -21,27 +21,21 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { checkAgainstDocument } from '../helpers/openapi-conformance.js';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { useTestApp } from '../helpers/factories.js';
 
 const SHARED_REDIS = process.env.TEST_REDIS_URL || 'redis://127.0.0.1:6379';
 const WINDOW = 60;
 
-let setup: TestApp;
-let ann: SignedUp;
-let bob: SignedUp;
+// Users are created through an app with the default in-memory limits, so
+// their sign-ups spend nothing the tests below count.
+const setup = useTestApp();
+const ann = setup.user();
+const bob = setup.user();
 const opened: FastifyInstance[] = [];
 
-beforeAll(async () => {
-  // Users are created through an app with the default in-memory limits, so
-  // their sign-ups spend nothing the tests below count.
-  setup = await startTestApp();
-  ann = await signUp(setup.app);
-  bob = await signUp(setup.app);
-});
 afterEach(async () => {
   await Promise.all(opened.splice(0).map((app) => app.close()));
 });
-afterAll(() => setup.close());
 
 async function build(env: Record<string, string>, logStream?: Writable): Promise<FastifyInstance> {
   const config = loadConfig({ LOG_LEVEL: 'silent', REDIS_URL: SHARED_REDIS, RATE_LIMIT_WINDOW: String(WINDOW), ...env });

@@ -14,7 +14,7 @@ import { Client } from 'pg';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createTestDatabase, onTopology, type TestDatabase } from '../helpers/database.js';
-import { signUp, type SignedUp } from '../helpers/factories.js';
+import { createPost, signUp, type SignedUp } from '../helpers/factories.js';
 
 const replicaServer = process.env.SCALE_ASYNC_REPLICA_URLS?.split(',')[0];
 const MAX_LAG_MS = 1_500;
@@ -58,11 +58,6 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
       throw new Error('the replica did not catch up');
     }
     const get = (app: FastifyInstance, url: string, who?: SignedUp) => app.inject({ method: 'GET', url, headers: who?.auth ?? {} });
-    async function createPost(app: FastifyInstance, who: SignedUp, title = 'first'): Promise<number> {
-      const res = await app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body: 'text' } });
-      expect(res.statusCode).toBe(201);
-      return res.json().id as number;
-    }
 
     it('with replay paused: anonymous reads lag by the bound at most, the writer reads its write at once on another instance', async () => {
       const a = await instance({ RESPONSE_CACHE_MB: '0' });
@@ -72,7 +67,7 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
 
       await replica.query('SELECT pg_wal_replay_pause()');
       try {
-        const id = await createPost(a, ann);
+        const { id } = await createPost(a, ann);
         // The writer, on the other instance: the primary, since the replica has not replayed the write.
         expect((await get(b, `/posts/${id}`, ann)).statusCode).toBe(200);
         expect((await get(b, `/users/${ann.user.id}/posts`, ann)).json().total).toBe(1);
@@ -96,7 +91,7 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
 
       await replica.query('SELECT pg_wal_replay_pause()');
       try {
-        const id = await createPost(a, ann, 'just created');
+        const { id } = await createPost(a, ann, { title: 'just created' });
         const comment = await a.inject({ method: 'POST', url: `/posts/${id}/comments`, headers: ann.auth, payload: { body: 'hi' } });
         expect(comment.statusCode).toBe(201);
         const commentId = comment.json().id as number;
@@ -134,7 +129,7 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
       down.pathname = new URL(db.url).pathname;
       const app = await instance({ RESPONSE_CACHE_MB: '0' }, down.toString());
       const ann = await signUp(app);
-      const id = await createPost(app, ann);
+      const { id } = await createPost(app, ann);
       for (const url of [`/posts/${id}`, '/posts', `/posts/${id}/comments`]) expect((await get(app, url)).statusCode).toBe(200);
       expect(app.reads!.status()).toEqual([expect.objectContaining({ replayed: -1 })]);
       expect((await app.inject({ url: '/health/ready' })).statusCode).toBe(200);
@@ -144,7 +139,7 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
       const a = await instance();
       const b = await instance();
       const ann = await signUp(a);
-      const id = await createPost(a, ann, 'old title');
+      const { id } = await createPost(a, ann, { title: 'old title' });
       await caughtUp(a, b);
       const url = `/posts/${id}`;
       // Stored on b (the second miss), then a hit.

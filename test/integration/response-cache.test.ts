@@ -9,7 +9,7 @@
  * afterwards was served from the cache, one that shows the new value was not.
  */
 import { onTopology } from '../helpers/database.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
@@ -18,19 +18,12 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { CHANGES_CHANNEL } from '../../src/db/pool.js';
 import { idempotencyLockId } from '../../src/repositories/idempotency-keys.js';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { createComment, createPost, useTestApp, type SignedUp } from '../helpers/factories.js';
 import { waitUntil } from '../helpers/processes.js';
 
-let t: TestApp;
-let ann: SignedUp;
-let bob: SignedUp;
-
-beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app, { name: 'Ann' });
-  bob = await signUp(t.app, { name: 'Bob' });
-});
-afterAll(() => t.close());
+const t = useTestApp();
+const ann = t.user({ name: 'Ann' });
+const bob = t.user({ name: 'Bob' });
 
 /** A write from outside the service, on a session of its own: directly on the server, not through a pooler (its SET is session state). */
 async function sql(text: string, values: unknown[] = [], unnoticed = false): Promise<pg.QueryResult> {
@@ -49,16 +42,6 @@ const retitle = (id: number, title: string, unnoticed = true) => sql('UPDATE pos
 /** Waits until the notifications of earlier writes have reached these instances. */
 const settle = (...apps: FastifyInstance[]) => Promise.all([t.app, ...apps].map((app) => app.responseCache.sync()));
 
-async function createPost(title: string, app: FastifyInstance = t.app, who = ann): Promise<{ id: number; title: string }> {
-  const res = await app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body: 'text' } });
-  expect(res.statusCode).toBe(201);
-  return res.json();
-}
-async function createComment(postId: number, who = bob, app: FastifyInstance = t.app): Promise<{ id: number }> {
-  const res = await app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: who.auth, payload: { body: 'a comment' } });
-  expect(res.statusCode).toBe(201);
-  return res.json();
-}
 const get = (url: string, app: FastifyInstance = t.app, headers: Record<string, string> = {}) =>
   app.inject({ method: 'GET', url, headers });
 /** A URL is stored the second time it is missed: read it twice. */
@@ -134,7 +117,7 @@ async function announcementsDuring(fn: () => Promise<void>): Promise<string[]> {
 
 describe('hits', () => {
   it('a URL read twice is answered from the cache with the same body and headers, Content-Type exactly', async () => {
-    const post = await createPost('Cached');
+    const post = await createPost(t.app, ann, { title: 'Cached' });
     await settle();
     for (const url of [`/posts/${post.id}`, `/posts?author=${ann.user.id}&sort=-id&perPage=2`]) {
       const first = await prime(url);
@@ -157,7 +140,7 @@ describe('hits', () => {
   });
 
   it('X-Cache says miss, miss, then hit on cacheable reads, and nothing on others', async () => {
-    const post = await createPost('Counted');
+    const post = await createPost(t.app, ann, { title: 'Counted' });
     await settle();
     const url = `/posts/${post.id}/comments?limit=3`;
     const seen = [];
@@ -168,7 +151,7 @@ describe('hits', () => {
   });
 
   it('a URL missed once is not stored (seen-twice admission)', async () => {
-    const post = await createPost('Once');
+    const post = await createPost(t.app, ann, { title: 'Once' });
     await settle();
     expect(await titleOf(post.id)).toBe('Once');
     await retitle(post.id, 'Second');
@@ -178,7 +161,7 @@ describe('hits', () => {
   });
 
   it('a hit answers If-None-Match itself: 304 with no body when it names the ETag, the page otherwise', async () => {
-    const post = await createPost('Conditional');
+    const post = await createPost(t.app, ann, { title: 'Conditional' });
     await settle();
     const urls = [`/posts/${post.id}`, `/posts/${post.id}/comments`];
     const cached = await Promise.all(urls.map((url) => prime(url)));
@@ -201,7 +184,7 @@ describe('hits', () => {
   });
 
   it('a bad token is still a 401 and errors are never cached', async () => {
-    const post = await createPost('Guarded');
+    const post = await createPost(t.app, ann, { title: 'Guarded' });
     const url = `/posts/${post.id}`;
     await prime(url);
     const res = await get(url, t.app, { authorization: 'Bearer not-a-token' });
@@ -226,11 +209,11 @@ describe('hits', () => {
  * served from the cache.
  */
 async function world() {
-  const P = await createPost('P');
-  const Q = await createPost('Q');
-  const R = await createPost('R', t.app, bob);
-  const c = await createComment(P.id);
-  await createComment(Q.id);
+  const P = await createPost(t.app, ann, { title: 'P' });
+  const Q = await createPost(t.app, ann, { title: 'Q' });
+  const R = await createPost(t.app, bob, { title: 'R' });
+  const c = await createComment(t.app, bob, P.id);
+  await createComment(t.app, bob, Q.id);
   await settle();
   const pages = {
     P: `/posts/${P.id}`,
@@ -266,13 +249,13 @@ const patch = (url: string, who: SignedUp, payload: object, headers: Record<stri
 describe('what a write evicts', () => {
   it('a new comment: its post, its post’s comment lists and the lists showing that post; not other posts', async () => {
     const w = await world();
-    await createComment(w.P.id);
+    await createComment(t.app, bob, w.P.id);
     expect(await w.evicted()).toEqual(sorted(['P', 'P comments', 'newest posts', "Ann's posts", "Ann's page"]));
   });
 
   it('a new post: the post lists (their totals), not single posts or comment lists; not another author’s page', async () => {
     const w = await world();
-    await createPost('S');
+    await createPost(t.app, ann, { title: 'S' });
     // `/posts?author=` lists share the `posts` scope: filters are not tracked.
     expect(await w.evicted()).toEqual(sorted(['newest posts', "Ann's posts", "Ann's page", "Bob's posts", "Bob's posts by update"]));
   });
@@ -364,7 +347,7 @@ describe('a request that changed nothing evicts nothing and notifies nobody', ()
   ];
 
   beforeAll(async () => {
-    const post = await createPost('For the replay');
+    const post = await createPost(t.app, ann, { title: 'For the replay' });
     replayed = post.id;
     const first = await t.app.inject({ method: 'POST', url: `/posts/${post.id}/comments`, headers: { ...bob.auth, ...key }, payload: { body: 'once' } });
     expect(first.statusCode).toBe(201);
@@ -385,7 +368,7 @@ describe('a request that changed nothing evicts nothing and notifies nobody', ()
 describe('bounded staleness', () => {
   it('no entry is served past RESPONSE_CACHE_MAX_AGE_MS', async () => {
     await withSecondInstance({ RESPONSE_CACHE_MAX_AGE_MS: '400' }, async (other) => {
-      const post = await createPost('Young');
+      const post = await createPost(t.app, ann, { title: 'Young' });
       await settle(other);
       await prime(`/posts/${post.id}`, other);
       await retitle(post.id, 'Old enough');
@@ -397,7 +380,7 @@ describe('bounded staleness', () => {
 
   it('a lost listening connection: reads go to the database at once, readiness says bypassed; it reconnects and caches again', async () => {
     await withListenedInstance({}, async (other, listener) => {
-      const post = await createPost('v1');
+      const post = await createPost(t.app, ann, { title: 'v1' });
       await settle(other);
       await prime(`/posts/${post.id}`, other);
       await retitle(post.id, 'v2');
@@ -422,7 +405,7 @@ describe('bounded staleness', () => {
 
   it('a stalled listening connection: caught by the heartbeat, reads go to the database, readiness says bypassed', async () => {
     await withListenedInstance({}, async (other, listener) => {
-      const post = await createPost('Before the stall');
+      const post = await createPost(t.app, ann, { title: 'Before the stall' });
       await settle(other);
       await prime(`/posts/${post.id}`, other);
       listener.socket.pause();
@@ -439,7 +422,7 @@ describe('bounded staleness', () => {
 
   it("a write's answer waits at most a second for its announcement, then goes anyway", async () => {
     await withListenedInstance({}, async (other, listener) => {
-      const post = await createPost('Timely');
+      const post = await createPost(t.app, ann, { title: 'Timely' });
       await settle(other);
       listener.socket.pause();
       const started = Date.now();
@@ -459,7 +442,7 @@ describe('across instances', () => {
     const a = await startInstance();
     await withSecondInstance({}, async (b) => {
       const [baseA, baseB] = await Promise.all([a.listen({ port: 0, host: '127.0.0.1' }), b.listen({ port: 0, host: '127.0.0.1' })]);
-      const post = await createPost('Round 0');
+      const post = await createPost(t.app, ann, { title: 'Round 0' });
       const url = `/posts/${post.id}`;
       const json = { 'content-type': 'application/json', ...ann.auth };
       const stale: string[] = [];
@@ -484,7 +467,7 @@ describe('across instances', () => {
 
   it('RESPONSE_CACHE_MB=0 turns it off, and its writes are still announced to the instances that cache', async () => {
     await withSecondInstance({ RESPONSE_CACHE_MB: '0' }, async (other) => {
-      const post = await createPost('Uncached');
+      const post = await createPost(t.app, ann, { title: 'Uncached' });
       await prime(`/posts/${post.id}`, other);
       await retitle(post.id, 'Seen at once');
       expect(await titleOf(post.id, other)).toBe('Seen at once');
@@ -507,7 +490,7 @@ describe('across instances', () => {
 describe('confirmations', () => {
   it('an instance with the cache off waits for no confirmation, so none is sent for its announcements', async () => {
     await withSecondInstance({ RESPONSE_CACHE_MB: '0' }, async (other) => {
-      const post = await createPost('Unconfirmed');
+      const post = await createPost(t.app, ann, { title: 'Unconfirmed' });
       await settle();
       // Notifications come only on a direct connection, never through PgBouncer in transaction mode.
       const { databaseListenUrl, databaseUrl } = onTopology(t.db.url);
@@ -540,8 +523,8 @@ describe('confirmations', () => {
 describe('limits', () => {
   it('the least recently used answers make room for new ones; long URLs count against the budget', async () => {
     await withSecondInstance({ RESPONSE_CACHE_MB: '1' }, async (other) => {
-      const used = await createPost('Used');
-      const unused = await createPost('Unused');
+      const used = await createPost(t.app, ann, { title: 'Used' });
+      const unused = await createPost(t.app, ann, { title: 'Unused' });
       await settle(other);
       await prime(`/posts/${used.id}`, other);
       await prime(`/posts/${unused.id}`, other);
@@ -580,8 +563,8 @@ describe('limits', () => {
   it('an answer over an eighth of the budget is not cached', async () => {
     await withSecondInstance({ RESPONSE_CACHE_MB: '1' }, async (other) => {
       const big = 'x'.repeat(50_000);
-      const post = await createPost('Big');
-      for (let i = 0; i < 2; i++) await createPost(`Big ${i}`);
+      const post = await createPost(t.app, ann, { title: 'Big' });
+      for (let i = 0; i < 2; i++) await createPost(t.app, ann, { title: `Big ${i}` });
       await sql('UPDATE posts SET body = $2 WHERE author_id = $1', [ann.user.id, big], true);
       const url = `/posts?author=${ann.user.id}&sort=-id&perPage=3`;
       await settle(other);

@@ -6,20 +6,15 @@
  * expired rows.
  */
 import { onTopology } from '../helpers/database.js';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { useTestApp } from '../helpers/factories.js';
 import { expect422, expectError } from '../helpers/expect.js';
 
-let t: TestApp;
-let ann: SignedUp;
-beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app);
-});
-afterAll(() => t.close());
+const t = useTestApp();
+const ann = t.user();
 
 const create = (url: string, key: string, payload: object) =>
   t.app.inject({ method: 'POST', url, headers: { ...ann.auth, 'idempotency-key': key }, payload });

@@ -5,10 +5,10 @@
  * titles, bodies and creation times the tests set; the capped total is last,
  * with its 10 001 rows inserted in one statement.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import pg from 'pg';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { useTestApp, type SignedUp } from '../helpers/factories.js';
 import { onTopology } from '../helpers/database.js';
 import { postsRepository, type Post } from '../../src/repositories/posts.js';
 import { createPool, type Queryable } from '../../src/db/pool.js';
@@ -16,9 +16,9 @@ import type { Statement } from '../../src/db/sql.js';
 import { expect404, expect422 } from '../helpers/expect.js';
 import { WALK_LIMIT } from '../../src/db/pagination.js';
 
-let t: TestApp;
-let ann: SignedUp;
-let bob: SignedUp;
+const t = useTestApp();
+const ann = t.user({ name: 'Ann' });
+const bob = t.user({ name: 'Bob' });
 const posts: Post[] = [];
 
 const get = (url: string, headers: Record<string, string> = {}) => t.app.inject({ method: 'GET', url, headers });
@@ -41,9 +41,6 @@ const TEXTS: [SignedUp | 'bob', string, string][] = [
 ];
 
 beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app, { name: 'Ann' });
-  bob = await signUp(t.app, { name: 'Bob' });
   for (const [i, [, title, body]] of TEXTS.entries()) {
     const who = i % 2 === 0 ? ann : bob;
     const res = await t.app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body } });
@@ -57,7 +54,6 @@ beforeAll(async () => {
   );
   await t.app.responseCache.sync();
 });
-afterAll(() => t.close());
 
 const id = (i: number) => posts[i]!.id;
 

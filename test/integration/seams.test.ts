@@ -6,20 +6,15 @@
 import { onTopology } from '../helpers/database.js';
 import net, { type AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { useTestApp } from '../helpers/factories.js';
 import { expect404, expect422, expectError } from '../helpers/expect.js';
 
-let t: TestApp;
-let ann: SignedUp;
-beforeAll(async () => {
-  t = await startTestApp({ RATE_LIMIT_MAX: '1000' });
-  ann = await signUp(t.app);
-});
-afterAll(() => t.close());
+const t = useTestApp({ RATE_LIMIT_MAX: '1000' });
+const ann = t.user();
 
 const longId = '9'.repeat(150);
 

@@ -5,23 +5,20 @@
  * password). Seeding adds to what is there; a second, small seed takes the
  * path that keeps the indexes in place.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { seed, seedCommand, type SeedResult } from '../../src/db/seed.js';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { signUp, useTestApp } from '../helpers/factories.js';
 
-let t: TestApp;
-let existing: SignedUp;
+const t = useTestApp();
+const existing = t.user({ name: 'Already Here' });
 let printed = '';
 let second: SeedResult;
 const iso = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 
 beforeAll(async () => {
-  t = await startTestApp();
-  existing = await signUp(t.app, { name: 'Already Here' });
   await seedCommand(t.app.db, { posts: 2000 }, { write: (text: string) => (printed += text) });
   second = await seed(t.app.db, { posts: 100, comments: 150, users: 5 });
 }, 60_000);
-afterAll(() => t.close());
 
 async function one<T>(text: string): Promise<T> {
   const { rows } = await t.app.db.query(text);

@@ -1,21 +1,13 @@
 /** The users and tokens flow: sign-up, log-in, me, profiles, changes, token listing and revocation. */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { describe, expect, it } from 'vitest';
+import { signUp, startTestApp, useTestApp } from '../helpers/factories.js';
 import { expectError, iso } from '../helpers/expect.js';
 
-let t: TestApp;
-let ann: SignedUp;
-let bob: SignedUp;
-let admin: SignedUp;
+const t = useTestApp();
+const ann = t.user({ name: 'Ann', email: 'Ann@Example.com', password: 'ann-secret-1' });
+const bob = t.user({ name: 'Bob' });
+const admin = t.admin({ name: 'Root' });
 
-beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app, { name: 'Ann', email: 'Ann@Example.com', password: 'ann-secret-1' });
-  bob = await signUp(t.app, { name: 'Bob' });
-  admin = await signUp(t.app, { name: 'Root' });
-  await makeAdmin(t.app, admin.user.email);
-});
-afterAll(() => t.close());
 
 describe('POST /users', () => {
   it('creates a user: 201, Location, no password in the body', async () => {

@@ -5,8 +5,8 @@
  * user, the lock → 404/403 → 412 → write sequence runs in a transaction. Both
  * paths answer alike: 200 with the new ETag, 403, 404.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { createPost, useTestApp, type SignedUp } from '../helpers/factories.js';
 import { expect404, expectError, iso } from '../helpers/expect.js';
 
 // A pass-through spy on the transaction helper: the real transaction runs, the calls are counted.
@@ -17,32 +17,21 @@ vi.mock('../../src/db/pool.js', async (importOriginal) => {
 const pool = await import('../../src/db/pool.js');
 const transactions = vi.mocked(pool.withTransaction);
 
-let t: TestApp;
-let ann: SignedUp;
-let bob: SignedUp;
-
-beforeAll(async () => {
-  t = await startTestApp();
-  ann = await signUp(t.app, { name: 'Ann' });
-  bob = await signUp(t.app, { name: 'Bob' });
-});
-afterAll(() => t.close());
+const t = useTestApp();
+const ann = t.user({ name: 'Ann' });
+const bob = t.user({ name: 'Bob' });
 beforeEach(() => {
   transactions.mockClear();
 });
 
-async function createPost() {
-  const res = await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'First', body: 'text' } });
-  expect(res.statusCode).toBe(201);
-  return res.json() as { id: number };
-}
+const firstPost = () => createPost(t.app, ann, { title: 'First' });
 
 const change = (method: 'PATCH' | 'PUT', id: number, who: SignedUp, payload: object, headers: Record<string, string> = {}) =>
   t.app.inject({ method, url: `/posts/${id}`, headers: { ...who.auth, ...headers }, payload });
 
 describe('a post changed without If-Match', () => {
   it.each(['PATCH', 'PUT'] as const)('%s: one statement, no transaction, the new post and ETag', async (method) => {
-    const { id } = await createPost();
+    const { id } = await firstPost();
     const res = await change(method, id, ann, { title: 'Second', body: 'more' });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({
@@ -59,7 +48,7 @@ describe('a post changed without If-Match', () => {
   });
 
   it("another user's post: 403 from the read after the statement wrote nothing", async () => {
-    const { id } = await createPost();
+    const { id } = await firstPost();
     expectError(await change('PATCH', id, bob, { title: 'Mine' }), 403, 'forbidden', 'only its author or an admin may change this post');
     expect(transactions).not.toHaveBeenCalled();
     expect((await t.app.inject({ url: `/posts/${id}` })).json().title).toBe('First');
@@ -71,7 +60,7 @@ describe('a post changed without If-Match', () => {
   });
 
   it('a change to the values already stored: the post as it is, version unchanged', async () => {
-    const { id } = await createPost();
+    const { id } = await firstPost();
     const res = await change('PUT', id, ann, { title: 'First', body: 'text' });
     expect(res.statusCode).toBe(200);
     expect(res.headers.etag).toBe(`"p${id}-1-0"`);
@@ -81,7 +70,7 @@ describe('a post changed without If-Match', () => {
 
 describe('the locked sequence', () => {
   it('a post with If-Match: one transaction, and a stale ETag is a 412', async () => {
-    const { id } = await createPost();
+    const { id } = await firstPost();
     const ok = await change('PATCH', id, ann, { title: 'Second' }, { 'if-match': `"p${id}-1-0"` });
     expect(ok.statusCode).toBe(200);
     expect(ok.headers.etag).toBe(`"p${id}-2-0"`);
@@ -91,7 +80,7 @@ describe('the locked sequence', () => {
   });
 
   it('an empty PATCH of a post: a transaction, no write', async () => {
-    const { id } = await createPost();
+    const { id } = await firstPost();
     const res = await change('PATCH', id, ann, {});
     expect(res.statusCode).toBe(200);
     expect(res.headers.etag).toBe(`"p${id}-1-0"`);
@@ -99,7 +88,7 @@ describe('the locked sequence', () => {
   });
 
   it('deleting a post, and changing a comment: a transaction each', async () => {
-    const { id } = await createPost();
+    const { id } = await firstPost();
     const created = await t.app.inject({ method: 'POST', url: `/posts/${id}/comments`, headers: bob.auth, payload: { body: 'hi' } });
     const commentId = (created.json() as { id: number }).id;
     transactions.mockClear();

@@ -20,6 +20,20 @@ describe('pageRequest', () => {
       expect((error as HttpError).fieldErrors).toEqual({ before: ['cannot be combined with after'] });
     }
   });
+  it('a key travels with its anchor into cursor mode', () => {
+    expect(pageRequest({ after: 7, afterKey: 'k', limit: 3 })).toEqual({ kind: 'cursor', after: 7, afterKey: 'k', limit: 3 });
+    expect(pageRequest({ before: 7, beforeKey: 'k' })).toEqual({ kind: 'cursor', before: 7, beforeKey: 'k', limit: 20 });
+  });
+  it('mixing the modes names every cursor parameter sent', () => {
+    try {
+      pageRequest({ page: 2, after: 3, afterKey: 'k', limit: 5 });
+      expect.unreachable();
+    } catch (error) {
+      expect((error as HttpError).message).toBe('use either page/perPage (offset mode) or after/limit (cursor mode)');
+      const message = ['cannot be combined with page or perPage'];
+      expect((error as HttpError).fieldErrors).toEqual({ after: message, afterKey: message, limit: message });
+    }
+  });
   it('mixing the modes is a 422 naming the cursor parameters', () => {
     try {
       pageRequest({ perPage: 5, after: 3 });

@@ -23,4 +23,21 @@ describe('sql tag', () => {
   it('joins nothing to nothing', () => {
     expect(toQuery(sql`x${join([])}y`)).toEqual({ text: 'xy', values: [] });
   });
+
+  it('numbers parameters in text order through nested fragments, with any separator', () => {
+    const inner = sql`c IN (${join([sql`${'x'}`, sql`${'y'}`])})`;
+    const q = toQuery(sql`SELECT 1 WHERE ${join([sql`a = ${1}`, inner, sql`b = ${2}`], ' OR ')} LIMIT ${3}`, false);
+    expect(q).toEqual({ text: 'SELECT 1 WHERE a = $1 OR c IN ($2, $3) OR b = $4 LIMIT $5', values: [1, 'x', 'y', 2, 3] });
+  });
+
+  it('a value that looks like SQL or like a fragment is still a parameter', () => {
+    const fake = { strings: ['DROP TABLE users'], values: [] };
+    expect(toQuery(sql`SELECT ${fake}, ${'$1'}`, false)).toEqual({ text: 'SELECT $1, $2', values: [fake, '$1'] });
+  });
+
+  it('named: false sends the statement unnamed; the same text named is the prepared one', () => {
+    const fragment = sql`SELECT * FROM posts WHERE id = ${5}`;
+    expect(toQuery(fragment, false)).toEqual({ text: 'SELECT * FROM posts WHERE id = $1', values: [5] });
+    expect(toQuery(fragment).name).toBe(prepared('SELECT * FROM posts WHERE id = $1', [5]).name);
+  });
 });

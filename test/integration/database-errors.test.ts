@@ -326,7 +326,7 @@ describe('the schema changed under a running service', () => {
     const db = await database();
     const { app: api } = await app(db.url, { RESPONSE_CACHE_MB: '0' });
     const author = await signUp(api);
-    return { db, api, post: await postOf(api, author.auth) };
+    return { db, api, post: await createPost(api, author) };
   }
 });
 
@@ -349,7 +349,7 @@ describe('a post deleted between the check and the insert (23503 on comments.pos
     const db = await database();
     const { app: api } = await app(db.url);
     const author = await signUp(api);
-    const post = await postOf(api, author.auth);
+    const post = await createPost(api, author);
     const admin = await client(db.url);
     // Deleting the post as the comment goes in, as an operator's SQL could: the foreign key refuses the insert.
     await admin.query(`CREATE FUNCTION vanish() RETURNS trigger LANGUAGE plpgsql AS $$

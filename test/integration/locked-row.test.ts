@@ -7,7 +7,7 @@
 import { expect, it } from 'vitest';
 import type { InjectOptions } from 'fastify';
 import pg from 'pg';
-import { useTestApp } from '../helpers/factories.js';
+import { createPost, signUp, startTestApp, useTestApp } from '../helpers/factories.js';
 import { iso, type Response } from '../helpers/expect.js';
 
 // Reads go to the database, not to cached answers.
@@ -126,7 +126,7 @@ it('a shared statement past the statement timeout answers its writers once, with
   const timed = await startTestApp({ RESPONSE_CACHE_MB: '0', PG_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS) });
   try {
     const bob = await signUp(timed.app, { name: 'Bob' });
-    const post = (await timed.app.inject({ method: 'POST', url: '/posts', headers: bob.auth, payload: { title: 'T', body: 'b' } })).json() as { id: number };
+    const post = await createPost(timed.app, bob);
     // Every comment insert waits for this table lock, whichever post it is on.
     const locker = new pg.Client({ connectionString: timed.db.url });
     await locker.connect();

@@ -23,7 +23,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { migrate } from '../src/db/migrate.js';
 import { createPool } from '../src/db/pool.js';
-import { seed } from '../src/db/seed.js';
+import { seed } from '../src/dev/seed.js';
 
 const { values: flags } = parseArgs({
   options: {

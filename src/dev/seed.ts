@@ -32,7 +32,7 @@
  */
 import type pg from 'pg';
 import { hashPassword } from '../security.js';
-import { CHANGES_CHANNEL } from './pool.js';
+import { CHANGES_CHANNEL } from '../db/pool.js';
 
 export interface SeedOptions {
   posts: number;

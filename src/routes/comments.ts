@@ -17,11 +17,11 @@ import { commentsRepository, type VersionedComment } from '../repositories/comme
 import { readsOn } from '../db/replicas.js';
 import { notFound } from '../errors.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
-import { rangeOf, viewOf } from '../http/reads.js';
-import { isFull } from '../db/reads.js';
-import { changeOwned } from '../http/ownership.js';
+import { isFull, rangeOf, viewOf } from '../http/view-params.js';
+import { changeOwned } from '../use-cases/change-owned.js';
 import { commentTag, conditionalGet, tagged } from '../http/conditional.js';
-import { Created, IdempotentHeaders, createOnce } from '../http/idempotency.js';
+import { createOnce } from '../use-cases/create-once.js';
+import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,

@@ -19,11 +19,11 @@ import { readsOn } from '../db/replicas.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { notFound } from '../errors.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
-import { rangeOf, viewOf } from '../http/reads.js';
-import { isFull } from '../db/reads.js';
-import { changeOwned, type OwnershipRule } from '../http/ownership.js';
+import { isFull, rangeOf, viewOf } from '../http/view-params.js';
+import { changeOwned, type OwnershipRule } from '../use-cases/change-owned.js';
 import { conditionalGet, postTag, tagged } from '../http/conditional.js';
-import { Created, IdempotentHeaders, createOnce } from '../http/idempotency.js';
+import { createOnce } from '../use-cases/create-once.js';
+import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,

@@ -17,11 +17,11 @@ import { tokensRepository, type AuthUser } from '../repositories/tokens.js';
 import { emailTaken, invalidToken, notFound } from '../errors.js';
 import { hashPassword } from '../security.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
-import { viewOf } from '../http/reads.js';
-import { isFull } from '../db/reads.js';
+import { isFull, viewOf } from '../http/view-params.js';
 import { conditionalGet, tagged, userTag } from '../http/conditional.js';
-import { changeOwned, loadForChange, type OwnedCheck, type OwnershipRule } from '../http/ownership.js';
-import { Created, IdempotentHeaders, createOnce } from '../http/idempotency.js';
+import { changeOwned, loadForChange, type OwnedCheck, type OwnershipRule } from '../use-cases/change-owned.js';
+import { createOnce } from '../use-cases/create-once.js';
+import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
 import { PRIVATE, keepPrivate } from '../plugins/http-caching.js';
 import {
   ConditionalGetHeaders,

@@ -11,7 +11,7 @@ import type { FastifyRequest } from 'fastify';
 import type { AuthUser } from '../repositories/tokens.js';
 import { retryingConflicts, withTransaction, type Queryable } from '../db/pool.js';
 import { forbidden, notFound } from '../errors.js';
-import { requireMatch } from './conditional.js';
+import { requireMatch } from '../http/conditional.js';
 
 export interface OwnershipRule<T> {
   /** The 404 message. */

@@ -27,25 +27,6 @@ export function parseLsn(text: string): number {
   return parseInt(text.slice(0, slash), 16) * 2 ** 32 + parseInt(text.slice(slash + 1), 16);
 }
 
-/** Makes a repository (or anything bound to a database) once per pool or replica reader, not once per request. */
-export function perDatabase<R>(make: (db: Queryable) => R): (db: Queryable) => R {
-  const made = new WeakMap<Queryable, R>();
-  return (db) => {
-    let r = made.get(db);
-    if (r === undefined) made.set(db, (r = make(db)));
-    return r;
-  };
-}
-
-/**
- * A route's public reads: `make`'s repository on the replica the response
- * cache chose for the request (`request.reader`), else on `primary`.
- */
-export function readsOn<R>(make: (db: Queryable) => R, primary: Queryable): (request: { reader: Queryable | null }) => R {
-  const on = perDatabase(make);
-  return (request) => on(request.reader ?? primary);
-}
-
 /**
  * Errors after which the same read can succeed on the primary: no SQLSTATE
  * (the connection failed), connection exceptions (08), insufficient resources

@@ -31,7 +31,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ErrorSchema, NoQuery } from '../schemas/common.js';
 import { JSON_MEDIA_TYPE, PATCH_MEDIA_TYPES } from '../media-types.js';
-import { bodyTag, namesTag } from '../http/conditional.js';
+import { bodyEtag, namesEtag } from '../http/conditional.js';
 
 // Bounds as config.ts allows them: RATE_LIMIT_MAX ≤ 1 000 000, RATE_LIMIT_WINDOW ≤ 86 400 s.
 const count = { type: 'integer', format: 'int32', minimum: 0, maximum: 1_000_000 };
@@ -109,6 +109,15 @@ export function chooseEncoding(acceptEncoding: string | undefined): Encoding | u
   return candidates.sort((a, b) => weight(b) - weight(a))[0];
 }
 
+/** The OpenAPI document's tags: the groups its operations are listed under. */
+const OPENAPI_TAGS = [
+  { name: 'posts', description: 'posts, their lists, and the posts of one author' },
+  { name: 'comments', description: 'comments, which exist only under their post' },
+  { name: 'users', description: 'sign-up, profiles, own profile' },
+  { name: 'tokens', description: 'log-in (bearer tokens), own tokens, revocation' },
+  { name: 'health', description: 'liveness and readiness, not rate limited' },
+];
+
 export default fp<{ prefix: string }>(
   async (app, { prefix }) => {
     app.addSchema(ErrorSchema);
@@ -129,13 +138,7 @@ export default fp<{ prefix: string }>(
             'authorize with the token, and every other example works (ids 1 are that user\'s).',
         },
         servers: [server],
-        tags: [
-          { name: 'posts', description: 'posts, their lists, and the posts of one author' },
-          { name: 'comments', description: 'comments, which exist only under their post' },
-          { name: 'users', description: 'sign-up, profiles, own profile' },
-          { name: 'tokens', description: 'log-in (bearer tokens), own tokens, revocation' },
-          { name: 'health', description: 'liveness and readiness, not rate limited' },
-        ],
+        tags: OPENAPI_TAGS,
         components: {
           securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'a token from POST /tokens' } },
         },
@@ -183,26 +186,26 @@ export default fp<{ prefix: string }>(
     });
 
     // Each encoding made once, with its own strong ETag (a different representation of one document).
-    const encoded = new Map<Encoding | 'identity', { body: Buffer; tag: string }>();
+    const encoded = new Map<Encoding | 'identity', { body: Buffer; etag: string }>();
     const documentIn = (encoding: Encoding | 'identity') => {
       let made = encoded.get(encoding);
       if (!made) {
         const identity = encoded.get('identity') ?? (() => {
           const json = JSON.stringify(app.swagger());
-          return { body: Buffer.from(json), tag: bodyTag(json) };
+          return { body: Buffer.from(json), etag: bodyEtag(json) };
         })();
         encoded.set('identity', identity);
-        made = encoding === 'identity' ? identity : { body: ENCODINGS[encoding](identity.body), tag: `${identity.tag.slice(0, -1)}-${encoding}"` };
+        made = encoding === 'identity' ? identity : { body: ENCODINGS[encoding](identity.body), etag: `${identity.etag.slice(0, -1)}-${encoding}"` };
         encoded.set(encoding, made);
       }
       return made;
     };
     const serveDocument = async (request: FastifyRequest, reply: FastifyReply) => {
       const encoding = chooseEncoding(request.headers['accept-encoding']) ?? 'identity';
-      const { body, tag } = documentIn(encoding);
-      reply.header('vary', 'Accept-Encoding').header('etag', tag);
+      const { body, etag } = documentIn(encoding);
+      reply.header('vary', 'Accept-Encoding').header('etag', etag);
       const condition = request.headers['if-none-match'];
-      if (condition !== undefined && namesTag(condition, tag)) return reply.code(304).send();
+      if (condition !== undefined && namesEtag(condition, etag)) return reply.code(304).send();
       reply.type(JSON_MEDIA_TYPE);
       if (encoding !== 'identity') reply.header('content-encoding', encoding);
       return reply.send(body);

@@ -14,24 +14,24 @@ import {
 } from '../schemas/comments.js';
 import { PostParams } from '../schemas/posts.js';
 import { commentsRepository, type VersionedComment } from '../repositories/comments.js';
-import { readsOn } from '../db/replicas.js';
+import { readRepository } from '../plugins/read-routing.js';
 import { notFound } from '../errors.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { isFull, rangeOf, viewOf } from '../http/view-params.js';
 import { changeOwned } from '../use-cases/change-owned.js';
-import { commentTag, conditionalGet, tagged } from '../http/conditional.js';
+import { commentEtag, conditionalGet, withEtag } from '../http/conditional.js';
 import { createOnce } from '../use-cases/create-once.js';
 import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,
   NotModified,
-  Tagged,
+  WithEtag,
   listResponses,
 } from '../schemas/conditional.js';
 
-const Comment = Tagged(CommentSchema, 'the comment');
-const CommentView = Tagged(
+const Comment = WithEtag(CommentSchema, 'the comment');
+const CommentView = WithEtag(
   CommentViewSchema,
   'the comment; with fields or include, that representation, whose ETag is a digest of it (If-Match takes the full one\'s)',
 );
@@ -43,8 +43,8 @@ const ids = (params: { postId: number; commentId: number }) => [params.postId, p
 const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(CommentSchema);
   app.addSchema(CommentViewSchema);
-  // Public reads may go to a replica (request.reader, src/plugins/response-cache.ts).
-  const reads = readsOn(commentsRepository, app.db);
+  // Public reads may go to a replica (request.replica, src/plugins/read-routing.ts).
+  const publicReads = readRepository(commentsRepository, app.db);
 
   app.get(
     '/posts/:postId/comments',
@@ -64,7 +64,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const { query } = request;
       const postId = request.params.postId;
       const page = pageRequest(query);
-      const result = await reads(request).list({ postId, author: query.author, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
+      const result = await publicReads(request).list({ postId, author: query.author, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
       if (!result) throw notFound(`post ${postId} does not exist`);
       return listResponse(request, reply, result, page);
     },
@@ -89,13 +89,13 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const view = viewOf<CommentField>(request.query);
       if (!isFull(view)) {
         // Its ETag is a digest of the body (src/plugins/http-caching.ts): it differs from the full comment's and follows the author's name.
-        const partial = await reads(request).read(postId, id, view);
+        const partial = await publicReads(request).read(postId, id, view);
         if (!partial) throw notFound(missingComment(postId, id));
         return partial;
       }
-      const comment = await reads(request).find(postId, id);
+      const comment = await publicReads(request).find(postId, id);
       if (!comment) throw notFound(missingComment(postId, id));
-      return conditionalGet(request, reply, commentTag(comment), comment);
+      return conditionalGet(request, reply, commentEtag(comment), comment);
     },
   );
 
@@ -130,7 +130,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
             const comment = await commentsRepository(db).create(postId, request.user!.id, body);
             if (!comment) throw notFound(`post ${postId} does not exist`);
             request.changed('created', 'comments', comment);
-            return { id: comment.id, etag: commentTag(comment), body: comment };
+            return { id: comment.id, etag: commentEtag(comment), body: comment };
           },
         });
       },
@@ -160,14 +160,14 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
             owners: (comment) => [comment.authorId],
             denied: 'only its author or an admin may change this comment',
           },
-          tag: commentTag,
+          etag: commentEtag,
           write: async (tx, current) => {
             const updated = (await commentsRepository(tx).update(postId, id, { body: request.body.body }))!;
             if (updated.version !== current.version) request.changed('updated', 'comments', updated);
             return updated;
           },
         });
-        return tagged(reply, commentTag(comment), comment);
+        return withEtag(reply, commentEtag(comment), comment);
       },
     );
 
@@ -193,7 +193,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
             owners: (comment) => [comment.authorId, comment.postAuthorId],
             denied: "only its author, the post's author or an admin may delete this comment",
           },
-          tag: commentTag,
+          etag: commentEtag,
           write: async (tx, current) => {
             await commentsRepository(tx).delete(postId, id);
             request.changed('deleted', 'comments', { id, postId, authorId: current.authorId });

@@ -15,25 +15,25 @@ import {
 } from '../schemas/posts.js';
 import { postsRepository, type PostChanges, type VersionedPost } from '../repositories/posts.js';
 import type { PostField } from '../schemas/posts.js';
-import { readsOn } from '../db/replicas.js';
+import { readRepository } from '../plugins/read-routing.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { notFound } from '../errors.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { isFull, rangeOf, viewOf } from '../http/view-params.js';
 import { changeOwned, type OwnershipRule } from '../use-cases/change-owned.js';
-import { conditionalGet, postTag, tagged } from '../http/conditional.js';
+import { conditionalGet, postEtag, withEtag } from '../http/conditional.js';
 import { createOnce } from '../use-cases/create-once.js';
 import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,
   NotModified,
-  Tagged,
+  WithEtag,
   listResponses,
 } from '../schemas/conditional.js';
 
-const Post = Tagged(PostSchema, 'the post');
-const PostView = Tagged(
+const Post = WithEtag(PostSchema, 'the post');
+const PostView = WithEtag(
   PostViewSchema,
   'the post; with fields or include, that representation, whose ETag is a digest of it (If-Match takes the full one\'s)',
 );
@@ -49,8 +49,8 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(PostSchema);
   app.addSchema(PostViewSchema);
   const posts = postsRepository(app.db);
-  // Public reads may go to a replica (request.reader, src/plugins/response-cache.ts).
-  const reads = readsOn((db) => postsRepository(db, app.db), app.db);
+  // Public reads may go to a replica (request.replica, src/plugins/read-routing.ts).
+  const publicReads = readRepository((db) => postsRepository(db, app.db), app.db);
 
   /**
    * PATCH and PUT (`changes` may carry read-only members: only title and body
@@ -67,11 +67,11 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const post = await changeOwned<VersionedPost, VersionedPost>(request, {
       lock: (tx) => postsRepository(tx).lock(id, 'update'),
       rule: ownPost(id),
-      tag: postTag,
+      etag: postEtag,
       write: async (tx, current) => changed(await postsRepository(tx).update(id, changes)) ?? current,
       direct: real ? { write: async (ownerId) => changed(await posts.update(id, changes, ownerId)), read: () => posts.findById(id) } : undefined,
     });
-    return tagged(reply, postTag(post), post);
+    return withEtag(reply, postEtag(post), post);
   }
 
   app.get(
@@ -90,7 +90,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request, reply) => {
       const { query } = request;
       const page = pageRequest(query);
-      const result = await reads(request).list({ author: query.author, q: query.q, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
+      const result = await publicReads(request).list({ author: query.author, q: query.q, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
       if (!result) throw new Error('posts list has no parent');
       return listResponse(request, reply, result, page);
     },
@@ -115,13 +115,13 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const view = viewOf<PostField>(request.query);
       if (!isFull(view)) {
         // Its ETag is a digest of the body (src/plugins/http-caching.ts): it differs from the full post's and follows the author's name.
-        const partial = await reads(request).read(id, view);
+        const partial = await publicReads(request).read(id, view);
         if (!partial) throw notFound(`post ${id} does not exist`);
         return partial;
       }
-      const post = await reads(request).findById(id);
+      const post = await publicReads(request).findById(id);
       if (!post) throw notFound(`post ${id} does not exist`);
-      return conditionalGet(request, reply, postTag(post), post);
+      return conditionalGet(request, reply, postEtag(post), post);
     },
   );
 
@@ -143,7 +143,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const { query } = request;
       const userId = request.params.userId;
       const page = pageRequest(query);
-      const result = await reads(request).listOfUser(userId, { q: query.q, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
+      const result = await publicReads(request).listOfUser(userId, { q: query.q, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
       if (!result) throw notFound(`user ${userId} does not exist`);
       return listResponse(request, reply, result, page);
     },
@@ -174,7 +174,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
           create: async (db) => {
             const post = await postsRepository(db).create(request.user!.id, { title, body });
             request.changed('created', 'posts', post);
-            return { id: post.id, etag: postTag(post), body: post };
+            return { id: post.id, etag: postEtag(post), body: post };
           },
         });
       },
@@ -235,7 +235,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
         await changeOwned<VersionedPost, void>(request, {
           lock: (tx) => postsRepository(tx).lock(id, 'delete'),
           rule: ownPost(id),
-          tag: postTag,
+          etag: postEtag,
           write: async (tx, current) => {
             await postsRepository(tx).delete(id);
             request.changed('deleted', 'posts', current);

@@ -18,7 +18,7 @@ import { emailTaken, invalidToken, notFound } from '../errors.js';
 import { hashPassword } from '../security.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { isFull, viewOf } from '../http/view-params.js';
-import { conditionalGet, tagged, userTag } from '../http/conditional.js';
+import { conditionalGet, withEtag, userEtag } from '../http/conditional.js';
 import { changeOwned, loadForChange, type OwnedCheck, type OwnershipRule } from '../use-cases/change-owned.js';
 import { createOnce } from '../use-cases/create-once.js';
 import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
@@ -27,12 +27,12 @@ import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,
   NotModified,
-  Tagged,
+  WithEtag,
   listResponses,
 } from '../schemas/conditional.js';
 
-const User = Tagged(UserSchema, 'the user (with e-mail only for the user themself and admins)');
-const UserView = Tagged(
+const User = WithEtag(UserSchema, 'the user (with e-mail only for the user themself and admins)');
+const UserView = WithEtag(
   UserViewSchema,
   'the user (with e-mail only for the user themself and admins); with fields, only those, and an ETag that is a digest of them',
 );
@@ -85,7 +85,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
         create: async (db, passwordHash) => {
           const user = await usersRepository(db).create({ name, email, passwordHash: passwordHash! });
-          return { id: user.id, etag: userTag(user), body: user };
+          return { id: user.id, etag: userEtag(user), body: user };
         },
       });
     },
@@ -141,7 +141,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!user) throw notFound(`user ${id} does not exist`);
       const visible = visibleTo(request.user)(user);
       if (visible.email !== undefined) keepPrivate(reply);
-      return conditionalGet(request, reply, userTag(visible), visible);
+      return conditionalGet(request, reply, userEtag(visible), visible);
     },
   );
 
@@ -172,7 +172,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         const user = await users.findById(request.user!.id);
         // Deleted since its token was checked (AUTH_CACHE_MS): the token names no one.
         if (!user) throw invalidToken();
-        return conditionalGet(request, reply, userTag(user), user);
+        return conditionalGet(request, reply, userEtag(user), user);
       },
     );
 
@@ -196,12 +196,12 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         const id = request.params.userId;
         const { name, email, password } = request.body;
         // The viewer is the user or an admin: both get (and were given the ETag of) the view with e-mail.
-        const check: OwnedCheck<User> = { rule: ownProfile(id), tag: userTag };
+        const check: OwnedCheck<User> = { rule: ownProfile(id), etag: userEtag };
         // 404, 403, 412 on the row as read now, so every cheap check passes before the password
         // is hashed (~0.1 s of CPU and 32 MiB), then again on the row locked for the write.
         // A PATCH that asks for no change writes nothing.
         const current = await loadForChange(request, users.findById(id), check);
-        if (name === undefined && email === undefined && password === undefined) return tagged(reply, userTag(current), current);
+        if (name === undefined && email === undefined && password === undefined) return withEtag(reply, userEtag(current), current);
         if (email !== undefined && (await users.emailTaken(email, id))) throw emailTaken();
         const passwordHash = password === undefined ? undefined : await hashPassword(password);
 
@@ -217,7 +217,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
           },
         });
         if (passwordHash !== undefined) app.forgetTokens((user) => user.id === id && user.tokenId !== request.user!.tokenId);
-        return tagged(reply, userTag(updated), updated);
+        return withEtag(reply, userEtag(updated), updated);
       },
     );
   });

@@ -31,7 +31,7 @@ export const ConditionalGetHeaders = optionalHeaders({ 'if-none-match': IfNoneMa
 export const ConditionalWriteHeaders = optionalHeaders({ 'if-match': IfMatch });
 
 /** A single resource with its ETag (GET, PATCH, PUT). */
-export const Tagged = <T extends TSchema>(schema: T, description: string) =>
+export const WithEtag = <T extends TSchema>(schema: T, description: string) =>
   Type.Ref(schema, { description, headers: { ETag } });
 
 export const NotModified = Type.Null({

@@ -32,13 +32,13 @@ export async function loadOwned<T>(load: Promise<T | undefined>, user: AuthUser,
 export interface OwnedCheck<T> {
   rule: OwnershipRule<T>;
   /** The resource's current ETag, which If-Match must name. */
-  tag(resource: T): string;
+  etag(resource: T): string;
 }
 
 /** Every check of a change (404, 403, 412) on the resource as `load` reads it. */
 export async function loadForChange<T>(request: FastifyRequest, load: Promise<T | undefined>, check: OwnedCheck<T>): Promise<T> {
   const resource = await loadOwned(load, request.user!, check.rule);
-  requireMatch(request, check.tag(resource));
+  requireMatch(request, check.etag(resource));
   return resource;
 }
 

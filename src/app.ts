@@ -3,7 +3,7 @@
  * and route. It never listens and never exits; server.ts and the tests do that.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { LogController, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
@@ -91,6 +91,28 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
     schemaController: { compilersFactory: { buildValidator: (() => validator) as unknown as ValidatorBuilder } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  await registerPlugins(app, config);
+
+  await app.register(
+    async (api) => {
+      // Unknown query parameters are a 422 on every route, not only where a query is declared.
+      api.addHook('onRoute', (route) => {
+        route.schema = { ...route.schema, querystring: route.schema?.querystring ?? NoQuery };
+      });
+      await api.register(healthRoutes);
+      await api.register(usersRoutes);
+      await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });
+      await api.register(postsRoutes);
+      await api.register(commentsRoutes);
+    },
+    { prefix: config.apiPrefix },
+  );
+
+  return app;
+}
+
+/** The cross-cutting plugins, in an order that is part of the contract (docs/architecture.md, "A request's path"). */
+async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise<void> {
   app.decorate('publicBaseUrl', config.publicBaseUrl ?? '');
 
   await app.register(errors);
@@ -119,21 +141,4 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   await app.register(requestLog);
   await app.register(openapi, { prefix: config.apiPrefix });
   await app.register(retention, { tombstoneRetentionSeconds: config.tombstoneRetentionSeconds });
-
-  await app.register(
-    async (api) => {
-      // Unknown query parameters are a 422 on every route, not only where a query is declared.
-      api.addHook('onRoute', (route) => {
-        route.schema = { ...route.schema, querystring: route.schema?.querystring ?? NoQuery };
-      });
-      await api.register(healthRoutes);
-      await api.register(usersRoutes);
-      await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });
-      await api.register(postsRoutes);
-      await api.register(commentsRoutes);
-    },
-    { prefix: config.apiPrefix },
-  );
-
-  return app;
 }

@@ -26,7 +26,7 @@
  */
 import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
 import fp from 'fastify-plugin';
-import swagger from '@fastify/swagger';
+import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ErrorSchema, NoQuery } from '../schemas/common.js';
@@ -118,6 +118,41 @@ const OPENAPI_TAGS = [
   { name: 'health', description: 'liveness and readiness, not rate limited' },
 ];
 
+type DocumentObject = Parameters<NonNullable<FastifyDynamicSwaggerOptions['transformObject']>>[0];
+
+/** Adds what every operation shares: security, list parameter styles, the common headers, the 405 response. */
+function completeDocument(documentObject: DocumentObject) {
+  if (!('openapiObject' in documentObject)) return documentObject.swaggerObject;
+  const { openapiObject } = documentObject;
+  for (const item of Object.values(openapiObject.paths ?? {})) {
+    for (const op of Object.values(item as Record<string, Operation>)) {
+      op.security ??= PUBLIC;
+      for (const parameter of op.parameters ?? []) {
+        if (parameter.schema?.explode === undefined) continue;
+        Object.assign(parameter, { style: 'form', explode: parameter.schema.explode });
+        delete parameter.schema.explode;
+      }
+      const limited = op[NOT_RATE_LIMITED] !== false;
+      for (const [status, response] of Object.entries(op.responses ?? {})) {
+        const names = [...EVERY_RESPONSE, ...(limited ? RATE_LIMITED : []), ...(BY_STATUS[status] ?? [])];
+        response.headers = { ...refs(...names), ...response.headers };
+      }
+    }
+  }
+  openapiObject.components = {
+    ...openapiObject.components,
+    headers: HEADERS,
+    responses: {
+      MethodNotAllowed: {
+        description: 'method_not_allowed: the path exists, the method does not; Allow lists those it supports',
+        headers: refs('Allow', ...EVERY_RESPONSE, ...RATE_LIMITED),
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      },
+    },
+  } as typeof openapiObject.components;
+  return openapiObject;
+}
+
 export default fp<{ prefix: string }>(
   async (app, { prefix }) => {
     app.addSchema(ErrorSchema);
@@ -152,37 +187,7 @@ export default fp<{ prefix: string }>(
         if (route.method === 'PATCH' && schema?.body) documented.consumes = PATCH_MEDIA_TYPES;
         return { schema: documented, url: prefix && url.startsWith(prefix) ? url.slice(prefix.length) || '/' : url };
       },
-      transformObject: (documentObject) => {
-        if (!('openapiObject' in documentObject)) return documentObject.swaggerObject;
-        const { openapiObject } = documentObject;
-        for (const item of Object.values(openapiObject.paths ?? {})) {
-          for (const op of Object.values(item as Record<string, Operation>)) {
-            op.security ??= PUBLIC;
-            for (const parameter of op.parameters ?? []) {
-              if (parameter.schema?.explode === undefined) continue;
-              Object.assign(parameter, { style: 'form', explode: parameter.schema.explode });
-              delete parameter.schema.explode;
-            }
-            const limited = op[NOT_RATE_LIMITED] !== false;
-            for (const [status, response] of Object.entries(op.responses ?? {})) {
-              const names = [...EVERY_RESPONSE, ...(limited ? RATE_LIMITED : []), ...(BY_STATUS[status] ?? [])];
-              response.headers = { ...refs(...names), ...response.headers };
-            }
-          }
-        }
-        openapiObject.components = {
-          ...openapiObject.components,
-          headers: HEADERS,
-          responses: {
-            MethodNotAllowed: {
-              description: 'method_not_allowed: the path exists, the method does not; Allow lists those it supports',
-              headers: refs('Allow', ...EVERY_RESPONSE, ...RATE_LIMITED),
-              content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
-            },
-          },
-        } as typeof openapiObject.components;
-        return openapiObject;
-      },
+      transformObject: completeDocument,
     });
 
     // Each encoding made once, with its own strong ETag (a different representation of one document).

@@ -40,9 +40,21 @@ const secured = [{ bearerAuth: [] }];
 const missingComment = (postId: number, id: number) => `comment ${id} of post ${postId} does not exist`;
 const ids = (params: { postId: number; commentId: number }) => [params.postId, params.commentId] as const;
 
+type Api = Parameters<FastifyPluginAsyncTypebox>[0];
+
 const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(CommentSchema);
   app.addSchema(CommentViewSchema);
+  readRoutes(app);
+  await app.register(async (authed) => {
+    authed.addHook('onRequest', app.requireUser);
+    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
+    createRoute(r);
+    changeRoutes(r);
+  });
+};
+
+function readRoutes(app: Api) {
   // Public reads may go to a replica (request.replica, src/plugins/read-routing.ts).
   const publicReads = readRepository(commentsRepository, app.db);
 
@@ -98,111 +110,110 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       return conditionalGet(request, reply, commentEtag(comment), comment);
     },
   );
+}
 
-  await app.register(async (authed) => {
-    authed.addHook('onRequest', app.requireUser);
-    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
-
-    r.post(
-      '/posts/:postId/comments',
-      {
-        schema: {
-          tags: ['comments'],
-          operationId: 'createComment',
-          summary: 'Comment on a post',
-          security: secured,
-          params: PostParams,
-          headers: IdempotentHeaders,
-          body: CommentBody,
-          response: {
-            201: Created(CommentSchema, 'the new comment'),
-            ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 404, 409),
-          },
+function createRoute(r: Api) {
+  r.post(
+    '/posts/:postId/comments',
+    {
+      schema: {
+        tags: ['comments'],
+        operationId: 'createComment',
+        summary: 'Comment on a post',
+        security: secured,
+        params: PostParams,
+        headers: IdempotentHeaders,
+        body: CommentBody,
+        response: {
+          201: Created(CommentSchema, 'the new comment'),
+          ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 404, 409),
         },
       },
-      async (request, reply) => {
-        const postId = request.params.postId;
-        const { body } = request.body;
-        return createOnce(request, reply, {
-          kind: 'comment',
-          input: { body },
-          create: async (db) => {
-            const comment = await commentsRepository(db).create(postId, request.user!.id, body);
-            if (!comment) throw notFound(`post ${postId} does not exist`);
-            request.changed('created', 'comments', comment);
-            return { id: comment.id, etag: commentEtag(comment), body: comment };
-          },
-        });
-      },
-    );
-
-    r.patch(
-      '/posts/:postId/comments/:commentId',
-      {
-        schema: {
-          tags: ['comments'],
-          operationId: 'updateComment',
-          summary: 'Change a comment (its author or an admin)',
-          description: 'Only the given fields change. Also accepts application/merge-patch+json.',
-          security: secured,
-          params: CommentParams,
-          headers: ConditionalWriteHeaders,
-          body: CommentPatchBody,
-          response: { 200: Comment, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 412) },
+    },
+    async (request, reply) => {
+      const postId = request.params.postId;
+      const { body } = request.body;
+      return createOnce(request, reply, {
+        kind: 'comment',
+        input: { body },
+        create: async (db) => {
+          const comment = await commentsRepository(db).create(postId, request.user!.id, body);
+          if (!comment) throw notFound(`post ${postId} does not exist`);
+          request.changed('created', 'comments', comment);
+          return { id: comment.id, etag: commentEtag(comment), body: comment };
         },
-      },
-      async (request, reply) => {
-        const [postId, id] = ids(request.params);
-        const comment = await changeOwned<VersionedComment, VersionedComment>(request, {
-          lock: (tx) => commentsRepository(tx).lockForUpdate(postId, id),
-          rule: {
-            missing: missingComment(postId, id),
-            owners: (comment) => [comment.authorId],
-            denied: 'only its author or an admin may change this comment',
-          },
-          etag: commentEtag,
-          write: async (tx, current) => {
-            const updated = (await commentsRepository(tx).update(postId, id, { body: request.body.body }))!;
-            if (updated.version !== current.version) request.changed('updated', 'comments', updated);
-            return updated;
-          },
-        });
-        return withEtag(reply, commentEtag(comment), comment);
-      },
-    );
+      });
+    },
+  );
+}
 
-    r.delete(
-      '/posts/:postId/comments/:commentId',
-      {
-        schema: {
-          tags: ['comments'],
-          operationId: 'deleteComment',
-          summary: "Delete a comment (its author, the post's author or an admin)",
-          security: secured,
-          params: CommentParams,
-          headers: ConditionalWriteHeaders,
-          response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 403, 404, 412) },
+function changeRoutes(r: Api) {
+  r.patch(
+    '/posts/:postId/comments/:commentId',
+    {
+      schema: {
+        tags: ['comments'],
+        operationId: 'updateComment',
+        summary: 'Change a comment (its author or an admin)',
+        description: 'Only the given fields change. Also accepts application/merge-patch+json.',
+        security: secured,
+        params: CommentParams,
+        headers: ConditionalWriteHeaders,
+        body: CommentPatchBody,
+        response: { 200: Comment, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 412) },
+      },
+    },
+    async (request, reply) => {
+      const [postId, id] = ids(request.params);
+      const comment = await changeOwned<VersionedComment, VersionedComment>(request, {
+        lock: (tx) => commentsRepository(tx).lockForUpdate(postId, id),
+        rule: {
+          missing: missingComment(postId, id),
+          owners: (comment) => [comment.authorId],
+          denied: 'only its author or an admin may change this comment',
         },
+        etag: commentEtag,
+        write: async (tx, current) => {
+          const updated = (await commentsRepository(tx).update(postId, id, { body: request.body.body }))!;
+          if (updated.version !== current.version) request.changed('updated', 'comments', updated);
+          return updated;
+        },
+      });
+      return withEtag(reply, commentEtag(comment), comment);
+    },
+  );
+
+  r.delete(
+    '/posts/:postId/comments/:commentId',
+    {
+      schema: {
+        tags: ['comments'],
+        operationId: 'deleteComment',
+        summary: "Delete a comment (its author, the post's author or an admin)",
+        security: secured,
+        params: CommentParams,
+        headers: ConditionalWriteHeaders,
+        response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 403, 404, 412) },
       },
-      async (request, reply) => {
-        const [postId, id] = ids(request.params);
-        await changeOwned<VersionedComment & { postAuthorId: number }, void>(request, {
-          lock: (tx) => commentsRepository(tx).lockForDelete(postId, id),
-          rule: {
-            missing: missingComment(postId, id),
-            owners: (comment) => [comment.authorId, comment.postAuthorId],
-            denied: "only its author, the post's author or an admin may delete this comment",
-          },
-          etag: commentEtag,
-          write: async (tx, current) => {
-            await commentsRepository(tx).delete(postId, id);
-            request.changed('deleted', 'comments', { id, postId, authorId: current.authorId });
-          },
-        });
-        return reply.code(204).send(null);
-      },
-    );
-  });
-};
+    },
+    async (request, reply) => {
+      const [postId, id] = ids(request.params);
+      await changeOwned<VersionedComment & { postAuthorId: number }, void>(request, {
+        lock: (tx) => commentsRepository(tx).lockForDelete(postId, id),
+        rule: {
+          missing: missingComment(postId, id),
+          owners: (comment) => [comment.authorId, comment.postAuthorId],
+          denied: "only its author, the post's author or an admin may delete this comment",
+        },
+        etag: commentEtag,
+        write: async (tx, current) => {
+          await commentsRepository(tx).delete(postId, id);
+          request.changed('deleted', 'comments', { id, postId, authorId: current.authorId });
+        },
+      });
+      return reply.code(204).send(null);
+    },
+  );
+}
 
 export default commentsRoutes;

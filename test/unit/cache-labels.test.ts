@@ -61,14 +61,14 @@ describe('entryLabels', () => {
 });
 
 describe('fencePayload', () => {
-  it('the id and its tags; `*` (flush all) when they would not fit in a NOTIFY', () => {
+  it('the id and its labels; `*` (flush all) when they would not fit in a NOTIFY', () => {
     expect(fencePayload('a.1', new Set())).toBe('a.1');
     expect(fencePayload('a.1', new Set(['posts/1', 'posts']))).toBe('a.1 posts/1 posts');
     const many = new Set(Array.from({ length: 1_000 }, (_, i) => `posts/${i}`));
     expect(fencePayload('a.1', many)).toBe('a.1 *');
   });
 
-  it('names the writers (~user id) before the tags, and keeps them when the tags become `*`', () => {
+  it('names the writers (~user id) before the labels, and keeps them when the labels become `*`', () => {
     expect(fencePayload('a.1', new Set(['posts/1']), new Set([7, 9]))).toBe('a.1 ~7 ~9 posts/1');
     const many = new Set(Array.from({ length: 1_000 }, (_, i) => `posts/${i}`));
     expect(fencePayload('a.1', many, new Set([7]))).toBe('a.1 ~7 *');

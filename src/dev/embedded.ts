@@ -11,11 +11,10 @@
 import type { ChildProcess } from 'node:child_process';
 import type { EventEmitter } from 'node:events';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, readlink, realpath, rm, stat } from 'node:fs/promises';
+import { mkdir, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { clearStalePostmaster, isAlive } from './stale-postmaster.js';
+import { clearStalePostmaster } from './stale-postmaster.js';
 import { Client } from 'pg';
 
 export interface EmbeddedPostgresOptions {

@@ -8,10 +8,10 @@
 import { resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { startEmbeddedPostgres } from '../src/db/embedded.js';
+import { startEmbeddedPostgres } from '../src/dev/embedded.js';
 import { migrate } from '../src/db/migrate.js';
 import { createPool } from '../src/db/pool.js';
-import { seed } from '../src/db/seed.js';
+import { seed } from '../src/dev/seed.js';
 
 export interface BenchServer {
   /** URL of a maintenance database on the server (CREATE/DROP DATABASE). */

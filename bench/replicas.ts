@@ -23,7 +23,7 @@ import pg from 'pg';
 import { parseCommandLine, type CommandSpec } from '../src/command-line.js';
 import { migrate } from '../src/db/migrate.js';
 import { createPool } from '../src/db/pool.js';
-import { seed } from '../src/db/seed.js';
+import { seed } from '../src/dev/seed.js';
 
 const REPLICAS = {
   scripts: [],

@@ -4,7 +4,7 @@
  * the context they read (ids picked from the data set, log-ins, own posts).
  */
 import type pg from 'pg';
-import { RARE_WORD } from '../src/db/seed.js';
+import { RARE_WORD } from '../src/dev/seed-rows.js';
 import type { Child } from './processes.js';
 import type { Scenario } from './report.js';
 

@@ -6,7 +6,7 @@
 import pg from 'pg';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { DEMO_PASSWORD } from '../src/db/seed.js';
+import { DEMO_PASSWORD } from '../src/dev/seed.js';
 import type { Dataset } from './dataset.js';
 import { captureQueries, pgbenchScript, writeScript } from './pgbench.js';
 import type { Child } from './processes.js';

@@ -3,7 +3,7 @@
  * and route. It never listens and never exits; server.ts and the tests do that.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { LogController, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { DestinationStream } from 'pino';
 import type { Config } from './config.js';
@@ -19,7 +19,9 @@ import db from './plugins/db.js';
 import rateLimit from './plugins/rate-limit.js';
 import auth from './plugins/auth.js';
 import httpCaching from './plugins/http-caching.js';
+import changes from './plugins/changes.js';
 import responseCache from './plugins/response-cache.js';
+import readRouting from './plugins/read-routing.js';
 import openapi from './plugins/openapi.js';
 import retention from './plugins/retention.js';
 import healthRoutes from './routes/health.js';
@@ -89,6 +91,28 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
     schemaController: { compilersFactory: { buildValidator: (() => validator) as unknown as ValidatorBuilder } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  await registerPlugins(app, config);
+
+  await app.register(
+    async (api) => {
+      // Unknown query parameters are a 422 on every route, not only where a query is declared.
+      api.addHook('onRoute', (route) => {
+        route.schema = { ...route.schema, querystring: route.schema?.querystring ?? NoQuery };
+      });
+      await api.register(healthRoutes);
+      await api.register(usersRoutes);
+      await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });
+      await api.register(postsRoutes);
+      await api.register(commentsRoutes);
+    },
+    { prefix: config.apiPrefix },
+  );
+
+  return app;
+}
+
+/** The cross-cutting plugins, in an order that is part of the contract (docs/architecture.md, "A request's path"). */
+async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise<void> {
   app.decorate('publicBaseUrl', config.publicBaseUrl ?? '');
 
   await app.register(errors);
@@ -108,31 +132,13 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   await app.register(auth, { cacheMs: config.authCacheMs });
   // Before the response cache: its onSend hook stores the Cache-Control and ETag this one sets.
   await app.register(httpCaching);
+  // LISTEN needs a session of its own: never through a pooler in transaction mode.
+  await app.register(changes, { connectionString: config.databaseListenUrl ?? config.databaseUrl });
   // After rate limiting and auth: a cached answer still spends the budget and still needs a valid token, if one is sent.
-  await app.register(responseCache, {
-    // LISTEN needs a session of its own: never through a pooler in transaction mode.
-    connectionString: config.databaseListenUrl ?? config.databaseUrl,
-    maxBytes: config.responseCacheBytes,
-    maxAgeMs: config.responseCacheMaxAgeMs,
-  });
+  await app.register(responseCache, { maxBytes: config.responseCacheBytes, maxAgeMs: config.responseCacheMaxAgeMs });
+  // After the response cache: only its misses are routed, and it says which it will store.
+  await app.register(readRouting);
   await app.register(requestLog);
   await app.register(openapi, { prefix: config.apiPrefix });
   await app.register(retention, { tombstoneRetentionSeconds: config.tombstoneRetentionSeconds });
-
-  await app.register(
-    async (api) => {
-      // Unknown query parameters are a 422 on every route, not only where a query is declared.
-      api.addHook('onRoute', (route) => {
-        route.schema = { ...route.schema, querystring: route.schema?.querystring ?? NoQuery };
-      });
-      await api.register(healthRoutes);
-      await api.register(usersRoutes);
-      await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });
-      await api.register(postsRoutes);
-      await api.register(commentsRoutes);
-    },
-    { prefix: config.apiPrefix },
-  );
-
-  return app;
 }

@@ -57,7 +57,7 @@ options:
 async function withDatabase(work: (url: string) => Promise<void>, { direct = false, migrateFirst = true } = {}): Promise<void> {
   const config = readConfiguration();
   if (config.databaseUrl) return work((direct && config.databaseListenUrl) || config.databaseUrl);
-  const [{ startDevelopmentDatabase }, { migrate }] = await Promise.all([import('./db/embedded.js'), import('./db/migrate.js')]);
+  const [{ startDevelopmentDatabase }, { migrate }] = await Promise.all([import('./dev/embedded.js'), import('./db/migrate.js')]);
   const embedded = await startDevelopmentDatabase(config.embeddedPg, true);
   console.log(
     embedded.reused
@@ -116,7 +116,7 @@ const COMMANDS: Record<string, { spec: CommandSpec; run: (parsed: Parsed) => Pro
     run: ({ values }) => {
       const posts = count('posts', values.posts) ?? exitWithUsage(SEED, '--posts N is required');
       const options = { posts, comments: count('comments', values.comments), users: count('users', values.users) };
-      return withDatabase((url) => withPool(url, async (pool) => (await import('./db/seed.js')).seedCommand(pool, options)));
+      return withDatabase((url) => withPool(url, async (pool) => (await import('./dev/seed.js')).seedCommand(pool, options)));
     },
   },
 };

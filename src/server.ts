@@ -14,7 +14,7 @@ import type { DestinationStream } from 'pino';
 import { describeConnections, describeSettings, type Config } from './config.js';
 import type { buildApp } from './app.js';
 import { parseCommandLine, readConfiguration, type CommandSpec } from './command-line.js';
-import type { EmbeddedPostgresServer } from './db/embedded.js';
+import type { EmbeddedPostgresServer } from './dev/embedded.js';
 
 const SERVER: CommandSpec = {
   scripts: ['start', 'start:prod'],
@@ -95,7 +95,7 @@ async function main() {
     ]);
     let databaseUrl = config.databaseUrl;
     if (!databaseUrl) {
-      const { startDevelopmentDatabase } = await import('./db/embedded.js');
+      const { startDevelopmentDatabase } = await import('./dev/embedded.js');
       console.log(`DATABASE_URL is unset: starting an embedded PostgreSQL in ${config.embeddedPg.dataDir} on port ${config.embeddedPg.port}`);
       embedded = await startDevelopmentDatabase(config.embeddedPg);
       databaseUrl = embedded.url;

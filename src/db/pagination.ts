@@ -121,7 +121,7 @@ export interface ListOptions {
   unsure?: boolean;
   /**
    * The narrowing's plan does not depend on its values, because the planner
-   * does not see them (a search: src/db/reads.ts `searchMatches`): its
+   * does not see them (a search: src/db/views.ts `searchMatches`): its
    * statements are prepared by name like the others, and run the generic plan
    * PostgreSQL keeps after a few executions, instead of being planned with the
    * values on every request as `narrow` otherwise is.

@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { LRUCache } from 'lru-cache';
 
-/** The channel on which changes to posts or comments are announced (src/plugins/response-cache.ts). */
+/** The channel on which changes to posts or comments are announced (src/cache/change-bus.ts). */
 export const CHANGES_CHANNEL = 'posts_api_changed';
 
 /**

@@ -27,25 +27,6 @@ export function parseLsn(text: string): number {
   return parseInt(text.slice(0, slash), 16) * 2 ** 32 + parseInt(text.slice(slash + 1), 16);
 }
 
-/** Makes a repository (or anything bound to a database) once per pool or replica reader, not once per request. */
-export function perDatabase<R>(make: (db: Queryable) => R): (db: Queryable) => R {
-  const made = new WeakMap<Queryable, R>();
-  return (db) => {
-    let r = made.get(db);
-    if (r === undefined) made.set(db, (r = make(db)));
-    return r;
-  };
-}
-
-/**
- * A route's public reads: `make`'s repository on the replica the response
- * cache chose for the request (`request.reader`), else on `primary`.
- */
-export function readsOn<R>(make: (db: Queryable) => R, primary: Queryable): (request: { reader: Queryable | null }) => R {
-  const on = perDatabase(make);
-  return (request) => on(request.reader ?? primary);
-}
-
 /**
  * Errors after which the same read can succeed on the primary: no SQLSTATE
  * (the connection failed), connection exceptions (08), insufficient resources
@@ -83,6 +64,38 @@ export interface ReadRouter {
   close(): Promise<void>;
 }
 
+/** A replica whose reader runs a statement there, or on the primary when the replica fails it. */
+function replicaOn(pool: pg.Pool, primary: pg.Pool): Replica {
+  const replica: Replica = { pool, replayed: -1, freshAt: -Infinity, reader: primary };
+  const run = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
+  const fallback = primary.query.bind(primary) as (...args: unknown[]) => Promise<unknown>;
+  replica.reader = {
+    query: (...args: unknown[]) =>
+      run(...args).catch((error: unknown) => {
+        if (!worthRetrying(error)) throw error;
+        replica.replayed = -1;
+        replica.freshAt = -Infinity;
+        return fallback(...args);
+      }),
+  } as unknown as Queryable;
+  return replica;
+}
+
+/** Reads a replica's replay position and dates it by the newest primary sample it has replayed. */
+async function checkReplica(replica: Replica, samples: { at: number; position: number }[], onError: (error: unknown) => void): Promise<void> {
+  try {
+    const result = await replica.pool.query<{ r: string | null }>('SELECT pg_last_wal_replay_lsn()::text AS r');
+    const replayed = result.rows[0]?.r;
+    // NULL: not a standby (or not streaming yet); never trusted with reads.
+    replica.replayed = replayed ? parseLsn(replayed) : -1;
+  } catch (error) {
+    replica.replayed = -1;
+    onError(error);
+  }
+  replica.freshAt = -Infinity;
+  for (const sample of samples) if (sample.position <= replica.replayed) replica.freshAt = Math.max(replica.freshAt, sample.at);
+}
+
 export function createReadRouter(options: {
   primary: pg.Pool;
   /**
@@ -97,21 +110,7 @@ export function createReadRouter(options: {
 }): ReadRouter {
   const { primary, maxLagMs } = options;
   const samples: { at: number; position: number }[] = [];
-  const replicas: Replica[] = options.replicas.map((pool) => {
-    const replica: Replica = { pool, replayed: -1, freshAt: -Infinity, reader: primary };
-    const run = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
-    const fallback = primary.query.bind(primary) as (...args: unknown[]) => Promise<unknown>;
-    replica.reader = {
-      query: (...args: unknown[]) =>
-        run(...args).catch((error: unknown) => {
-          if (!worthRetrying(error)) throw error;
-          replica.replayed = -1;
-          replica.freshAt = -Infinity;
-          return fallback(...args);
-        }),
-    } as unknown as Queryable;
-    return replica;
-  });
+  const replicas = options.replicas.map((pool) => replicaOn(pool, primary));
 
   let next = 0;
   let checking = false;
@@ -124,21 +123,7 @@ export function createReadRouter(options: {
       const { rows } = await options.sampler.query<{ p: string }>('SELECT pg_current_wal_insert_lsn()::text AS p');
       samples.push({ at, position: parseLsn(rows[0]!.p) });
       if (samples.length > SAMPLES) samples.shift();
-      await Promise.all(
-        replicas.map(async (replica, i) => {
-          try {
-            const result = await replica.pool.query<{ r: string | null }>('SELECT pg_last_wal_replay_lsn()::text AS r');
-            const replayed = result.rows[0]?.r;
-            // NULL: not a standby (or not streaming yet); never trusted with reads.
-            replica.replayed = replayed ? parseLsn(replayed) : -1;
-          } catch (error) {
-            replica.replayed = -1;
-            options.onCheckError?.(error, i);
-          }
-          replica.freshAt = -Infinity;
-          for (const sample of samples) if (sample.position <= replica.replayed) replica.freshAt = Math.max(replica.freshAt, sample.at);
-        }),
-      );
+      await Promise.all(replicas.map((replica, i) => checkReplica(replica, samples, (error) => options.onCheckError?.(error, i))));
     } catch (error) {
       // The primary did not answer: nothing can be dated, so no replica is trusted.
       for (const replica of replicas) replica.freshAt = -Infinity;

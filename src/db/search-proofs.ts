@@ -34,7 +34,7 @@ const commonOn = perDatabase<true>(1_000);
 
 /**
  * Whether this instance has counted more than the cap of `q`'s matches. Its
- * statements then show the planner the word (src/db/reads.ts `searchMatches`):
+ * statements then show the planner the word (src/db/views.ts `searchMatches`):
  * when such a search is counted again (not settled yet, or its proof used up),
  * the planner counts the first 11 001 matches of a word it knows is common by
  * a walk, about 17 ms of database CPU, where a plan made for any word reads a

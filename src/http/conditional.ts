@@ -20,13 +20,13 @@ import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { preconditionFailed } from '../errors.js';
 
-export const postTag = (post: { id: number; version: number; commentCount: number }) =>
+export const postEtag = (post: { id: number; version: number; commentCount: number }) =>
   `"p${post.id}-${post.version}-${post.commentCount}"`;
 
-export const commentTag = (comment: { id: number; version: number }) => `"c${comment.id}-${comment.version}"`;
+export const commentEtag = (comment: { id: number; version: number }) => `"c${comment.id}-${comment.version}"`;
 
 /** `email` is absent from the public view, which is what makes the two views' tags differ. */
-export function userTag(user: { id: number; name: string; role: string; email?: string; createdAt: string }): string {
+export function userEtag(user: { id: number; name: string; role: string; email?: string; createdAt: string }): string {
   const digest = createHash('sha256')
     .update(JSON.stringify([user.id, user.name, user.role, user.email ?? null, user.createdAt]))
     .digest('base64url')
@@ -35,36 +35,36 @@ export function userTag(user: { id: number; name: string; role: string; email?: 
 }
 
 /** A digest of a serialized answer: strong, since equal bytes are the same representation. */
-export function bodyTag(payload: string): string {
+export function bodyEtag(payload: string): string {
   return `"b${createHash('sha256').update(payload).digest('base64url').slice(0, 22)}"`;
 }
 
 const ENTITY_TAG = /(W\/)?("[^"]*")/g;
 
 /**
- * Whether an If-Match / If-None-Match value names this tag: `*` names any
+ * Whether an If-Match / If-None-Match value names this ETag: `*` names any
  * current representation; weak comparison ignores W/, strong comparison never
- * matches a weak tag. A malformed value names nothing.
+ * matches a weak one. A malformed value names nothing.
  */
-function matches(header: string, tag: string, comparison: 'weak' | 'strong'): boolean {
+function matches(header: string, etag: string, comparison: 'weak' | 'strong'): boolean {
   if (header.trim() === '*') return true;
   for (const [, weak, opaque] of header.matchAll(ENTITY_TAG)) {
-    if (opaque === tag && (comparison === 'weak' || weak === undefined)) return true;
+    if (opaque === etag && (comparison === 'weak' || weak === undefined)) return true;
   }
   return false;
 }
 
-/** Whether an If-None-Match value names this tag (weak comparison). */
-export const namesTag = (header: string, tag: string) => matches(header, tag, 'weak');
+/** Whether an If-None-Match value names this ETag (weak comparison). */
+export const namesEtag = (header: string, etag: string) => matches(header, etag, 'weak');
 
 /**
  * GET and HEAD of one resource: sends its ETag, and a 304 with no body when
  * If-None-Match names it.
  */
-export function conditionalGet<T>(request: FastifyRequest, reply: FastifyReply, tag: string, body: T): T | FastifyReply {
-  reply.header('etag', tag);
+export function conditionalGet<T>(request: FastifyRequest, reply: FastifyReply, etag: string, body: T): T | FastifyReply {
+  reply.header('etag', etag);
   const header = request.headers['if-none-match'];
-  if (header !== undefined && namesTag(header, tag)) return reply.code(304).send();
+  if (header !== undefined && namesEtag(header, etag)) return reply.code(304).send();
   return body;
 }
 
@@ -73,13 +73,13 @@ export function conditionalGet<T>(request: FastifyRequest, reply: FastifyReply, 
  * resource, after the 404 and 403 checks, so of several clients writing with
  * the same ETag exactly one succeeds and the rest get 412.
  */
-export function requireMatch(request: FastifyRequest, tag: string): void {
+export function requireMatch(request: FastifyRequest, etag: string): void {
   const header = request.headers['if-match'];
-  if (header !== undefined && !matches(header, tag, 'strong')) throw preconditionFailed();
+  if (header !== undefined && !matches(header, etag, 'strong')) throw preconditionFailed();
 }
 
 /** A changed resource's 200: the body with its new ETag. */
-export function tagged<T>(reply: FastifyReply, tag: string, body: T): T {
-  reply.header('etag', tag);
+export function withEtag<T>(reply: FastifyReply, etag: string, body: T): T {
+  reply.header('etag', etag);
   return body;
 }

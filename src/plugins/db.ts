@@ -1,7 +1,7 @@
 /**
  * Decorates the app with the pool (`app.db`), ended when the app closes, and,
  * when replicas are configured (DATABASE_READ_URL), with the router that
- * picks where a read goes (`app.reads`, src/db/replicas.ts). Errors of idle
+ * picks where a read goes (`app.replicas`, src/db/replicas.ts). Errors of idle
  * clients (the server ended their connection) cost nothing, as the pool
  * replaces them, but are logged: a stream of them tells an operator something.
  * A pool that meets a pooler losing its named statements goes on without
@@ -18,7 +18,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     db: pg.Pool;
     /** Null without replicas: every read goes to `db`. */
-    reads: ReadRouter | null;
+    replicas: ReadRouter | null;
   }
 }
 
@@ -59,10 +59,10 @@ export default fp<DbOptions>(
     });
     const pool = guarded(createPool(connectionString, max, poolOptions('primary')));
     app.decorate('db', pool);
-    let reads: ReadRouter | null = null;
+    let replicas: ReadRouter | null = null;
     if (readUrls.length > 0) {
       const warned = new Set<number>();
-      reads = createReadRouter({
+      replicas = createReadRouter({
         primary: pool,
         sampler: guarded(createPool(connectionString, 1, poolOptions('primary'))),
         replicas: readUrls.map((url, i) => guarded(createPool(url, max, poolOptions(`replica ${i}`)))),
@@ -75,9 +75,9 @@ export default fp<DbOptions>(
         },
       });
     }
-    app.decorate('reads', reads);
+    app.decorate('replicas', replicas);
     app.addHook('onClose', async () => {
-      await reads?.close();
+      await replicas?.close();
       await pool.end();
     });
   },

@@ -14,7 +14,7 @@
  */
 import fp from 'fastify-plugin';
 import type { FastifyReply } from 'fastify';
-import { bodyTag, namesTag } from '../http/conditional.js';
+import { bodyEtag, namesEtag } from '../http/conditional.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -41,10 +41,10 @@ export default fp(
       }
       // Nothing stores a no-store answer (health), so a validator would never be sent back.
       if (read && status === 200 && typeof payload === 'string' && !reply.hasHeader('etag') && reply.getHeader('cache-control') !== 'no-store') {
-        const tag = bodyTag(payload);
-        reply.header('etag', tag);
+        const etag = bodyEtag(payload);
+        reply.header('etag', etag);
         const condition = request.headers['if-none-match'];
-        if (condition !== undefined && namesTag(condition, tag)) {
+        if (condition !== undefined && namesEtag(condition, etag)) {
           reply.code(304).removeHeader('content-type');
           // HEAD: Fastify's own hook then drops the body, keeping its length (allowed on a 304).
           return done(null, request.method === 'HEAD' ? payload : null);

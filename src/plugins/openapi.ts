@@ -26,12 +26,12 @@
  */
 import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
 import fp from 'fastify-plugin';
-import swagger from '@fastify/swagger';
+import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ErrorSchema, NoQuery } from '../schemas/common.js';
 import { JSON_MEDIA_TYPE, PATCH_MEDIA_TYPES } from '../media-types.js';
-import { bodyTag, namesTag } from '../http/conditional.js';
+import { bodyEtag, namesEtag } from '../http/conditional.js';
 
 // Bounds as config.ts allows them: RATE_LIMIT_MAX ≤ 1 000 000, RATE_LIMIT_WINDOW ≤ 86 400 s.
 const count = { type: 'integer', format: 'int32', minimum: 0, maximum: 1_000_000 };
@@ -109,6 +109,50 @@ export function chooseEncoding(acceptEncoding: string | undefined): Encoding | u
   return candidates.sort((a, b) => weight(b) - weight(a))[0];
 }
 
+/** The OpenAPI document's tags: the groups its operations are listed under. */
+const OPENAPI_TAGS = [
+  { name: 'posts', description: 'posts, their lists, and the posts of one author' },
+  { name: 'comments', description: 'comments, which exist only under their post' },
+  { name: 'users', description: 'sign-up, profiles, own profile' },
+  { name: 'tokens', description: 'log-in (bearer tokens), own tokens, revocation' },
+  { name: 'health', description: 'liveness and readiness, not rate limited' },
+];
+
+type DocumentObject = Parameters<NonNullable<FastifyDynamicSwaggerOptions['transformObject']>>[0];
+
+/** Adds what every operation shares: security, list parameter styles, the common headers, the 405 response. */
+function completeDocument(documentObject: DocumentObject) {
+  if (!('openapiObject' in documentObject)) return documentObject.swaggerObject;
+  const { openapiObject } = documentObject;
+  for (const item of Object.values(openapiObject.paths ?? {})) {
+    for (const op of Object.values(item as Record<string, Operation>)) {
+      op.security ??= PUBLIC;
+      for (const parameter of op.parameters ?? []) {
+        if (parameter.schema?.explode === undefined) continue;
+        Object.assign(parameter, { style: 'form', explode: parameter.schema.explode });
+        delete parameter.schema.explode;
+      }
+      const limited = op[NOT_RATE_LIMITED] !== false;
+      for (const [status, response] of Object.entries(op.responses ?? {})) {
+        const names = [...EVERY_RESPONSE, ...(limited ? RATE_LIMITED : []), ...(BY_STATUS[status] ?? [])];
+        response.headers = { ...refs(...names), ...response.headers };
+      }
+    }
+  }
+  openapiObject.components = {
+    ...openapiObject.components,
+    headers: HEADERS,
+    responses: {
+      MethodNotAllowed: {
+        description: 'method_not_allowed: the path exists, the method does not; Allow lists those it supports',
+        headers: refs('Allow', ...EVERY_RESPONSE, ...RATE_LIMITED),
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      },
+    },
+  } as typeof openapiObject.components;
+  return openapiObject;
+}
+
 export default fp<{ prefix: string }>(
   async (app, { prefix }) => {
     app.addSchema(ErrorSchema);
@@ -129,13 +173,7 @@ export default fp<{ prefix: string }>(
             'authorize with the token, and every other example works (ids 1 are that user\'s).',
         },
         servers: [server],
-        tags: [
-          { name: 'posts', description: 'posts, their lists, and the posts of one author' },
-          { name: 'comments', description: 'comments, which exist only under their post' },
-          { name: 'users', description: 'sign-up, profiles, own profile' },
-          { name: 'tokens', description: 'log-in (bearer tokens), own tokens, revocation' },
-          { name: 'health', description: 'liveness and readiness, not rate limited' },
-        ],
+        tags: OPENAPI_TAGS,
         components: {
           securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'a token from POST /tokens' } },
         },
@@ -149,60 +187,30 @@ export default fp<{ prefix: string }>(
         if (route.method === 'PATCH' && schema?.body) documented.consumes = PATCH_MEDIA_TYPES;
         return { schema: documented, url: prefix && url.startsWith(prefix) ? url.slice(prefix.length) || '/' : url };
       },
-      transformObject: (documentObject) => {
-        if (!('openapiObject' in documentObject)) return documentObject.swaggerObject;
-        const { openapiObject } = documentObject;
-        for (const item of Object.values(openapiObject.paths ?? {})) {
-          for (const op of Object.values(item as Record<string, Operation>)) {
-            op.security ??= PUBLIC;
-            for (const parameter of op.parameters ?? []) {
-              if (parameter.schema?.explode === undefined) continue;
-              Object.assign(parameter, { style: 'form', explode: parameter.schema.explode });
-              delete parameter.schema.explode;
-            }
-            const limited = op[NOT_RATE_LIMITED] !== false;
-            for (const [status, response] of Object.entries(op.responses ?? {})) {
-              const names = [...EVERY_RESPONSE, ...(limited ? RATE_LIMITED : []), ...(BY_STATUS[status] ?? [])];
-              response.headers = { ...refs(...names), ...response.headers };
-            }
-          }
-        }
-        openapiObject.components = {
-          ...openapiObject.components,
-          headers: HEADERS,
-          responses: {
-            MethodNotAllowed: {
-              description: 'method_not_allowed: the path exists, the method does not; Allow lists those it supports',
-              headers: refs('Allow', ...EVERY_RESPONSE, ...RATE_LIMITED),
-              content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
-            },
-          },
-        } as typeof openapiObject.components;
-        return openapiObject;
-      },
+      transformObject: completeDocument,
     });
 
     // Each encoding made once, with its own strong ETag (a different representation of one document).
-    const encoded = new Map<Encoding | 'identity', { body: Buffer; tag: string }>();
+    const encoded = new Map<Encoding | 'identity', { body: Buffer; etag: string }>();
     const documentIn = (encoding: Encoding | 'identity') => {
       let made = encoded.get(encoding);
       if (!made) {
         const identity = encoded.get('identity') ?? (() => {
           const json = JSON.stringify(app.swagger());
-          return { body: Buffer.from(json), tag: bodyTag(json) };
+          return { body: Buffer.from(json), etag: bodyEtag(json) };
         })();
         encoded.set('identity', identity);
-        made = encoding === 'identity' ? identity : { body: ENCODINGS[encoding](identity.body), tag: `${identity.tag.slice(0, -1)}-${encoding}"` };
+        made = encoding === 'identity' ? identity : { body: ENCODINGS[encoding](identity.body), etag: `${identity.etag.slice(0, -1)}-${encoding}"` };
         encoded.set(encoding, made);
       }
       return made;
     };
     const serveDocument = async (request: FastifyRequest, reply: FastifyReply) => {
       const encoding = chooseEncoding(request.headers['accept-encoding']) ?? 'identity';
-      const { body, tag } = documentIn(encoding);
-      reply.header('vary', 'Accept-Encoding').header('etag', tag);
+      const { body, etag } = documentIn(encoding);
+      reply.header('vary', 'Accept-Encoding').header('etag', etag);
       const condition = request.headers['if-none-match'];
-      if (condition !== undefined && namesTag(condition, tag)) return reply.code(304).send();
+      if (condition !== undefined && namesEtag(condition, etag)) return reply.code(304).send();
       reply.type(JSON_MEDIA_TYPE);
       if (encoding !== 'identity') reply.header('content-encoding', encoding);
       return reply.send(body);

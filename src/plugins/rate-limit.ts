@@ -1,58 +1,16 @@
 /**
- * Rate limiting (docs/api.md §7), counted by @fastify/rate-limit: in Redis when
- * REDIS_URL is set, so every instance shares one budget per client, else in
- * this process's memory.
- *
- * Clients: `user:<id>` when the request carries a valid token, else
- * `ip:<address>` (request.ip, so TRUST_PROXY decides whether forwarded headers
- * count; IPv6 clients are grouped by /64 as the plugin does by default). A bad
- * token is counted against the IP, so it can neither probe nor drain another
- * user's budget, and the auth hook still answers 401 afterwards.
- *
- * A client over its budget costs no database lookup of its token, whatever it
- * sends. The user a token belongs to is remembered from earlier requests of
- * this process whose token the auth hook accepted (a bounded map keyed by the
- * token's SHA-256 from request.credential(), never the secret itself), so a known
- * token is counted against its user without a lookup; a token that stops
- * being accepted (revoked, expired) is forgotten at its first 401. A token not
- * known yet is looked up to find its user (the same single lookup the auth
- * hook then reuses), unless its IP is over its budget already: then it counts
- * against the IP unlooked, so guessing tokens from a limited address is free
- * for the server. (A genuine user new to this instance behind such an address
- * waits for that address's window to end.) The map only chooses a budget:
- * every request's token is still checked by the auth hook.
-
- * Budgets: every route spends the "default" policy (RATE_LIMIT_MAX per
- * RATE_LIMIT_WINDOW). Routes with `config: { authRateLimit: true }` (log-in and
- * sign-up) spend only the stricter "auth" policy (RATE_LIMIT_AUTH_MAX, same
- * window, one budget shared by those routes), so password guessing cannot eat
- * the general budget nor the other way round; their headers describe "auth".
- * Routes with `config: { rateLimit: false }` (health, and the docs page with its
- * assets; not /openapi.json, plugins/openapi.ts) are neither counted nor given headers.
- *
- * Headers, on every other response including 401, 404 and 429, describing the
- * policy the request spent:
- *   RateLimit-Limit: 300            RateLimit-Remaining: 299     RateLimit-Reset: 42
- *     (draft-ietf-httpapi-ratelimit-headers-06 and earlier; what docs/api.md §7 names)
- *   RateLimit-Policy: "default";q=300;w=60     RateLimit: "default";r=299;t=42
- *     (the structured fields of draft-ietf-httpapi-ratelimit-headers-11, §3 and §4)
- * Reset and t are the seconds until the client's fixed window ends. A 429 adds
- * Retry-After with that same number and is rendered by the central error handler.
- *
- * The check is an app-wide onRequest hook added before auth's, so it also covers
- * unknown routes and the contract's order holds: 429 before 401, 400/413/415, 422, 404...
- *
- * Redis failures fail open: requests are served unlimited (the headers then show
- * a full, fresh budget), a warning is logged at most every 30 s, and limiting
- * resumes by itself once the client reconnects. Every Redis call is bounded
- * (connect 1 s, command 200 ms, no offline queue), so a slow or dead Redis costs
- * a request at most ~200 ms and never stalls it.
+ * Rate limiting (docs/api.md §7) by @fastify/rate-limit, in Redis when
+ * REDIS_URL is set (one budget per client across instances), else in memory.
+ * Clients are `user:<id>` or `ip:<address>`; a client over its budget costs no
+ * token lookup. Redis failures fail open, and every Redis call is bounded so a
+ * slow Redis never stalls a request. Details: docs/architecture.md
+ * ("Authentication and rate limiting").
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import fp from 'fastify-plugin';
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import { Redis } from 'ioredis';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config.js';
 import { HttpError } from '../errors.js';
 
@@ -103,6 +61,99 @@ function redisNamespace(databaseUrl: string): string {
   return `posts-api:rate-limit:${database}:`;
 }
 
+/** Redis errors serve requests unlimited, with a warning at most every REDIS_WARNING_INTERVAL_MS. */
+function failingOpen(app: FastifyInstance) {
+  let lastWarning = -Infinity;
+  let degraded = false;
+  return {
+    unavailable(error: unknown) {
+      degraded = true;
+      const now = Date.now();
+      if (now - lastWarning < REDIS_WARNING_INTERVAL_MS) return;
+      lastWarning = now;
+      app.log.warn({ err: error }, 'Redis unavailable: requests are served without rate limiting until it is back');
+    },
+    answered() {
+      if (!degraded) return;
+      degraded = false;
+      app.log.info('Redis answers again: rate limiting resumed');
+    },
+  };
+}
+
+async function connectRedis(app: FastifyInstance, url: string, unavailable: (error: unknown) => void): Promise<Redis> {
+  const redis = createRedis(url);
+  redis.on('error', unavailable);
+  app.addHook('onClose', async () => {
+    await redis.quit().catch(() => redis.disconnect());
+  });
+  // Start-up waits a moment so the first requests are counted, but a Redis that is down
+  // (or accepts and never answers) must not keep the API down: the client goes on reconnecting.
+  const connecting = redis.connect().catch(unavailable);
+  await Promise.race([connecting, sleep(STARTUP_WAIT_MS, undefined, { ref: false })]);
+  return redis;
+}
+
+/** Bounded: when full, the oldest entry goes (a Map keeps insertion order). */
+function remember<V>(map: Map<string, V>, key: string, value: V): void {
+  if (!map.has(key) && map.size >= MAX_REMEMBERED) map.delete(map.keys().next().value!);
+  map.set(key, value);
+}
+
+/**
+ * Counter keys: `<policy>:user:<id>` for a token whose owner is known (from
+ * earlier requests auth accepted, or one lookup that auth then reuses), else
+ * `<policy>:ip:<address>`; an address already over its budget is not looked up.
+ */
+function clientKeys(app: FastifyInstance, policyOf: (request: FastifyRequest) => Policy) {
+  const ipKey = (request: FastifyRequest) => `ip:${normalizeIP(request.ip)}`;
+  /** Token digest → its user's id. */
+  const tokenOwners = new Map<string, number>();
+  /** Counter key (`<policy>:ip:<address>`) → until when (epoch ms) it is over its budget. */
+  const limitedIps = new Map<string, number>();
+  /** The counter key of each request that sent a token. */
+  const keyOf = new WeakMap<FastifyRequest, string>();
+
+  const tokenKey = (request: FastifyRequest): string | Promise<string> => {
+    const policy = policyOf(request).name;
+    const credential = request.credential();
+    const owner = credential === null ? undefined : tokenOwners.get(credential);
+    if (owner !== undefined) return `${policy}:user:${owner}`;
+    const ip = `${policy}:${ipKey(request)}`;
+    if ((limitedIps.get(ip) ?? 0) > Date.now()) return ip;
+    // A bad token: counted against the IP; the auth hook answers 401 next.
+    return request.authenticate().then((user) => (user ? `${policy}:user:${user.id}` : ip), () => ip);
+  };
+  // After auth has judged the token (any response, errors included).
+  app.addHook('onResponse', (request, reply, done) => {
+    const credential = request.headers.authorization === undefined ? null : request.credential();
+    if (credential !== null) {
+      if (request.user) {
+        if (!tokenOwners.has(credential)) remember(tokenOwners, credential, request.user.id);
+      } else if (reply.statusCode === 401) {
+        tokenOwners.delete(credential);
+      }
+    }
+    done();
+  });
+
+  const keyGenerator = (request: FastifyRequest): string | Promise<string> => {
+    // Anonymous requests (most reads) need no lookup, nor a promise.
+    if (request.headers.authorization === undefined) return `${policyOf(request).name}:${ipKey(request)}`;
+    const key = tokenKey(request);
+    if (typeof key === 'string') {
+      keyOf.set(request, key);
+      return key;
+    }
+    return key.then((k) => {
+      keyOf.set(request, k);
+      return k;
+    });
+  };
+  const limited = (key: string, until: number) => remember(limitedIps, key, until);
+  return { ipKey, keyGenerator, keyOf, limited };
+}
+
 export default fp<RateLimitPluginOptions>(
   async (app, { rateLimit: limits, redisUrl, databaseUrl }) => {
     const windowSeconds = limits.windowSeconds;
@@ -113,85 +164,16 @@ export default fp<RateLimitPluginOptions>(
     const policyOf = (request: FastifyRequest): Policy =>
       request.routeOptions.config.authRateLimit ? policies.auth : policies.default;
 
-    let lastWarning = -Infinity;
-    let degraded = false;
-    const redisUnavailable = (error: unknown) => {
-      degraded = true;
-      const now = Date.now();
-      if (now - lastWarning < REDIS_WARNING_INTERVAL_MS) return;
-      lastWarning = now;
-      app.log.warn({ err: error }, 'Redis unavailable: requests are served without rate limiting until it is back');
-    };
-
-    const redis = redisUrl === undefined ? undefined : createRedis(redisUrl);
-    if (redis) {
-      redis.on('error', redisUnavailable);
-      app.addHook('onClose', async () => {
-        await redis.quit().catch(() => redis.disconnect());
-      });
-      // Start-up waits a moment so the first requests are counted, but a Redis
-      // that is down (or accepts and never answers) must not keep the API down:
-      // the client goes on reconnecting in the background.
-      const connecting = redis.connect().catch(redisUnavailable);
-      await Promise.race([connecting, sleep(STARTUP_WAIT_MS, undefined, { ref: false })]);
-    }
-
-    const ipKey = (request: FastifyRequest) => `ip:${normalizeIP(request.ip)}`;
-    /** Bounded: when full, the oldest entry goes (a Map keeps insertion order). */
-    const remember = <V>(map: Map<string, V>, key: string, value: V) => {
-      if (!map.has(key) && map.size >= MAX_REMEMBERED) map.delete(map.keys().next().value!);
-      map.set(key, value);
-    };
-    /** Token digest → its user's id. */
-    const tokenOwners = new Map<string, number>();
-    /** Counter key (`<policy>:ip:<address>`) → until when (epoch ms) it is over its budget. */
-    const limitedIps = new Map<string, number>();
-    /** The counter key of each request that sent a token. */
-    const keyOf = new WeakMap<FastifyRequest, string>();
-
-    const tokenKey = (request: FastifyRequest): string | Promise<string> => {
-      const policy = policyOf(request).name;
-      const credential = request.credential();
-      const owner = credential === null ? undefined : tokenOwners.get(credential);
-      if (owner !== undefined) return `${policy}:user:${owner}`;
-      const ip = `${policy}:${ipKey(request)}`;
-      if ((limitedIps.get(ip) ?? 0) > Date.now()) return ip;
-      // A bad token: counted against the IP; the auth hook answers 401 next.
-      return request.authenticate().then((user) => (user ? `${policy}:user:${user.id}` : ip), () => ip);
-    };
-    // After auth has judged the token (any response, errors included).
-    app.addHook('onResponse', (request, reply, done) => {
-      const credential = request.headers.authorization === undefined ? null : request.credential();
-      if (credential !== null) {
-        if (request.user) {
-          if (!tokenOwners.has(credential)) remember(tokenOwners, credential, request.user.id);
-        } else if (reply.statusCode === 401) {
-          tokenOwners.delete(credential);
-        }
-      }
-      done();
-    });
-
+    const failOpen = failingOpen(app);
+    const redis = redisUrl === undefined ? undefined : await connectRedis(app, redisUrl, failOpen.unavailable);
+    const { ipKey, keyGenerator, keyOf, limited } = clientKeys(app, policyOf);
     await app.register(rateLimit, {
       // No per-route hooks: ours below is global, so it also covers 404/405
       // (the not-found handler) and runs before auth.
       global: false,
       max: (request) => policyOf(request).max,
       timeWindow: windowSeconds * 1_000,
-      keyGenerator: (request) => {
-        const header = request.headers.authorization;
-        // Anonymous requests (most reads) need no lookup, nor a promise.
-        if (header === undefined) return `${policyOf(request).name}:${ipKey(request)}`;
-        const key = tokenKey(request);
-        if (typeof key === 'string') {
-          keyOf.set(request, key);
-          return key;
-        }
-        return key.then((k) => {
-          keyOf.set(request, k);
-          return k;
-        });
-      },
+      keyGenerator,
       // Store errors reach the hook below, which fails open and logs them.
       skipOnError: false,
       ...(redis ? { redis, nameSpace: redisNamespace(databaseUrl) } : {}),
@@ -216,21 +198,18 @@ export default fp<RateLimitPluginOptions>(
       try {
         state = await count(request);
       } catch (error) {
-        redisUnavailable(error);
+        failOpen.unavailable(error);
         sendHeaders(reply, policy, policy.max, windowSeconds);
         return;
       }
       if (state.isAllowed) return; // no allow-list is configured; narrows the type
-      if (degraded) {
-        degraded = false;
-        app.log.info('Redis answers again: rate limiting resumed');
-      }
+      failOpen.answered();
 
       sendHeaders(reply, policy, state.remaining, state.ttlInSeconds);
       if (state.remaining === 0) {
         // The next request from this address is over the budget: it need not be looked up to say so.
         const key = request.headers.authorization === undefined ? `${policy.name}:${ipKey(request)}` : keyOf.get(request);
-        if (key?.includes(':ip:')) remember(limitedIps, key, Date.now() + state.ttlInSeconds * 1_000);
+        if (key?.includes(':ip:')) limited(key, Date.now() + state.ttlInSeconds * 1_000);
       }
       if (state.isExceeded) {
         throw new HttpError(

@@ -12,7 +12,7 @@ import type { CommentField, CommentSortField } from '../schemas/comments.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
 import { sql, prepared } from '../db/sql.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
-import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, selectList, viewSource } from '../db/reads.js';
+import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, selectList, viewSource } from '../db/views.js';
 
 export interface Comment {
   id: number;

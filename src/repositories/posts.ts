@@ -10,7 +10,7 @@ import type { Queryable } from '../db/pool.js';
 import type { PostField, PostSortField } from '../schemas/posts.js';
 import { type ListOptions, type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
 import { join, sql, prepared, type SqlFragment } from '../db/sql.js';
-import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, searchMatches, selectList, viewSource } from '../db/reads.js';
+import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, searchMatches, selectList, viewSource } from '../db/views.js';
 import { findOne } from '../db/lookups.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
 import { foundPastCap, isCommonSearch, searchSettled } from '../db/search-proofs.js';

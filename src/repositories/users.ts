@@ -1,7 +1,7 @@
 /** All SQL about users. Factory over a Queryable so callers choose pool or transaction. */
 import type { Queryable } from '../db/pool.js';
 import type { UserField, UserSortField } from '../schemas/users.js';
-import { type Columns, type View, type Viewed, listView, selectList } from '../db/reads.js';
+import { type Columns, type View, type Viewed, listView, selectList } from '../db/views.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
 import { join, raw, sql, toQuery, prepared } from '../db/sql.js';
 

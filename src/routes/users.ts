@@ -17,22 +17,22 @@ import { tokensRepository, type AuthUser } from '../repositories/tokens.js';
 import { emailTaken, invalidToken, notFound } from '../errors.js';
 import { hashPassword } from '../security.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
-import { viewOf } from '../http/reads.js';
-import { isFull } from '../db/reads.js';
-import { conditionalGet, tagged, userTag } from '../http/conditional.js';
-import { changeOwned, loadForChange, type OwnedCheck, type OwnershipRule } from '../http/ownership.js';
-import { Created, IdempotentHeaders, createOnce } from '../http/idempotency.js';
+import { isFull, viewOf } from '../http/view-params.js';
+import { conditionalGet, withEtag, userEtag } from '../http/conditional.js';
+import { changeOwned, loadForChange, type OwnedCheck, type OwnershipRule } from '../use-cases/change-owned.js';
+import { createOnce } from '../use-cases/create-once.js';
+import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
 import { PRIVATE, keepPrivate } from '../plugins/http-caching.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,
   NotModified,
-  Tagged,
+  WithEtag,
   listResponses,
 } from '../schemas/conditional.js';
 
-const User = Tagged(UserSchema, 'the user (with e-mail only for the user themself and admins)');
-const UserView = Tagged(
+const User = WithEtag(UserSchema, 'the user (with e-mail only for the user themself and admins)');
+const UserView = WithEtag(
   UserViewSchema,
   'the user (with e-mail only for the user themself and admins); with fields, only those, and an ETag that is a digest of them',
 );
@@ -53,11 +53,30 @@ const ownProfile = (id: number): OwnershipRule<User> => ({
   denied: 'you may only change your own profile',
 });
 
+type Api = Parameters<FastifyPluginAsyncTypebox>[0];
+type UsersRepository = ReturnType<typeof usersRepository>;
+
 const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(UserSchema);
   app.addSchema(UserViewSchema);
   const users = usersRepository(app.db);
+  signUpRoute(app, users);
+  readRoutes(app, users);
+  await app.register(async (authed) => {
+    // /users/me is a path of its own: a method it lacks (PATCH) is its 405 with Allow,
+    // as for any unrouted method, not a request to /users/{userId} with the id "me".
+    authed.addHook('onRequest', (request, reply, done) => {
+      if ((request.params as { userId?: string }).userId === 'me') reply.callNotFound();
+      else done();
+    });
+    authed.addHook('onRequest', app.requireUser);
+    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
+    meRoute(r, users);
+    changeRoute(r, users);
+  });
+};
 
+function signUpRoute(app: Api, users: UsersRepository) {
   app.post(
     '/users',
     {
@@ -85,12 +104,14 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
         create: async (db, passwordHash) => {
           const user = await usersRepository(db).create({ name, email, passwordHash: passwordHash! });
-          return { id: user.id, etag: userTag(user), body: user };
+          return { id: user.id, etag: userEtag(user), body: user };
         },
       });
     },
   );
+}
 
+function readRoutes(app: Api, users: UsersRepository) {
   app.get(
     '/users',
     {
@@ -141,86 +162,79 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!user) throw notFound(`user ${id} does not exist`);
       const visible = visibleTo(request.user)(user);
       if (visible.email !== undefined) keepPrivate(reply);
-      return conditionalGet(request, reply, userTag(visible), visible);
+      return conditionalGet(request, reply, userEtag(visible), visible);
     },
   );
+}
 
-  await app.register(async (authed) => {
-    // /users/me is a path of its own: a method it lacks (PATCH) is its 405 with Allow,
-    // as for any unrouted method, not a request to /users/{userId} with the id "me".
-    authed.addHook('onRequest', (request, reply, done) => {
-      if ((request.params as { userId?: string }).userId === 'me') reply.callNotFound();
-      else done();
-    });
-    authed.addHook('onRequest', app.requireUser);
-    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
+function meRoute(r: Api, users: UsersRepository) {
+  r.get(
+    '/users/me',
+    {
+      config: { cacheControl: PRIVATE },
+      schema: {
+        tags: ['users'],
+        operationId: 'getMe',
+        summary: 'The authenticated user, with e-mail',
+        security: secured,
+        headers: ConditionalGetHeaders,
+        response: { 200: User, 304: NotModified, ...errorResponses(...COMMON_ERRORS) },
+      },
+    },
+    async (request, reply) => {
+      const user = await users.findById(request.user!.id);
+      // Deleted since its token was checked (AUTH_CACHE_MS): the token names no one.
+      if (!user) throw invalidToken();
+      return conditionalGet(request, reply, userEtag(user), user);
+    },
+  );
+}
 
-    r.get(
-      '/users/me',
-      {
-        config: { cacheControl: PRIVATE },
-        schema: {
-          tags: ['users'],
-          operationId: 'getMe',
-          summary: 'The authenticated user, with e-mail',
-          security: secured,
-          headers: ConditionalGetHeaders,
-          response: { 200: User, 304: NotModified, ...errorResponses(...COMMON_ERRORS) },
+function changeRoute(r: Api, users: UsersRepository) {
+  r.patch(
+    '/users/:userId',
+    {
+      config: { cacheControl: PRIVATE },
+      schema: {
+        tags: ['users'],
+        operationId: 'updateUser',
+        summary: 'Change a user (that user or an admin)',
+        description: 'Only the given fields change. A new password revokes every other token of that user.',
+        security: secured,
+        params: UserParams,
+        headers: ConditionalWriteHeaders,
+        body: UpdateUserBody,
+        response: { 200: User, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 409, 412) },
+      },
+    },
+    async (request, reply) => {
+      const id = request.params.userId;
+      const { name, email, password } = request.body;
+      // The viewer is the user or an admin: both get (and were given the ETag of) the view with e-mail.
+      const check: OwnedCheck<User> = { rule: ownProfile(id), etag: userEtag };
+      // 404, 403, 412 on the row as read now, so every cheap check passes before the password
+      // is hashed (~0.1 s of CPU and 32 MiB), then again on the row locked for the write.
+      // A PATCH that asks for no change writes nothing.
+      const current = await loadForChange(request, users.findById(id), check);
+      if (name === undefined && email === undefined && password === undefined) return withEtag(reply, userEtag(current), current);
+      if (email !== undefined && (await users.emailTaken(email, id))) throw emailTaken();
+      const passwordHash = password === undefined ? undefined : await hashPassword(password);
+
+      const updated = await changeOwned(request, {
+        ...check,
+        lock: (tx) => usersRepository(tx).lock(id),
+        write: async (tx, current) => {
+          const changed = await usersRepository(tx).update(id, { name, email, passwordHash });
+          // Cached posts and comments that embed this author (include=author) show the name.
+          if (changed && changed.name !== current.name) request.changed('updated', 'users', { id });
+          if (passwordHash !== undefined) await tokensRepository(tx).revokeAllExcept(id, request.user!.tokenId);
+          return changed!;
         },
-      },
-      async (request, reply) => {
-        const user = await users.findById(request.user!.id);
-        // Deleted since its token was checked (AUTH_CACHE_MS): the token names no one.
-        if (!user) throw invalidToken();
-        return conditionalGet(request, reply, userTag(user), user);
-      },
-    );
-
-    r.patch(
-      '/users/:userId',
-      {
-        config: { cacheControl: PRIVATE },
-        schema: {
-          tags: ['users'],
-          operationId: 'updateUser',
-          summary: 'Change a user (that user or an admin)',
-          description: 'Only the given fields change. A new password revokes every other token of that user.',
-          security: secured,
-          params: UserParams,
-          headers: ConditionalWriteHeaders,
-          body: UpdateUserBody,
-          response: { 200: User, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 409, 412) },
-        },
-      },
-      async (request, reply) => {
-        const id = request.params.userId;
-        const { name, email, password } = request.body;
-        // The viewer is the user or an admin: both get (and were given the ETag of) the view with e-mail.
-        const check: OwnedCheck<User> = { rule: ownProfile(id), tag: userTag };
-        // 404, 403, 412 on the row as read now, so every cheap check passes before the password
-        // is hashed (~0.1 s of CPU and 32 MiB), then again on the row locked for the write.
-        // A PATCH that asks for no change writes nothing.
-        const current = await loadForChange(request, users.findById(id), check);
-        if (name === undefined && email === undefined && password === undefined) return tagged(reply, userTag(current), current);
-        if (email !== undefined && (await users.emailTaken(email, id))) throw emailTaken();
-        const passwordHash = password === undefined ? undefined : await hashPassword(password);
-
-        const updated = await changeOwned(request, {
-          ...check,
-          lock: (tx) => usersRepository(tx).lock(id),
-          write: async (tx, current) => {
-            const changed = await usersRepository(tx).update(id, { name, email, passwordHash });
-            // Cached posts and comments that embed this author (include=author) show the name.
-            if (changed && changed.name !== current.name) request.changed('updated', 'users', { id });
-            if (passwordHash !== undefined) await tokensRepository(tx).revokeAllExcept(id, request.user!.tokenId);
-            return changed!;
-          },
-        });
-        if (passwordHash !== undefined) app.forgetTokens((user) => user.id === id && user.tokenId !== request.user!.tokenId);
-        return tagged(reply, userTag(updated), updated);
-      },
-    );
-  });
-};
+      });
+      if (passwordHash !== undefined) r.forgetTokens((user) => user.id === id && user.tokenId !== request.user!.tokenId);
+      return withEtag(reply, userEtag(updated), updated);
+    },
+  );
+}
 
 export default usersRoutes;

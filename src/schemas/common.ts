@@ -22,7 +22,7 @@ export const SmallInt = (minimum: number, maximum: number, options: object = {})
 /**
  * Path ids: a positive integer in canonical digits (validation.ts), else the
  * path names no resource (404). The example, 1, names the first user, post,
- * comment and token of a freshly seeded database (src/db/seed.ts), which the
+ * comment and token of a freshly seeded database (src/dev/seed.ts), which the
  * first user owns: what /docs offers works as offered.
  */
 export const PathId = { ...Id, examples: [1] };

@@ -2,7 +2,7 @@
  * Contracts of conditional requests (docs/api.md §8): the optional request
  * headers, the response headers and the 304 response, so the OpenAPI document
  * shows them and they are validated like any other input (Idempotency-Key's
- * are in src/http/idempotency.ts, with the rest of that mechanism).
+ * are in schemas/idempotency.ts).
  * Header objects allow every other header (`additionalProperties: true`) and
  * name theirs in lower case: that is how Node hands headers over, and Fastify
  * does not lower-case schemas compiled by a custom validator compiler (ours).
@@ -31,7 +31,7 @@ export const ConditionalGetHeaders = optionalHeaders({ 'if-none-match': IfNoneMa
 export const ConditionalWriteHeaders = optionalHeaders({ 'if-match': IfMatch });
 
 /** A single resource with its ETag (GET, PATCH, PUT). */
-export const Tagged = <T extends TSchema>(schema: T, description: string) =>
+export const WithEtag = <T extends TSchema>(schema: T, description: string) =>
   Type.Ref(schema, { description, headers: { ETag } });
 
 export const NotModified = Type.Null({

@@ -25,7 +25,7 @@ export const CreateTokenBody = Type.Object(
   // No e-mail format here (a failed log-in says nothing either way), but the
   // address is looked up in PostgreSQL, which refuses NUL.
   { email: Type.String({ maxLength: 254, ...Storable }), password: Type.String({ maxLength: 200 }) },
-  // The first user of `npm run seed` (src/db/seed.ts), who owns what the other examples name.
+  // The first user of `npm run seed` (src/dev/seed.ts), who owns what the other examples name.
   { additionalProperties: false, examples: [{ email: 'grace.knuth.1@example.com', password: 'demo-password' }] },
 );
 export const TokenParams = Type.Object({ tokenId: PathId });

@@ -9,7 +9,7 @@
 import { existsSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { seed } from '../../src/db/seed.js';
+import { seed } from '../../src/dev/seed.js';
 import { useTestApp } from '../helpers/factories.js';
 
 const CHROMIUM = '/usr/bin/chromium';

@@ -8,7 +8,7 @@
  * token's own last of all.
  */
 import { beforeAll, expect, it } from 'vitest';
-import { seed } from '../../src/db/seed.js';
+import { seed } from '../../src/dev/seed.js';
 import { useTestApp } from '../helpers/factories.js';
 
 interface Parameter {

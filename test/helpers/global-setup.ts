@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import type { TestProject } from 'vitest/node';
-import { startEmbeddedPostgres } from '../../src/db/embedded.js';
+import { startEmbeddedPostgres } from '../../src/dev/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
 
 declare module 'vitest' {

@@ -10,7 +10,7 @@ import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { startEmbeddedPostgres, type EmbeddedPostgresServer } from '../../src/db/embedded.js';
+import { startEmbeddedPostgres, type EmbeddedPostgresServer } from '../../src/dev/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
 
 /** A port the OS just had free; another process could take it first, which is unlikely enough here. */

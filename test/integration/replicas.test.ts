@@ -52,7 +52,7 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
     /** Until the replica has replayed everything and the instances' checks have seen it. */
     async function caughtUp(...instances: FastifyInstance[]): Promise<void> {
       for (let i = 0; i < 100; i++) {
-        if (instances.every((app) => app.reads!.status().every((r) => r.lagMs < 300))) return;
+        if (instances.every((app) => app.replicas!.status().every((r) => r.lagMs < 300))) return;
         await sleep(50);
       }
       throw new Error('the replica did not catch up');
@@ -131,7 +131,7 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
       const ann = await signUp(app);
       const { id } = await createPost(app, ann);
       for (const url of [`/posts/${id}`, '/posts', `/posts/${id}/comments`]) expect((await get(app, url)).statusCode).toBe(200);
-      expect(app.reads!.status()).toEqual([expect.objectContaining({ replayed: -1 })]);
+      expect(app.replicas!.status()).toEqual([expect.objectContaining({ replayed: -1 })]);
       expect((await app.inject({ url: '/health/ready' })).statusCode).toBe(200);
     });
 

@@ -472,8 +472,8 @@ describe('across instances', () => {
       await retitle(post.id, 'Seen at once');
       expect(await titleOf(post.id, other)).toBe('Seen at once');
       expect(await readyOf(other)).toBe('off');
-      // t.app's only; with replicas a cache-less instance listens too (read-your-writes, src/plugins/response-cache.ts).
-      expect(await listenerPids()).toHaveLength(other.reads ? 2 : 1);
+      // t.app's only; with replicas a cache-less instance listens too (read-your-writes, src/plugins/read-routing.ts).
+      expect(await listenerPids()).toHaveLength(other.replicas ? 2 : 1);
 
       await prime(`/posts/${post.id}`);
       const patched = await patch(`/posts/${post.id}`, ann, { title: 'From a cache-less instance' }, {}, other);

@@ -6,7 +6,7 @@
  * path that keeps the indexes in place.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { seed, seedCommand, type SeedResult } from '../../src/db/seed.js';
+import { seed, seedCommand, type SeedResult } from '../../src/dev/seed.js';
 import { signUp, useTestApp } from '../helpers/factories.js';
 
 const t = useTestApp();

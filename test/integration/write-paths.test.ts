@@ -1,5 +1,5 @@
 /**
- * Which path a change takes through changeOwned (src/http/ownership.ts): a
+ * Which path a change takes through changeOwned (src/use-cases/change-owned.ts): a
  * real change of a post without If-Match is one statement, no transaction (a
  * measured speed-up); with If-Match, an empty change, or on a comment or a
  * user, the lock → 404/403 → 412 → write sequence runs in a transaction. Both

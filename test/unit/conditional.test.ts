@@ -1,48 +1,48 @@
 /** ETags and their comparison (src/http/conditional.ts, docs/api.md §8). */
 import type { FastifyRequest } from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { bodyTag, commentTag, namesTag, postTag, requireMatch, userTag } from '../../src/http/conditional.js';
+import { bodyEtag, commentEtag, namesEtag, postEtag, requireMatch, userEtag } from '../../src/http/conditional.js';
 import { HttpError } from '../../src/errors.js';
 
 describe('tags', () => {
   it('a post: id, version and commentCount, so a comment write changes it', () => {
-    expect(postTag({ id: 7, version: 2, commentCount: 3 })).toBe('"p7-2-3"');
-    expect(postTag({ id: 7, version: 2, commentCount: 4 })).not.toBe(postTag({ id: 7, version: 2, commentCount: 3 }));
+    expect(postEtag({ id: 7, version: 2, commentCount: 3 })).toBe('"p7-2-3"');
+    expect(postEtag({ id: 7, version: 2, commentCount: 4 })).not.toBe(postEtag({ id: 7, version: 2, commentCount: 3 }));
   });
 
   it('a comment: id and version', () => {
-    expect(commentTag({ id: 9, version: 1 })).toBe('"c9-1"');
+    expect(commentEtag({ id: 9, version: 1 })).toBe('"c9-1"');
   });
 
   it('a user: the public view and the one with e-mail never share a tag; only public fields move the public one', () => {
     const user = { id: 3, name: 'Ann', role: 'user', createdAt: '2026-01-01T00:00:00.000Z' };
-    const publicTag = userTag(user);
+    const publicTag = userEtag(user);
     expect(publicTag).toMatch(/^"u3-[A-Za-z0-9_-]{22}"$/);
-    expect(userTag({ ...user, email: 'ann@example.com' })).not.toBe(publicTag);
-    expect(userTag({ ...user, email: 'ann@example.com' })).not.toBe(userTag({ ...user, email: 'ann@example.org' }));
-    expect(userTag({ ...user, name: 'Anne' })).not.toBe(publicTag);
-    expect(userTag({ ...user })).toBe(publicTag);
+    expect(userEtag({ ...user, email: 'ann@example.com' })).not.toBe(publicTag);
+    expect(userEtag({ ...user, email: 'ann@example.com' })).not.toBe(userEtag({ ...user, email: 'ann@example.org' }));
+    expect(userEtag({ ...user, name: 'Anne' })).not.toBe(publicTag);
+    expect(userEtag({ ...user })).toBe(publicTag);
   });
 
   it('a body: a digest of the bytes, equal for equal bodies', () => {
-    expect(bodyTag('{"data":[]}')).toMatch(/^"b[A-Za-z0-9_-]{22}"$/);
-    expect(bodyTag('{"data":[]}')).toBe(bodyTag('{"data":[]}'));
-    expect(bodyTag('{"data":[1]}')).not.toBe(bodyTag('{"data":[]}'));
+    expect(bodyEtag('{"data":[]}')).toMatch(/^"b[A-Za-z0-9_-]{22}"$/);
+    expect(bodyEtag('{"data":[]}')).toBe(bodyEtag('{"data":[]}'));
+    expect(bodyEtag('{"data":[1]}')).not.toBe(bodyEtag('{"data":[]}'));
   });
 });
 
-describe('namesTag (If-None-Match: weak comparison)', () => {
+describe('namesEtag (If-None-Match: weak comparison)', () => {
   it('names the tag alone, in a list, as W/, or by *', () => {
-    expect(namesTag('"p7-2-3"', '"p7-2-3"')).toBe(true);
-    expect(namesTag('"x", "p7-2-3" ,"y"', '"p7-2-3"')).toBe(true);
-    expect(namesTag('W/"p7-2-3"', '"p7-2-3"')).toBe(true);
-    expect(namesTag(' * ', '"p7-2-3"')).toBe(true);
+    expect(namesEtag('"p7-2-3"', '"p7-2-3"')).toBe(true);
+    expect(namesEtag('"x", "p7-2-3" ,"y"', '"p7-2-3"')).toBe(true);
+    expect(namesEtag('W/"p7-2-3"', '"p7-2-3"')).toBe(true);
+    expect(namesEtag(' * ', '"p7-2-3"')).toBe(true);
   });
   it('names nothing else: another tag, an unquoted one, a malformed value', () => {
-    expect(namesTag('"p7-2-4"', '"p7-2-3"')).toBe(false);
-    expect(namesTag('p7-2-3', '"p7-2-3"')).toBe(false);
-    expect(namesTag('"p7-2', '"p7-2-3"')).toBe(false);
-    expect(namesTag('', '"p7-2-3"')).toBe(false);
+    expect(namesEtag('"p7-2-4"', '"p7-2-3"')).toBe(false);
+    expect(namesEtag('p7-2-3', '"p7-2-3"')).toBe(false);
+    expect(namesEtag('"p7-2', '"p7-2-3"')).toBe(false);
+    expect(namesEtag('', '"p7-2-3"')).toBe(false);
   });
 });
 

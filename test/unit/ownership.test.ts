@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadOwned, type OwnershipRule } from '../../src/http/ownership.js';
+import { loadOwned, type OwnershipRule } from '../../src/use-cases/change-owned.js';
 import { HttpError } from '../../src/errors.js';
 
 interface Thing {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { checkInterval, parseLsn, perDatabase, readsOn } from '../../src/db/replicas.js';
+import { checkInterval, parseLsn } from '../../src/db/replicas.js';
+import { oncePerDatabase, readRepository } from '../../src/plugins/read-routing.js';
 import type { Queryable } from '../../src/db/pool.js';
 
 describe('parseLsn', () => {
@@ -19,10 +20,10 @@ describe('checkInterval', () => {
   });
 });
 
-describe('perDatabase', () => {
+describe('oncePerDatabase', () => {
   it('makes one repository per database, not one per request', () => {
     let made = 0;
-    const repo = perDatabase((db) => ({ db, n: ++made }));
+    const repo = oncePerDatabase((db) => ({ db, n: ++made }));
     const a = { query: () => undefined } as unknown as Queryable;
     const b = { query: () => undefined } as unknown as Queryable;
     expect(repo(a)).toBe(repo(a));
@@ -31,13 +32,13 @@ describe('perDatabase', () => {
   });
 });
 
-describe('readsOn', () => {
-  it("reads on the request's replica when the cache chose one, else on the primary, with one repository per database", () => {
+describe('readRepository', () => {
+  it("reads on the request's replica when one was chosen, else on the primary, with one repository per database", () => {
     const primary = { query: () => undefined } as unknown as Queryable;
     const replica = { query: () => undefined } as unknown as Queryable;
-    const reads = readsOn((db) => ({ db }), primary);
-    expect(reads({ reader: null }).db).toBe(primary);
-    expect(reads({ reader: replica }).db).toBe(replica);
-    expect(reads({ reader: replica })).toBe(reads({ reader: replica }));
+    const reads = readRepository((db) => ({ db }), primary);
+    expect(reads({ replica: null }).db).toBe(primary);
+    expect(reads({ replica }).db).toBe(replica);
+    expect(reads({ replica })).toBe(reads({ replica }));
   });
 });

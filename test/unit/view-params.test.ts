@@ -1,6 +1,6 @@
-/** The query parameters of richer reads as the repositories take them (src/http/reads.ts). */
+/** The query parameters of richer reads as the repositories take them (src/http/view-params.ts). */
 import { describe, expect, it } from 'vitest';
-import { rangeOf, viewOf } from '../../src/http/reads.js';
+import { rangeOf, viewOf } from '../../src/http/view-params.js';
 
 describe('viewOf', () => {
   it('the full view without fields or include; fields in the order asked', () => {

@@ -44,7 +44,7 @@ export interface CreatedRange {
  * truncated to milliseconds. For a shown time X (a whole millisecond),
  * X > a ⇔ created_at ≥ trunc_ms(a) + 1 ms and X < b ⇔ created_at < ceil_ms(b),
  * so the conditions stay on the bare column, which the (…, created_at, id)
- * indexes serve. Bounds arrive with at most microseconds (src/http/reads.ts),
+ * indexes serve. Bounds arrive with at most microseconds (src/http/view-params.ts),
  * which PostgreSQL keeps exactly.
  */
 export function createdBetween({ createdAfter, createdBefore }: CreatedRange): SqlFragment[] {

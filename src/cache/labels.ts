@@ -1,17 +1,17 @@
 /**
- * The response cache's tags (src/plugins/response-cache.ts), derived without
- * per-route code. An entry is tagged, from its route and body, with each item
+ * The response cache's labels (src/plugins/response-cache.ts), derived without
+ * per-route code. An entry is labelled, from its route and body, with each item
  * it shows (`posts/7`, `comments/9`), its list's scope (`posts`,
  * `users/3/posts`, `posts/7/comments`; filters are not tracked),
  * `<scope>#updated` when the list's order or membership depends on fields a
  * write may change (a sort on other than id/createdAt, an unknown filter), and
- * the parents it lives under (`posts/7/*`). A change is tagged from the
+ * the parents it lives under (`posts/7/*`). A change is labelled from the
  * resource's id and foreign keys (`postId` names posts, `authorId` users):
  * - created/deleted: the item, its scopes (their totals and pages change) and
  *   the items it references (their counts change);
  * - updated: the item and `<scope>#updated` of its scopes;
  * - deleted also names everything under the item (`posts/7/*`).
- * An entry that embeds authors (include=author) is also tagged with each of
+ * An entry that embeds authors (include=author) is also labelled with each of
  * them (`users/3`), which a change of that user names.
  */
 
@@ -36,14 +36,14 @@ function references(resource: object): [string, number][] {
   return refs;
 }
 
-export function changeTags(how: ChangeKind, collection: string, resource: { id: number }): string[] {
+export function changeLabels(how: ChangeKind, collection: string, resource: { id: number }): string[] {
   const item = `${collection}/${resource.id}`;
   const refs = references(resource);
   const scopes = [collection, ...refs.map(([c, id]) => `${c}/${id}/${collection}`)];
   if (how === 'updated') return [item, ...scopes.map((scope) => scope + UPDATED)];
-  const tags = [item, ...scopes, ...refs.map(([c, id]) => `${c}/${id}`)];
-  if (how === 'deleted') tags.push(`${item}/*`);
-  return tags;
+  const labels = [item, ...scopes, ...refs.map(([c, id]) => `${c}/${id}`)];
+  if (how === 'deleted') labels.push(`${item}/*`);
+  return labels;
 }
 
 export interface RouteShape {
@@ -65,29 +65,29 @@ export function routeShape(url: string): RouteShape {
   return { pairs, single, collection: (single ? segments.at(-2) : segments.at(-1)) ?? '' };
 }
 
-export function entryTags(shape: RouteShape, params: Record<string, string>, query: Record<string, unknown>, body: unknown): string[] {
-  const tag = (pair: RouteShape['pairs'][number]) => `${pair.collection}/${Number(params[pair.param])}`;
+export function entryLabels(shape: RouteShape, params: Record<string, string>, query: Record<string, unknown>, body: unknown): string[] {
+  const label = (pair: RouteShape['pairs'][number]) => `${pair.collection}/${Number(params[pair.param])}`;
   const parents = shape.single ? shape.pairs.slice(0, -1) : shape.pairs;
-  const tags = parents.map((pair) => `${tag(pair)}/*`);
+  const labels = parents.map((pair) => `${label(pair)}/*`);
   if (shape.single) {
-    tags.push(tag(shape.pairs.at(-1)!), ...authorTags([body]));
-    return tags;
+    labels.push(label(shape.pairs.at(-1)!), ...authorLabels([body]));
+    return labels;
   }
   const parent = parents.at(-1);
-  const scope = parent ? `${tag(parent)}/${shape.collection}` : shape.collection;
-  tags.push(scope);
+  const scope = parent ? `${label(parent)}/${shape.collection}` : shape.collection;
+  labels.push(scope);
   const sort = typeof query.sort === 'string' ? query.sort.split(',').map((f) => f.replace(/^-/, '')) : [];
   if (sort.some((f) => !IMMUTABLE_SORT.has(f)) || Object.keys(query).some((k) => k !== 'sort' && !STABLE_QUERY.has(k))) {
-    tags.push(scope + UPDATED);
+    labels.push(scope + UPDATED);
   }
   const items = (body as { data?: { id?: unknown }[] }).data ?? [];
-  for (const item of items) tags.push(`${shape.collection}/${String(item.id)}`);
-  tags.push(...authorTags(items));
-  return tags;
+  for (const item of items) labels.push(`${shape.collection}/${String(item.id)}`);
+  labels.push(...authorLabels(items));
+  return labels;
 }
 
 /** The users embedded as `author`, each once. */
-function authorTags(items: unknown[]): string[] {
+function authorLabels(items: unknown[]): string[] {
   const ids = new Set<number>();
   for (const item of items) {
     const author = (item as { author?: { id?: unknown } } | null)?.author;

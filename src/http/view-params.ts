@@ -3,7 +3,10 @@
  * take them. The schemas have checked each value (distinct field names, the
  * include value, RFC 3339 date-times).
  */
-import type { CreatedRange, View } from '../db/reads.js';
+import type { CreatedRange, View } from '../db/views.js';
+
+/** Whether a view is the resource's full representation (the one with a stored ETag). */
+export { isFull } from '../db/views.js';
 
 interface ReadQuery {
   fields?: string[];

@@ -11,7 +11,7 @@ import type { FastifyRequest } from 'fastify';
 import type { AuthUser } from '../repositories/tokens.js';
 import { retryingConflicts, withTransaction, type Queryable } from '../db/pool.js';
 import { forbidden, notFound } from '../errors.js';
-import { requireMatch } from './conditional.js';
+import { requireMatch } from '../http/conditional.js';
 
 export interface OwnershipRule<T> {
   /** The 404 message. */
@@ -32,13 +32,13 @@ export async function loadOwned<T>(load: Promise<T | undefined>, user: AuthUser,
 export interface OwnedCheck<T> {
   rule: OwnershipRule<T>;
   /** The resource's current ETag, which If-Match must name. */
-  tag(resource: T): string;
+  etag(resource: T): string;
 }
 
 /** Every check of a change (404, 403, 412) on the resource as `load` reads it. */
 export async function loadForChange<T>(request: FastifyRequest, load: Promise<T | undefined>, check: OwnedCheck<T>): Promise<T> {
   const resource = await loadOwned(load, request.user!, check.rule);
-  requireMatch(request, check.tag(resource));
+  requireMatch(request, check.etag(resource));
   return resource;
 }
 

@@ -1,46 +1,16 @@
 /**
- * Creating through POST, with Idempotency-Key (docs/api.md §8): the one mechanism
- * behind POST /posts, POST /posts/{postId}/comments and POST /users, from the
- * header's contract (`IdempotentHeaders`) and the 201's (`Created`) to the
- * replay. Its SQL is in src/repositories/idempotency-keys.ts; expired records
- * are purged by src/plugins/retention.ts.
- *
- * The create runs in a transaction that first takes the key's advisory lock
- * without waiting (taken elsewhere: the first request is still running, 409),
- * then looks for the stored first response (same request: replayed with
- * `Idempotent-Replayed: true`; another request: 422), else creates and stores
- * the response in that same transaction. So a create and its record commit
- * together, and a failed create (any error) stores nothing and may be retried.
- *
- * Keys are scoped per user (`user:<id>`); a request without a token (sign-up)
- * uses the one `anonymous` scope. Two requests are the same when they ask for
- * the same thing: method, route, path ids and the members the operation uses,
- * compared by a SHA-256 of that flat form. Read-only members, which the
- * operation ignores, do not count, so no walk over a client's arbitrary JSON
- * (of any depth) happens here.
- *
- * Cost order: a replay, or a key in use, is answered from one cheap statement
- * before anything expensive. A password sent with the request (sign-up) is
- * hashed once, after every cheaper check (`precheck`, e.g. the e-mail is
- * taken: 409), by the one password helper (src/security.ts); the record keeps
- * that hash, and a retry is checked against it with one verification, so the
- * password never enters the request hash and is never hashed twice. (Only two
- * identical requests racing past the first check pay one extra verification.)
- *
- * A record whose resource has since been deleted keeps no copy of it (a
- * trigger drops the body): its replay is a 409 naming what was created and
- * that it is gone; the key stays spent, so a retry never creates it again.
+ * Creating at most once per Idempotency-Key (docs/api.md §8): the create and
+ * its record commit in one transaction, so a failed create stores nothing and
+ * may be retried. The sequence and its cost order are in docs/architecture.md
+ * ("Idempotent creates").
  */
 import { createHash } from 'node:crypto';
-import { Type, type TSchema } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { retryingConflicts, withTransaction, type Queryable } from '../db/pool.js';
-import { linkTo } from './links.js';
+import { linkTo } from '../http/links.js';
 import { conflict, validation } from '../errors.js';
 import { hashPassword, verifyPassword } from '../security.js';
 import { JSON_MEDIA_TYPE } from '../media-types.js';
-import { ETag } from '../schemas/common.js';
-import { optionalHeaders } from '../schemas/conditional.js';
 import { idempotencyKeysRepository, type IdempotencyRecord, type StoredResponse } from '../repositories/idempotency-keys.js';
 
 export interface CreatedResource {
@@ -64,35 +34,6 @@ export interface Creation {
    */
   create(db: Queryable, passwordHash: string | undefined): Promise<CreatedResource>;
 }
-
-const IdempotencyKey = Type.String({
-  minLength: 1,
-  maxLength: 255,
-  pattern: '^[\\x20-\\x7E]*$',
-  'x-errorMessage': 'must be printable ASCII characters',
-  description:
-    'makes a retry safe: the same key with the same body within 24 h returns the first response (Idempotent-Replayed: true) ' +
-    'and creates nothing; with another body it is a 422; while the first request runs, a 409. Keys are per user ' +
-    '(per token owner; sign-ups without a token share one anonymous scope). 1–255 printable ASCII characters.',
-});
-
-/** The request headers of a create: Idempotency-Key, optional. */
-export const IdempotentHeaders = optionalHeaders({ 'idempotency-key': IdempotencyKey });
-
-/** A created resource: 201 with Location and ETag; a replay of it also says so. */
-export const Created = <T extends TSchema>(schema: T, description: string) =>
-  Type.Ref(schema, {
-    description,
-    headers: {
-      Location: { type: 'string', pattern: '^[!-~]+$', maxLength: 2048, description: 'the URL of the new resource' },
-      ETag,
-      'Idempotent-Replayed': {
-        type: 'string',
-        enum: ['true'],
-        description: 'present when this is the stored first response to an earlier request with the same Idempotency-Key',
-      },
-    },
-  });
 
 const FIELD = 'Idempotency-Key';
 

@@ -48,14 +48,18 @@ const filters = {
 export const EventListQuery = Type.Object(
   {
     ...filters,
-    after: Type.Optional({ ...Id, description: 'the id of the last event already received (nextCursor); without it the feed starts at its oldest event' }),
+    after: Type.Optional({
+      ...Id,
+      minimum: 0,
+      description: 'the id of the last event already received (nextCursor); 0 or none: from the oldest event kept',
+    }),
     limit: Type.Optional(SmallInt(1, 100, { description: 'default 20' })),
   },
   { additionalProperties: false },
 );
 
 export const EventStreamQuery = Type.Object(
-  { ...filters, after: Type.Optional({ ...Id, description: 'resume after this event id (Last-Event-ID wins); without either, only new events' }) },
+  { ...filters, after: Type.Optional({ ...Id, minimum: 0, description: 'resume after this event id (Last-Event-ID wins); without either, only new events' }) },
   { additionalProperties: false },
 );
 

@@ -79,7 +79,7 @@ export const EventPage = Type.Object(
     }),
     prevCursor: Type.Null({ description: 'always null: the feed is read forward' }),
   },
-  { additionalProperties: false, headers: { ETag, Link: { ...LinkHeader, description: 'RFC 8288: next, with after=nextCursor' } } },
+  { additionalProperties: false, description: 'a page of the feed', headers: { ETag, Link: { ...LinkHeader, description: 'RFC 8288: next, with after=nextCursor' } } },
 );
 
 export const EventStream = Type.String({

@@ -209,6 +209,28 @@ describe('no gaps, no repeats', () => {
   }, 60_000);
 });
 
+describe('the sequencer held up', () => {
+  it('readiness reports the backlog; the feed lists nothing unnumbered, then all of it once numbered', async () => {
+    const start = await head();
+    const blocker = new pg.Client({ connectionString: t.db.url });
+    await blocker.connect();
+    try {
+      // The lock number_events() takes: while another session holds it, nothing is numbered.
+      await blocker.query('SELECT pg_advisory_lock(27, 1)');
+      await createPost(ann, 'waits');
+      await createPost(bob, 'waits too');
+      const ready = await get('/health/ready');
+      expect(ready.statusCode).toBe(200);
+      expect(ready.json()).toEqual({ status: 'ok', cache: 'on', eventBacklog: { events: 2, oldestSeconds: expect.any(Number) } });
+      expect(await page(`/events?after=${start}`)).toEqual({ data: [], limit: 20, hasMore: false, nextCursor: start, prevCursor: null });
+    } finally {
+      await blocker.end();
+    }
+    await expect.poll(async () => (await page(`/events?after=${start}`)).data.map((e) => e.data.title)).toEqual(['waits', 'waits too']);
+    expect((await get('/health/ready')).json().eventBacklog).toEqual({ events: 0, oldestSeconds: 0 });
+  });
+});
+
 describe('retention', () => {
   it('purges events past EVENT_RETENTION, oldest first, never the newest; an older cursor is a 410', async () => {
     const last = await head();

@@ -65,7 +65,7 @@ export const EventStreamQuery = Type.Object(
 
 export const EventStreamHeaders = Type.Object({
   'last-event-id': Type.Optional(
-    Type.String({ pattern: '^[1-9][0-9]{0,15}$', 'x-errorMessage': 'must be an event id', description: 'set by EventSource on a reconnection: resume after it' }),
+    Type.String({ pattern: '^[1-9][0-9]{0,15}$', maxLength: 16, 'x-errorMessage': 'must be an event id', description: 'set by EventSource on a reconnection: resume after it' }),
   ),
 });
 

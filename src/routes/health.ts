@@ -43,8 +43,8 @@ const Ready = Type.Object(
     }),
     eventBacklog: Type.Object(
       {
-        events: Type.Integer({ format: 'int64', minimum: 0, description: 'committed events not numbered yet' }),
-        oldestSeconds: Type.Number({ minimum: 0, description: 'age of the oldest of them, seconds (0 when none)' }),
+        events: Type.Integer({ format: 'int64', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'committed events not numbered yet' }),
+        oldestSeconds: Type.Number({ minimum: 0, maximum: 1e12, description: 'age of the oldest of them, seconds (0 when none)' }),
       },
       { additionalProperties: false, description: 'the event log: near zero unless events stop being numbered' },
     ),

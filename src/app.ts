@@ -24,6 +24,8 @@ import responseCache from './plugins/response-cache.js';
 import readRouting from './plugins/read-routing.js';
 import openapi from './plugins/openapi.js';
 import retention from './plugins/retention.js';
+import events from './events/plugin.js';
+import eventsRoutes from './events/routes.js';
 import healthRoutes from './routes/health.js';
 import usersRoutes from './routes/users.js';
 import tokensRoutes from './routes/tokens.js';
@@ -104,6 +106,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
       await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });
       await api.register(postsRoutes);
       await api.register(commentsRoutes);
+      await api.register(eventsRoutes, { prefix: config.apiPrefix, maxStreams: config.maxStreams });
     },
     { prefix: config.apiPrefix },
   );
@@ -140,5 +143,13 @@ async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise
   await app.register(readRouting);
   await app.register(requestLog);
   await app.register(openapi, { prefix: config.apiPrefix });
-  await app.register(retention, { tombstoneRetentionSeconds: config.tombstoneRetentionSeconds });
+  await app.register(retention, {
+    tombstoneRetentionSeconds: config.tombstoneRetentionSeconds,
+    eventRetentionSeconds: config.eventRetentionSeconds,
+  });
+  await app.register(events, {
+    listenUrl: config.databaseListenUrl ?? config.databaseUrl,
+    prefix: config.apiPrefix,
+    heartbeatMs: config.eventStreamHeartbeatSeconds * 1_000,
+  });
 }

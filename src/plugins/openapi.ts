@@ -115,6 +115,7 @@ const OPENAPI_TAGS = [
   { name: 'comments', description: 'comments, which exist only under their post' },
   { name: 'users', description: 'sign-up, profiles, own profile' },
   { name: 'tokens', description: 'log-in (bearer tokens), own tokens, revocation' },
+  { name: 'events', description: 'the change feed and its live stream' },
   { name: 'health', description: 'liveness and readiness, not rate limited' },
 ];
 

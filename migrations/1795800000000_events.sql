@@ -1,0 +1,153 @@
+-- Up Migration
+
+-- The event log (docs/api.md §12): an outbox written by the database itself,
+-- in the transaction that makes the change, so an event exists if and only if
+-- its change committed, whoever made it (the service or SQL run directly).
+-- Rows arrive unnumbered (id NULL); the sequencer (src/events/sequencer.ts)
+-- numbers committed ones afterwards, so ids follow numbering order and a reader
+-- following `id > after` never skips one that commits late.
+CREATE TABLE events (
+  seq bigserial PRIMARY KEY,
+  id bigint UNIQUE,
+  tx xid8 NOT NULL DEFAULT pg_current_xact_id(),
+  type text NOT NULL,
+  resource_type text NOT NULL,
+  resource_id bigint NOT NULL,
+  post_id bigint,
+  data jsonb NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+-- The sequencer's queue: empty but for events not yet numbered.
+CREATE INDEX events_unnumbered_idx ON events (tx, seq) WHERE id IS NULL;
+-- ?post= walks one post's events in id order.
+CREATE INDEX events_post_id_id_idx ON events (post_id, id);
+-- Retention purges by age, oldest ids first (the id index serves it).
+
+-- Statement-level triggers: one INSERT … SELECT per statement, whatever its
+-- row count (a group-committed shared statement writes one event per row).
+-- `data` is the public GET representation, built as the repositories' select
+-- lists build it. Sessions of other clients (psql, tools) wake the sequencers
+-- with a NOTIFY; the service's own sessions do not (a NOTIFY in a writing
+-- transaction makes its commit queue on PostgreSQL's notification lock) and
+-- wake their instance's sequencer themselves once the write has committed.
+CREATE FUNCTION events_wake() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF current_setting('application_name') <> 'posts-api' THEN
+    PERFORM pg_notify('events', '');
+  END IF;
+END $$;
+
+CREATE FUNCTION post_event_data(p posts) RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
+  RETURN jsonb_build_object('id', p.id, 'title', p.title, 'body', p.body, 'authorId', p.author_id,
+    'commentCount', p.comment_count, 'createdAt', iso_utc(p.created_at), 'updatedAt', iso_utc(p.updated_at));
+
+CREATE FUNCTION comment_event_data(c comments) RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
+  RETURN jsonb_build_object('id', c.id, 'postId', c.post_id, 'authorId', c.author_id, 'body', c.body,
+    'createdAt', iso_utc(c.created_at), 'updatedAt', iso_utc(c.updated_at));
+
+-- Public fields only: never the e-mail address.
+CREATE FUNCTION user_event_data(u users) RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
+  RETURN jsonb_build_object('id', u.id, 'name', u.name, 'role', u.role, 'createdAt', iso_utc(u.created_at));
+
+-- A post UPDATE that only moves comment_count (a comment created or deleted,
+-- which makes its own comment event) or nothing at all makes no post event.
+CREATE FUNCTION posts_events() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO events (type, resource_type, resource_id, post_id, data)
+      SELECT 'post.created', 'post', n.id, n.id, post_event_data(n) FROM new_rows n ORDER BY n.id;
+  ELSIF TG_OP = 'UPDATE' THEN
+    INSERT INTO events (type, resource_type, resource_id, post_id, data)
+      SELECT 'post.updated', 'post', n.id, n.id, post_event_data(n)
+      FROM new_rows n JOIN old_rows o ON o.id = n.id
+      WHERE (o.title, o.body, o.author_id, o.created_at, o.updated_at, o.version)
+        IS DISTINCT FROM (n.title, n.body, n.author_id, n.created_at, n.updated_at, n.version)
+      ORDER BY n.id;
+  ELSE
+    INSERT INTO events (type, resource_type, resource_id, post_id, data)
+      SELECT 'post.deleted', 'post', o.id, o.id, jsonb_build_object('id', o.id) FROM old_rows o ORDER BY o.id;
+  END IF;
+  IF FOUND THEN
+    PERFORM events_wake();
+  END IF;
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION comments_events() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO events (type, resource_type, resource_id, post_id, data)
+      SELECT 'comment.created', 'comment', n.id, n.post_id, comment_event_data(n) FROM new_rows n ORDER BY n.id;
+  ELSIF TG_OP = 'UPDATE' THEN
+    INSERT INTO events (type, resource_type, resource_id, post_id, data)
+      SELECT 'comment.updated', 'comment', n.id, n.post_id, comment_event_data(n)
+      FROM new_rows n JOIN old_rows o ON o.id = n.id
+      WHERE o IS DISTINCT FROM n
+      ORDER BY n.id;
+  ELSE
+    INSERT INTO events (type, resource_type, resource_id, post_id, data)
+      SELECT 'comment.deleted', 'comment', o.id, o.post_id, jsonb_build_object('id', o.id, 'postId', o.post_id)
+      FROM old_rows o ORDER BY o.id;
+  END IF;
+  IF FOUND THEN
+    PERFORM events_wake();
+  END IF;
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION users_events() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    INSERT INTO events (type, resource_type, resource_id, data)
+      SELECT 'user.created', 'user', n.id, user_event_data(n) FROM new_rows n ORDER BY n.id;
+  ELSIF TG_OP = 'UPDATE' THEN
+    INSERT INTO events (type, resource_type, resource_id, data)
+      SELECT 'user.updated', 'user', n.id, user_event_data(n)
+      FROM new_rows n JOIN old_rows o ON o.id = n.id
+      WHERE o IS DISTINCT FROM n
+      ORDER BY n.id;
+  ELSE
+    INSERT INTO events (type, resource_type, resource_id, data)
+      SELECT 'user.deleted', 'user', o.id, jsonb_build_object('id', o.id) FROM old_rows o ORDER BY o.id;
+  END IF;
+  IF FOUND THEN
+    PERFORM events_wake();
+  END IF;
+  RETURN NULL;
+END $$;
+
+-- A trigger with transition tables serves one event, hence three per table.
+CREATE TRIGGER posts_events_insert AFTER INSERT ON posts REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION posts_events();
+CREATE TRIGGER posts_events_update AFTER UPDATE ON posts REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION posts_events();
+CREATE TRIGGER posts_events_delete AFTER DELETE ON posts REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION posts_events();
+CREATE TRIGGER comments_events_insert AFTER INSERT ON comments REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION comments_events();
+CREATE TRIGGER comments_events_update AFTER UPDATE ON comments REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION comments_events();
+CREATE TRIGGER comments_events_delete AFTER DELETE ON comments REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION comments_events();
+CREATE TRIGGER users_events_insert AFTER INSERT ON users REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION users_events();
+CREATE TRIGGER users_events_update AFTER UPDATE ON users REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION users_events();
+CREATE TRIGGER users_events_delete AFTER DELETE ON users REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION users_events();
+
+-- Down Migration
+
+DROP TRIGGER IF EXISTS users_events_delete ON users;
+DROP TRIGGER IF EXISTS users_events_update ON users;
+DROP TRIGGER IF EXISTS users_events_insert ON users;
+DROP TRIGGER IF EXISTS comments_events_delete ON comments;
+DROP TRIGGER IF EXISTS comments_events_update ON comments;
+DROP TRIGGER IF EXISTS comments_events_insert ON comments;
+DROP TRIGGER IF EXISTS posts_events_delete ON posts;
+DROP TRIGGER IF EXISTS posts_events_update ON posts;
+DROP TRIGGER IF EXISTS posts_events_insert ON posts;
+DROP FUNCTION IF EXISTS users_events(), comments_events(), posts_events();
+DROP FUNCTION IF EXISTS user_event_data(users), comment_event_data(comments), post_event_data(posts);
+DROP FUNCTION IF EXISTS events_wake();
+DROP TABLE IF EXISTS events;

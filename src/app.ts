@@ -27,6 +27,8 @@ import usersRoutes from './routes/users.js';
 import tokensRoutes from './routes/tokens.js';
 import postsRoutes from './routes/posts.js';
 import commentsRoutes from './routes/comments.js';
+import webhookWorker from './events/webhooks/worker.js';
+import webhookRoutes from './events/webhooks/routes.js';
 
 export type AppConfig = Config & { databaseUrl: string };
 
@@ -118,6 +120,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   await app.register(requestLog);
   await app.register(openapi, { prefix: config.apiPrefix });
   await app.register(retention, { tombstoneRetentionSeconds: config.tombstoneRetentionSeconds });
+  await app.register(webhookWorker, { ...config.webhooks, apiPrefix: config.apiPrefix });
 
   await app.register(
     async (api) => {
@@ -130,6 +133,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
       await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });
       await api.register(postsRoutes);
       await api.register(commentsRoutes);
+      await api.register(webhookRoutes, { targets: config.webhooks, secretKey: config.webhooks.secretKey });
     },
     { prefix: config.apiPrefix },
   );

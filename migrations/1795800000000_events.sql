@@ -32,7 +32,8 @@ CREATE INDEX events_post_id_id_idx ON events (post_id, id);
 -- wake their instance's sequencer themselves once the write has committed.
 CREATE FUNCTION events_wake() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-  IF current_setting('application_name') <> 'posts-api' THEN
+  IF current_setting('posts_api.notifies', true) IS DISTINCT FROM 'after_commit'
+     AND current_setting('application_name') <> 'posts-api' THEN
     PERFORM pg_notify('events', '');
   END IF;
 END $$;
@@ -136,7 +137,41 @@ CREATE TRIGGER users_events_update AFTER UPDATE ON users REFERENCING OLD TABLE A
 CREATE TRIGGER users_events_delete AFTER DELETE ON users REFERENCING OLD TABLE AS old_rows
   FOR EACH STATEMENT EXECUTE FUNCTION users_events();
 
+-- The sequencer: numbers committed events that have no id yet, continuing
+-- from the largest id, in (tx, seq) order (a transaction's events in the order
+-- it wrote them), at most 10 000 per call. A transaction still running has
+-- written nothing this call can see, so its events are numbered by a later
+-- call, with larger ids: ids follow numbering order, and a reader following
+-- `id > after` never finds a smaller id committed behind its cursor. One
+-- caller at a time (the advisory lock; a busy lock returns NULL at once, and
+-- the caller tries again shortly); each statement below runs on a snapshot
+-- taken after the lock, so it sees every earlier caller's ids. Returns how many
+-- it numbered, and announces the largest id on 'events_numbered' so that
+-- every instance's streams wake.
+CREATE FUNCTION number_events() RETURNS integer LANGUAGE plpgsql AS $$
+DECLARE
+  numbered integer;
+  top bigint;
+BEGIN
+  IF NOT pg_try_advisory_xact_lock(27, 1) THEN
+    RETURN NULL;
+  END IF;
+  SELECT coalesce(max(id), 0) INTO top FROM events;
+  WITH queue AS (
+    SELECT seq, row_number() OVER (ORDER BY tx, seq) AS n
+    FROM (SELECT seq, tx FROM events WHERE id IS NULL ORDER BY tx, seq LIMIT 10000) q
+  )
+  UPDATE events e SET id = top + queue.n FROM queue WHERE e.seq = queue.seq;
+  GET DIAGNOSTICS numbered = ROW_COUNT;
+  IF numbered > 0 THEN
+    PERFORM pg_notify('events_numbered', (top + numbered)::text);
+  END IF;
+  RETURN numbered;
+END $$;
+
 -- Down Migration
+
+DROP FUNCTION IF EXISTS number_events();
 
 DROP TRIGGER IF EXISTS users_events_delete ON users;
 DROP TRIGGER IF EXISTS users_events_update ON users;

@@ -22,6 +22,8 @@ import httpCaching from './plugins/http-caching.js';
 import responseCache from './plugins/response-cache.js';
 import openapi from './plugins/openapi.js';
 import retention from './plugins/retention.js';
+import events from './events/plugin.js';
+import eventsRoutes from './events/routes.js';
 import healthRoutes from './routes/health.js';
 import usersRoutes from './routes/users.js';
 import tokensRoutes from './routes/tokens.js';
@@ -119,7 +121,15 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   });
   await app.register(requestLog);
   await app.register(openapi, { prefix: config.apiPrefix });
-  await app.register(retention, { tombstoneRetentionSeconds: config.tombstoneRetentionSeconds });
+  await app.register(retention, {
+    tombstoneRetentionSeconds: config.tombstoneRetentionSeconds,
+    eventRetentionSeconds: config.eventRetentionSeconds,
+  });
+  await app.register(events, {
+    listenUrl: config.databaseListenUrl ?? config.databaseUrl,
+    prefix: config.apiPrefix,
+    heartbeatMs: config.eventStreamHeartbeatSeconds * 1_000,
+  });
   await app.register(webhookWorker, { ...config.webhooks, apiPrefix: config.apiPrefix });
 
   await app.register(
@@ -133,6 +143,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
       await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });
       await api.register(postsRoutes);
       await api.register(commentsRoutes);
+      await api.register(eventsRoutes, { prefix: config.apiPrefix, maxStreams: config.maxStreams });
       await api.register(webhookRoutes, { targets: config.webhooks, secretKey: config.webhooks.secretKey });
     },
     { prefix: config.apiPrefix },

@@ -97,6 +97,13 @@ export const EnvSchema = Type.Object({
     365 * 86_400,
     'how long the sort keys of deleted posts and comments are kept (cursors naming them stay valid), seconds',
   ),
+  EVENT_RETENTION: PositiveInt(
+    604_800,
+    10 * 365 * 86_400,
+    'how long events are kept (GET /events, its streams, webhooks); an older cursor is a 410, seconds',
+  ),
+  MAX_STREAMS: PositiveInt(1_000, 100_000, 'open event streams (GET /events/stream) per instance; past it a new one is a 503'),
+  EVENT_STREAM_HEARTBEAT: PositiveInt(15, 300, 'seconds between the comment lines that keep an idle event stream open'),
   RESPONSE_CACHE_MB: Type.Integer({
     minimum: 0,
     maximum: 4096,
@@ -227,6 +234,9 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     pgStatementTimeoutMs: e.PG_STATEMENT_TIMEOUT_MS,
     publicBaseUrl: e.PUBLIC_BASE_URL,
     tombstoneRetentionSeconds: e.TOMBSTONE_RETENTION,
+    eventRetentionSeconds: e.EVENT_RETENTION,
+    maxStreams: e.MAX_STREAMS,
+    eventStreamHeartbeatSeconds: e.EVENT_STREAM_HEARTBEAT,
     responseCacheBytes: e.RESPONSE_CACHE_MB * 1_048_576,
     responseCacheMaxAgeMs: e.RESPONSE_CACHE_MAX_AGE_MS,
     authCacheMs: e.AUTH_CACHE_MS,

@@ -12,6 +12,7 @@ export const ERROR_CODES = {
   404: 'not_found',
   405: 'method_not_allowed',
   409: 'conflict',
+  410: 'gone',
   412: 'precondition_failed',
   413: 'payload_too_large',
   415: 'unsupported_media_type',
@@ -44,6 +45,8 @@ export const forbidden = (message = 'you are not allowed to do this') => new Htt
 export const notFound = (message: string) => new HttpError(404, message);
 export const conflict = (message: string, fieldErrors?: FieldErrors) => new HttpError(409, message, fieldErrors);
 export const emailTaken = () => conflict('email is already registered', { email: ['is already registered'] });
+/** What was asked for has been purged for good (an event cursor past retention). */
+export const gone = (message: string) => new HttpError(410, message);
 export const preconditionFailed = (message = 'If-Match does not match the current ETag') => new HttpError(412, message);
 export const validation = (fieldErrors: FieldErrors, message = 'request is invalid') =>
   new HttpError(422, message, fieldErrors);

@@ -134,6 +134,7 @@ export default fp<{ prefix: string }>(
           { name: 'comments', description: 'comments, which exist only under their post' },
           { name: 'users', description: 'sign-up, profiles, own profile' },
           { name: 'tokens', description: 'log-in (bearer tokens), own tokens, revocation' },
+          { name: 'events', description: 'the change feed and its live stream' },
           { name: 'webhooks', description: 'webhooks: events POSTed to your URL, signed (Standard Webhooks), and their deliveries' },
           { name: 'health', description: 'liveness and readiness, not rate limited' },
         ],

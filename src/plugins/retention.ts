@@ -6,6 +6,8 @@
  * - tombstones of deleted posts and comments (their sort keys, titles
  *   included): TOMBSTONE_RETENTION (default 24 h), how long a cursor naming a
  *   deleted item stays valid.
+ * - events: EVENT_RETENTION (default 7 days), oldest first and never the newest
+ *   (src/events/repository.ts); a cursor older than what is kept is a 410.
  * Every instance runs a timer (every 10 minutes) that deletes expired rows in
  * small batches: short statements, no long lock, and FOR UPDATE SKIP LOCKED so
  * instances purging at the same moment share the work instead of waiting on
@@ -16,9 +18,11 @@
 import fp from 'fastify-plugin';
 import { idempotencyKeysRepository } from '../repositories/idempotency-keys.js';
 import { tombstonesRepository } from '../repositories/tombstones.js';
+import { eventsRepository } from '../events/repository.js';
 
 export interface RetentionPluginOptions {
   tombstoneRetentionSeconds: number;
+  eventRetentionSeconds: number;
   /** Between purges; default 10 minutes. */
   purgeIntervalMs?: number;
 }
@@ -28,12 +32,14 @@ const BATCH = 500;
 const MAX_BATCHES_PER_TICK = 100;
 
 export default fp<RetentionPluginOptions>(
-  async (app, { tombstoneRetentionSeconds, purgeIntervalMs = 10 * 60_000 }) => {
+  async (app, { tombstoneRetentionSeconds, eventRetentionSeconds, purgeIntervalMs = 10 * 60_000 }) => {
     const keys = idempotencyKeysRepository(app.db);
     const tombstones = tombstonesRepository(app.db);
+    const events = eventsRepository(app.db);
     const purges: [string, () => Promise<number>][] = [
       ['expired idempotency keys', () => keys.purgeExpired(BATCH)],
       ['expired tombstones', () => tombstones.purgeExpired(tombstoneRetentionSeconds, BATCH)],
+      ['expired events', () => events.purgeExpired(eventRetentionSeconds, BATCH)],
     ];
     let closing = false;
     let running: Promise<void> | undefined;

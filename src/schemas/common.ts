@@ -301,6 +301,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   403: 'forbidden: not allowed to do this to this resource',
   404: 'not_found',
   409: 'conflict',
+  410: 'gone: a cursor older than the oldest event kept (EVENT_RETENTION); resynchronise from the lists',
   412: 'precondition_failed: If-Match does not match the ETag',
   413: 'payload_too_large',
   415: 'unsupported_media_type',

@@ -1,0 +1,68 @@
+/**
+ * The event log's moving parts on an instance (docs/architecture.md, "Events"):
+ * the sequencer that numbers committed events, the listener that wakes it and
+ * the streams, and the streams themselves. The routes (routes.ts) are
+ * registered under the API prefix by app.ts and find these on `app.events`.
+ */
+import fp from 'fastify-plugin';
+import { createSequencer, type Sequencer } from './sequencer.js';
+import { createStreamHub, type StreamHub } from './stream.js';
+import { listenForEvents } from './listener.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    events: { sequencer: Sequencer; hub: StreamHub };
+  }
+}
+
+export interface EventsPluginOptions {
+  /** A direct session for LISTEN (not through a pooler in transaction mode). */
+  listenUrl: string;
+  prefix: string;
+  heartbeatMs: number;
+}
+
+/** The sequencer's fallback: events written by other clients while no notification arrives. */
+const SEQUENCER_INTERVAL_MS = 250;
+/** The streams' fallback read, while notifications are lost. */
+const STREAM_POLL_MS = 1_000;
+const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+export default fp<EventsPluginOptions>(
+  async (app, { listenUrl, prefix, heartbeatMs }) => {
+    const sequencer = createSequencer(app.db, {
+      intervalMs: SEQUENCER_INTERVAL_MS,
+      onError: (error) => app.log.warn({ err: error }, 'numbering events failed; trying again'),
+    });
+    const hub = createStreamHub(app.db, {
+      prefix,
+      heartbeatMs,
+      pollMs: STREAM_POLL_MS,
+      onError: (error) => app.log.warn({ err: error }, 'reading events for the open streams failed'),
+    });
+    const listener = listenForEvents(listenUrl, {
+      onWritten: () => sequencer.wake(),
+      onNumbered: () => hub.wake(),
+      onLost: (error) => app.log.warn({ err: error }, 'the events listener is lost: events are numbered and streamed by polling until it is back'),
+    });
+    app.decorate('events', { sequencer, hub });
+
+    // This instance's own writes do not NOTIFY (see the events migration): number them once answered.
+    // A 5xx may follow a commit whose answer was lost.
+    app.addHook('onResponse', (request, reply, done) => {
+      if (WRITES.has(request.method) && (reply.statusCode < 300 || reply.statusCode >= 500)) sequencer.wake();
+      done();
+    });
+
+    // Before the server waits for its connections to end: an open stream never would.
+    app.addHook('preClose', (done) => {
+      hub.close();
+      done();
+    });
+    app.addHook('onClose', async () => {
+      await listener.close();
+      await sequencer.close();
+    });
+  },
+  { name: 'events', dependencies: ['db'] },
+);

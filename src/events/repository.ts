@@ -1,0 +1,109 @@
+/**
+ * All SQL about the event log (migrations/1795800000000_events.sql): pages of
+ * numbered events, the retention floor and its purge. Only numbered events
+ * (id set) are ever read; the sequencer numbers the rest (sequencer.ts).
+ */
+import type { Queryable } from '../db/pool.js';
+import { join, raw, sql, toQuery } from '../db/sql.js';
+
+export const EVENT_TYPES = [
+  'post.created',
+  'post.updated',
+  'post.deleted',
+  'comment.created',
+  'comment.updated',
+  'comment.deleted',
+  'user.created',
+  'user.updated',
+  'user.deleted',
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** An event as read: `postId` serves the post filter of streams. */
+export interface EventRow {
+  id: number;
+  type: EventType;
+  createdAt: string;
+  resourceType: 'post' | 'comment' | 'user';
+  resourceId: number;
+  postId: number | null;
+  data: Record<string, unknown>;
+}
+
+export interface EventFilter {
+  types?: readonly EventType[] | undefined;
+  post?: number | undefined;
+}
+
+/** The event object of docs/api.md §12; `prefix` is the API's path prefix. */
+export function toEvent(row: EventRow, prefix: string) {
+  const path =
+    row.resourceType === 'comment'
+      ? `${prefix}/posts/${row.postId}/comments/${row.resourceId}`
+      : `${prefix}/${row.resourceType}s/${row.resourceId}`;
+  return { id: row.id, type: row.type, createdAt: row.createdAt, resource: { type: row.resourceType, id: row.resourceId, path }, data: row.data };
+}
+export type Event = ReturnType<typeof toEvent>;
+
+export const matches = (filter: EventFilter, row: EventRow) =>
+  (filter.types === undefined || filter.types.includes(row.type)) && (filter.post === undefined || row.postId === filter.post);
+
+const COLUMNS = `id::float8 AS id, type, iso_utc(created_at) AS "createdAt", resource_type AS "resourceType",
+  resource_id::float8 AS "resourceId", post_id::float8 AS "postId", data`;
+
+export function eventsRepository(db: Queryable) {
+  return {
+    /** Up to `limit` numbered events after id `after` that match, ascending. */
+    async page(after: number, limit: number, filter: EventFilter = {}): Promise<EventRow[]> {
+      // Only the conditions asked for: ?post= then walks its (post_id, id) index.
+      const conditions = [sql`id > ${after}`];
+      if (filter.types !== undefined) conditions.push(sql`type = ANY(${filter.types})`);
+      if (filter.post !== undefined) conditions.push(sql`post_id = ${filter.post}`);
+      const { rows } = await db.query<EventRow>(
+        toQuery(sql`SELECT ${raw(COLUMNS)} FROM events WHERE ${join(conditions, ' AND ')} ORDER BY id LIMIT ${limit}`),
+      );
+      return rows;
+    },
+
+    /** The largest id given so far (0 before the first event). */
+    async head(): Promise<number> {
+      const { rows } = await db.query<{ head: number }>('SELECT coalesce(max(id), 0)::float8 AS head FROM events');
+      return rows[0]!.head;
+    },
+
+    /**
+     * The id below which events have been purged: a cursor before it has missed
+     * some (410). Ids have no gaps and purges take the oldest, so it is the
+     * smallest kept id less one.
+     */
+    async floor(): Promise<number> {
+      const { rows } = await db.query<{ floor: number }>('SELECT coalesce(min(id) - 1, 0)::float8 AS floor FROM events');
+      return rows[0]!.floor;
+    },
+
+    /**
+     * Deletes up to `batch` of the oldest events past `retentionSeconds`, only
+     * from the start of the log (the kept ids stay one run, so `floor` is
+     * exact), and never the newest: the next ids continue from it.
+     */
+    async purgeExpired(retentionSeconds: number, batch: number): Promise<number> {
+      const { rowCount } = await db.query(
+        `WITH oldest AS (SELECT id, created_at FROM events WHERE id IS NOT NULL ORDER BY id LIMIT $2),
+         young AS (SELECT min(id) AS id FROM oldest WHERE created_at > now() - make_interval(secs => $1))
+         DELETE FROM events WHERE id IN (
+           SELECT id FROM oldest WHERE id < coalesce((SELECT id FROM young), (SELECT max(id) FROM events)))`,
+        [retentionSeconds, batch],
+      );
+      return rowCount ?? 0;
+    },
+
+    /** Events not numbered yet, and the age of the oldest, in seconds (for readiness). */
+    async backlog(): Promise<{ unnumbered: number; oldestSeconds: number }> {
+      const { rows } = await db.query<{ unnumbered: number; oldestSeconds: number }>(
+        `SELECT count(*)::int AS unnumbered, coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS "oldestSeconds"
+         FROM events WHERE id IS NULL`,
+      );
+      return rows[0]!;
+    },
+  };
+}

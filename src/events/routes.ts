@@ -1,0 +1,110 @@
+/** GET /events and GET /events/stream (docs/api.md §12). Public, rate limited as reads. */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { COMMON_ERRORS, errorResponses } from '../schemas/common.js';
+import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
+import { listResponse } from '../http/lists.js';
+import { gone, serviceUnavailable } from '../errors.js';
+import { eventsRepository, toEvent, type EventFilter, type EventType } from './repository.js';
+import { EventListQuery, EventPage, EventSchema, EventStream, EventStreamHeaders, EventStreamQuery } from './schemas.js';
+
+export interface EventRoutesOptions {
+  prefix: string;
+  maxStreams: number;
+}
+
+/** Seconds a client refused for MAX_STREAMS waits, and the reconnection delay streams ask EventSource for (ms). */
+const STREAMS_FULL_RETRY_SECONDS = 5;
+const RECONNECT_MS = 1_000;
+
+const filterOf = (query: { type?: EventType[] | undefined; post?: number | undefined }): EventFilter => ({ types: query.type, post: query.post });
+
+const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { prefix, maxStreams }) => {
+  app.addSchema(EventSchema);
+  const { sequencer, hub } = app.events;
+  const events = eventsRepository(app.db);
+
+  /** A cursor before the oldest kept event has missed purged ones. */
+  async function checkKept(after: number | undefined): Promise<void> {
+    if (after === undefined) return;
+    const floor = await events.floor();
+    if (after < floor) {
+      throw gone(`events up to ${floor} have been purged (EVENT_RETENTION); event ${after} is older: resynchronise from the lists`);
+    }
+  }
+
+  app.get(
+    '/events',
+    {
+      schema: {
+        tags: ['events'],
+        operationId: 'listEvents',
+        summary: 'The change feed: every committed change of a post, comment or user, in id order',
+        description:
+          'Follow nextCursor (or the next link): every event once, in id order, with no gaps. ' +
+          'hasMore false means none more now: ask again later from nextCursor.',
+        querystring: EventListQuery,
+        headers: ConditionalGetHeaders,
+        response: listResponses(EventPage, 410),
+      },
+    },
+    async (request, reply) => {
+      const { after, limit = 20 } = request.query;
+      // What this client wrote a moment ago is numbered by now.
+      await sequencer.run();
+      await checkKept(after);
+      const rows = await events.page(after ?? 0, limit + 1, filterOf(request.query));
+      const hasMore = rows.length > limit;
+      const page = rows.slice(0, limit);
+      const nextCursor = page.length > 0 ? page[page.length - 1]!.id : (after ?? null);
+      const result = { kind: 'cursor' as const, items: page.map((row) => toEvent(row, prefix)), hasMore, nextCursor, nextKey: null, prevCursor: null, prevKey: null };
+      // A cursor page always: its nextCursor and Link as any list's, prevCursor null.
+      return listResponse(request, reply, result, { kind: 'cursor', after, afterKey: undefined, limit }) as typeof EventPage.static;
+    },
+  );
+
+  app.get(
+    '/events/stream',
+    {
+      config: { cacheControl: 'no-store' },
+      schema: {
+        tags: ['events'],
+        operationId: 'streamEvents',
+        summary: 'The change feed live, as Server-Sent Events',
+        description:
+          'Resumes after Last-Event-ID (or after=); without either, only new events. Each event reaches every open stream ' +
+          `within a second of its commit. A comment line keeps idle streams open. Past MAX_STREAMS on an instance: 503 with Retry-After.`,
+        querystring: EventStreamQuery,
+        headers: EventStreamHeaders,
+        produces: ['text/event-stream'],
+        response: { 200: EventStream, ...errorResponses(...COMMON_ERRORS, 410) },
+      },
+    },
+    async (request, reply) => openStream(request, reply),
+  );
+
+  async function openStream(
+    request: FastifyRequest<{ Querystring: typeof EventStreamQuery.static; Headers: typeof EventStreamHeaders.static }>,
+    reply: FastifyReply,
+  ): Promise<void> {
+    if (hub.size >= maxStreams) {
+      throw serviceUnavailable(`this instance serves its most event streams (${maxStreams}); retry shortly`, STREAMS_FULL_RETRY_SECONDS);
+    }
+    const resumeAt = request.headers['last-event-id'];
+    const after = resumeAt === undefined ? request.query.after : Number(resumeAt);
+    await checkKept(after);
+    const position = after ?? (await events.head());
+    reply.hijack();
+    reply.raw.writeHead(200, {
+      ...(reply.getHeaders() as Record<string, string>),
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      // Proxies such as nginx would otherwise hold events back in their buffer.
+      'x-accel-buffering': 'no',
+    });
+    reply.raw.write(`retry: ${RECONNECT_MS}\n\n`);
+    hub.open(reply.raw, filterOf(request.query), position);
+  }
+};
+
+export default eventsRoutes;

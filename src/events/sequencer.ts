@@ -1,0 +1,81 @@
+/**
+ * Gives committed events their ids, by calling number_events() (see its
+ * migration): on demand (`run`, after this instance's writes and before a page
+ * of GET /events), when another client's write NOTIFYs 'events', and on a
+ * fallback interval that covers lost notifications and other instances' writes
+ * when theirs is down. Calls on one instance never overlap: one asked for
+ * while another runs makes that one run once more. Every instance runs one;
+ * the database lets one number at a time, and one that finds the lock taken
+ * tries again shortly (what the holder numbers may predate the newest commit).
+ */
+import type { Queryable } from '../db/pool.js';
+
+export interface Sequencer {
+  /** Numbers what has committed by now; resolves once done (never rejects). */
+  run(): Promise<void>;
+  /** Like run, without waiting. */
+  wake(): void;
+  close(): Promise<void>;
+}
+
+/** number_events() numbers at most this many per call: a full batch runs again at once. */
+const BATCH = 10_000;
+const BUSY_RETRY_MS = 20;
+
+export function createSequencer(
+  db: Queryable,
+  { intervalMs, onError }: { intervalMs: number; onError: (error: unknown) => void },
+): Sequencer {
+  let running: Promise<void> | undefined;
+  let again = false;
+  let closed = false;
+  let failing = false;
+  let retry: NodeJS.Timeout | undefined;
+
+  async function loop(): Promise<void> {
+    do {
+      again = false;
+      try {
+        const { rows } = await db.query<{ numbered: number | null }>('SELECT number_events() AS numbered');
+        const numbered = rows[0]!.numbered;
+        if (numbered === null) {
+          clearTimeout(retry);
+          retry = setTimeout(wake, BUSY_RETRY_MS).unref();
+        } else if (numbered >= BATCH) again = true;
+        failing = false;
+      } catch (error) {
+        // Once per outage: the interval keeps trying.
+        if (!failing && !closed) onError(error);
+        failing = true;
+      }
+    } while (again && !closed);
+  }
+
+  function run(): Promise<void> {
+    if (closed) return Promise.resolve();
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = loop().finally(() => (running = undefined));
+    return running;
+  }
+
+  function wake(): void {
+    void run();
+  }
+
+  const timer = setInterval(wake, intervalMs);
+  timer.unref();
+
+  return {
+    run,
+    wake,
+    async close() {
+      closed = true;
+      clearInterval(timer);
+      clearTimeout(retry);
+      await running;
+    },
+  };
+}

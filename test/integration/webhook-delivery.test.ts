@@ -4,7 +4,7 @@
  * are checked by an HMAC-SHA256 of our own (node:crypto), not by the package
  * that makes them.
  */
-import { createHmac } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -18,6 +18,8 @@ const FAST = {
   WEBHOOK_POLL_MS: '25',
   WEBHOOK_RETRY_BASE_MS: '100',
   WEBHOOK_TIMEOUT_MS: '2000',
+  // Secrets sealed at rest: every signature checked below was made with an opened one.
+  WEBHOOK_SECRET_KEY: randomBytes(32).toString('base64'),
 };
 
 let db: TestDatabase;
@@ -129,6 +131,9 @@ describe('delivery', () => {
 
     const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'delivered');
     expect(delivery).toMatchObject({ eventId: event.id, attempt: 1, status: 'delivered', statusCode: 204, error: null, nextAttemptAt: null });
+    const stored = (await app.db.query('SELECT secret, secret_sealed FROM webhooks WHERE id = $1', [hook.id])).rows[0];
+    expect(stored.secret_sealed).toBe(true);
+    expect(stored.secret.includes(Buffer.from(hook.secret.slice(6), 'base64'))).toBe(false);
   });
 
   it('retries a failing endpoint with growing delays: fails twice, then succeeds, same webhook-id each time', async () => {

@@ -24,10 +24,6 @@ export function newSecret(): { bytes: Buffer; shown: string } {
   return { bytes, shown: PREFIX + bytes.toString('base64') };
 }
 
-export function displaySecret(bytes: Buffer): string {
-  return PREFIX + bytes.toString('base64');
-}
-
 const associated = (webhookId: number) => Buffer.from(`webhook:${webhookId}`);
 
 /** What to store for webhook `webhookId`: sealed when there is a key. */

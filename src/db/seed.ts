@@ -33,6 +33,7 @@
 import type pg from 'pg';
 import { hashPassword } from '../security.js';
 import { CHANGES_CHANNEL } from './pool.js';
+import { seedWebhook } from '../events/webhooks/seed.js';
 
 export interface SeedOptions {
   posts: number;
@@ -382,6 +383,7 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     if (mode === 'disable-trigger') {
       for (const table of ['users', 'posts', 'comments']) await client.query(`ALTER TABLE ${table} ENABLE TRIGGER USER`);
     }
+    if (users > 0) await seedWebhook(client, userBase);
     // The bypassed triggers would have told running instances to drop their cached answers.
     await client.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, '']);
     await client.query('COMMIT');

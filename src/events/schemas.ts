@@ -48,20 +48,24 @@ const filters = {
 export const EventListQuery = Type.Object(
   {
     ...filters,
-    after: Type.Optional({ ...Id, description: 'the id of the last event already received (nextCursor); without it the feed starts at its oldest event' }),
+    after: Type.Optional({
+      ...Id,
+      minimum: 0,
+      description: 'the id of the last event already received (nextCursor); 0 or none: from the oldest event kept',
+    }),
     limit: Type.Optional(SmallInt(1, 100, { description: 'default 20' })),
   },
   { additionalProperties: false },
 );
 
 export const EventStreamQuery = Type.Object(
-  { ...filters, after: Type.Optional({ ...Id, description: 'resume after this event id (Last-Event-ID wins); without either, only new events' }) },
+  { ...filters, after: Type.Optional({ ...Id, minimum: 0, description: 'resume after this event id (Last-Event-ID wins); without either, only new events' }) },
   { additionalProperties: false },
 );
 
 export const EventStreamHeaders = Type.Object({
   'last-event-id': Type.Optional(
-    Type.String({ pattern: '^[1-9][0-9]{0,15}$', 'x-errorMessage': 'must be an event id', description: 'set by EventSource on a reconnection: resume after it' }),
+    Type.String({ pattern: '^[1-9][0-9]{0,15}$', maxLength: 16, 'x-errorMessage': 'must be an event id', description: 'set by EventSource on a reconnection: resume after it' }),
   ),
 });
 
@@ -75,7 +79,7 @@ export const EventPage = Type.Object(
     }),
     prevCursor: Type.Null({ description: 'always null: the feed is read forward' }),
   },
-  { additionalProperties: false, headers: { ETag, Link: { ...LinkHeader, description: 'RFC 8288: next, with after=nextCursor' } } },
+  { additionalProperties: false, description: 'a page of the feed', headers: { ETag, Link: { ...LinkHeader, description: 'RFC 8288: next, with after=nextCursor' } } },
 );
 
 export const EventStream = Type.String({

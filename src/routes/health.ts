@@ -13,6 +13,10 @@
  * ready (200): it answers correctly from the database, only slower, and a 503
  * would take every instance out of rotation at once when PostgreSQL's
  * notifications fail for all of them. Monitoring alerts on `bypassed`.
+ *
+ * And the event log's backlog: committed events not numbered yet, and the age
+ * of the oldest. It stays near zero; growth means no instance numbers events
+ * (docs/operations.md, "Events"). It leaves readiness as it is, for the same reason.
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -21,6 +25,7 @@ import { serviceUnavailable, type HttpError } from '../errors.js';
 import { databaseFailure } from '../plugins/errors.js';
 import { schemaState, shippedMigrations } from '../db/migrate.js';
 import { codeOf } from '../db/pool.js';
+import { eventsRepository } from '../events/repository.js';
 
 /** A schema behind this version: every route may fail on it, so the instance takes no traffic. */
 export const schemaBehind = (missing: readonly string[]) =>
@@ -36,6 +41,13 @@ const Ready = Type.Object(
     cache: Type.Union([Type.Literal('on'), Type.Literal('bypassed'), Type.Literal('off')], {
       description: 'the response cache: bypassed while its change listener is lost, stalled or reconnecting',
     }),
+    eventBacklog: Type.Object(
+      {
+        events: Type.Integer({ format: 'int64', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'committed events not numbered yet' }),
+        oldestSeconds: Type.Number({ minimum: 0, maximum: 1e12, description: 'age of the oldest of them, seconds (0 when none)' }),
+      },
+      { additionalProperties: false, description: 'the event log: near zero unless events stop being numbered' },
+    ),
   },
   { additionalProperties: false, description: 'ok' },
 );
@@ -43,6 +55,7 @@ const Ready = Type.Object(
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const exempt = { rateLimit: false, cacheControl: 'no-store' } as const;
   const shipped = shippedMigrations();
+  const events = eventsRepository(app.db);
   let verdict = 'ready';
   const report = (failure: HttpError | undefined, cause?: unknown) => {
     const now = failure?.message ?? 'ready';
@@ -76,16 +89,18 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async () => {
       let failure: HttpError | undefined;
       let cause: unknown;
+      let backlog = { unnumbered: 0, oldestSeconds: 0 };
       try {
         const { missing } = await schemaState(app.db, shipped);
         if (missing.length) failure = schemaBehind(missing);
+        else backlog = await events.backlog();
       } catch (error) {
         cause = error;
         failure = databaseFailure(error) ?? serviceUnavailable();
       }
       report(failure, cause);
       if (failure) throw failure;
-      return { status: 'ok' as const, cache: app.responseCache.state() };
+      return { status: 'ok' as const, cache: app.responseCache.state(), eventBacklog: { events: backlog.unnumbered, oldestSeconds: backlog.oldestSeconds } };
     },
   );
 };

@@ -134,6 +134,6 @@ describe('Cache-Control', () => {
     for (const [name, res] of Object.entries(cases)) {
       expect([name, res.headers['cache-control']]).toEqual([name, 'no-store']);
     }
-    expect(cases['GET /health/ready'].json()).toEqual({ status: 'ok', cache: 'off' });
+    expect(cases['GET /health/ready'].json()).toEqual({ status: 'ok', cache: 'off', eventBacklog: { events: 0, oldestSeconds: 0 } });
   });
 });

@@ -3,7 +3,7 @@
  * was deleted does not hand its content back (and the record no longer holds
  * it); tombstones of deleted items live TOMBSTONE_RETENTION, after which a
  * cursor naming the item is a 422; the scheduled purge removes both kinds of
- * expired rows.
+ * expired rows, and events past EVENT_RETENTION.
  */
 import { onTopology } from '../helpers/database.js';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -127,5 +127,22 @@ describe('tombstones and the scheduled purge', () => {
       await app.close();
     }
     expect(await count("idempotency_keys WHERE key = 'short-2'")).toBe(1);
+  });
+
+  it('EVENT_RETENTION: expired events go in the same purge, oldest first, the newest always kept', async () => {
+    await t.app.inject({ url: '/events' });
+    const { rows } = await t.app.db.query<{ first: number; last: number }>('SELECT min(id)::int AS first, max(id)::int AS last FROM events');
+    const { first, last } = rows[0]!;
+    await t.app.db.query("UPDATE events SET created_at = now() - interval '2 hours' WHERE id < $1", [first + 2]);
+    await t.app.db.query("UPDATE events SET created_at = now() - interval '2 hours' WHERE id = $1", [last]);
+
+    const app = await appAfterOnePurgeTick({ EVENT_RETENTION: '3600' });
+    try {
+      expect(await untilGone(`events WHERE id < ${first + 2}`)).toBe(0);
+    } finally {
+      await app.close();
+    }
+    expect(await count(`events WHERE id IN (${first + 2}, ${last})`)).toBe(2);
+    expect((await t.app.inject({ url: `/events?after=${first}` })).statusCode).toBe(410);
   });
 });

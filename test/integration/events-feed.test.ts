@@ -1,0 +1,261 @@
+/**
+ * GET /events (docs/api.md §12): the event object, cursor pages with
+ * nextCursor and Link, the type= and post= filters and their 422, no gaps and
+ * no repeats when transactions commit out of order (a held transaction, then
+ * 32 concurrent writers under a following consumer), and retention: the purge
+ * and the 410 for a cursor older than what is kept.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
+import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { expect422, expectError, iso } from '../helpers/expect.js';
+import { eventsRepository } from '../../src/events/repository.js';
+
+let t: TestApp;
+let ann: SignedUp;
+let bob: SignedUp;
+
+interface Event {
+  id: number;
+  type: string;
+  createdAt: string;
+  resource: { type: string; id: number; path: string };
+  data: Record<string, unknown>;
+}
+interface Page {
+  data: Event[];
+  limit: number;
+  hasMore: boolean;
+  nextCursor: number | null;
+  prevCursor: null;
+}
+
+beforeAll(async () => {
+  t = await startTestApp();
+  ann = await signUp(t.app, { name: 'Ann' });
+  bob = await signUp(t.app, { name: 'Bob' });
+});
+afterAll(() => t.close());
+
+const get = (url: string) => t.app.inject({ method: 'GET', url });
+async function page(url: string): Promise<Page> {
+  const res = await get(url);
+  expect(res.statusCode).toBe(200);
+  return res.json();
+}
+async function createPost(who: SignedUp, title: string): Promise<{ id: number }> {
+  const res = await t.app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body: 'b' } });
+  expect(res.statusCode).toBe(201);
+  return res.json();
+}
+/** Every event after `after`, following nextCursor until hasMore is false. */
+async function readOn(after: number, query = ''): Promise<{ events: Event[]; cursor: number }> {
+  const events: Event[] = [];
+  let cursor = after;
+  for (;;) {
+    const p = await page(`/events?after=${cursor}&limit=100${query}`);
+    events.push(...p.data);
+    cursor = p.nextCursor ?? cursor;
+    if (!p.hasMore) return { events, cursor };
+  }
+}
+const head = async () => (await readOn(0)).cursor;
+
+describe('the feed', () => {
+  it('lists every event from the start: the event object, nextCursor, Link, ETag', async () => {
+    const first = await page('/events?limit=2');
+    const { email: _a, ...annShown } = ann.user;
+    const { email: _b, ...bobShown } = bob.user;
+    expect(first).toEqual({
+      data: [
+        { id: 1, type: 'user.created', createdAt: iso, resource: { type: 'user', id: ann.user.id, path: `/users/${ann.user.id}` }, data: annShown },
+        { id: 2, type: 'user.created', createdAt: iso, resource: { type: 'user', id: bob.user.id, path: `/users/${bob.user.id}` }, data: bobShown },
+      ],
+      limit: 2,
+      hasMore: false,
+      nextCursor: 2,
+      prevCursor: null,
+    });
+    const res = await get('/events?limit=2');
+    expect(res.headers.link).toBe('</events?limit=2&after=2>; rel="next"');
+    expect(res.headers['cache-control']).toBe('no-cache');
+    expect(res.headers.etag).toMatch(/^"/);
+    expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
+
+    const post = await createPost(ann, 'first');
+    const next = await page('/events?limit=2&after=2');
+    expect(next).toEqual({
+      data: [{ id: 3, type: 'post.created', createdAt: iso, resource: { type: 'post', id: post.id, path: `/posts/${post.id}` }, data: post }],
+      limit: 2,
+      hasMore: false,
+      nextCursor: 3,
+      prevCursor: null,
+    });
+    // An empty page keeps the cursor where it was.
+    expect(await page('/events?after=3')).toEqual({ data: [], limit: 20, hasMore: false, nextCursor: 3, prevCursor: null });
+  });
+
+  it('hasMore while a full page is followed by more', async () => {
+    const p = await page('/events?limit=1');
+    expect(p).toMatchObject({ hasMore: true, nextCursor: 1 });
+    expect(p.data.map((e) => e.id)).toEqual([1]);
+  });
+
+  it('a comment\'s path is under its post; type= and post= filter', async () => {
+    const start = await head();
+    const mine = await createPost(ann, 'mine');
+    const other = await createPost(bob, 'other');
+    const comment = (
+      await t.app.inject({ method: 'POST', url: `/posts/${mine.id}/comments`, headers: bob.auth, payload: { body: 'hi' } })
+    ).json();
+    await t.app.inject({ method: 'POST', url: `/posts/${other.id}/comments`, headers: ann.auth, payload: { body: 'there' } });
+
+    const ofMine = (await readOn(start, `&post=${mine.id}`)).events;
+    expect(ofMine.map((e) => [e.type, e.resource.id])).toEqual([
+      ['post.created', mine.id],
+      ['comment.created', comment.id],
+    ]);
+    expect(ofMine[1]!.resource.path).toBe(`/posts/${mine.id}/comments/${comment.id}`);
+
+    const comments = (await readOn(start, '&type=comment.created,post.deleted')).events;
+    expect(comments.map((e) => e.type)).toEqual(['comment.created', 'comment.created']);
+    // The next link keeps the filters.
+    const res = await get(`/events?after=${start}&limit=1&type=comment.created`);
+    expect(res.headers.link).toBe(`</events?after=${comments[0]!.id}&limit=1&type=comment.created>; rel="next"`);
+  });
+
+  it('an unknown type, a repeated type, a bad after or limit: 422 with the uniform body', async () => {
+    expect422(await get('/events?type=post.created,post.exploded'), {
+      type: [expect.stringContaining('must be a comma-separated list of distinct event types among post.created')],
+    });
+    expect422(await get('/events?after=-1'), { after: ['must be written in plain decimal digits (no sign, leading zero, exponent or spaces)'] });
+    expect422(await get('/events?limit=101'), { limit: ['must be at most 100'] });
+    expect422(await get('/events?page=2'), { page: [expect.any(String)] });
+  });
+});
+
+describe('no gaps, no repeats', () => {
+  it('a transaction held open: what commits meanwhile is listed, the held one follows it once committed', async () => {
+    const post = await createPost(ann, 'to be held');
+    const start = await head();
+    const held = new pg.Client({ connectionString: t.db.url });
+    await held.connect();
+    try {
+      await held.query('BEGIN');
+      await held.query("UPDATE posts SET title = 'held', updated_at = now() WHERE id = $1", [post.id]);
+      const later = await createPost(bob, 'later');
+
+      const before = await readOn(start);
+      expect(before.events.map((e) => [e.type, e.resource.id])).toEqual([['post.created', later.id]]);
+      expect(before.events[0]!.id).toBe(start + 1);
+
+      await held.query('COMMIT');
+      const after = await readOn(before.cursor);
+      expect(after.events.map((e) => [e.id, e.type, e.resource.id, e.data.title])).toEqual([[start + 2, 'post.updated', post.id, 'held']]);
+      expect((await readOn(after.cursor)).events).toEqual([]);
+    } finally {
+      await held.end();
+    }
+  });
+
+  it('32 concurrent writers, some holding their transactions: a consumer following nextCursor sees each event once, in order', async () => {
+    const start = await head();
+    const clients = await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        const c = new pg.Client({ connectionString: t.db.url });
+        await c.connect();
+        return c;
+      }),
+    );
+    let writing = true;
+    const seen: Event[] = [];
+    const consumer = (async () => {
+      let cursor = start;
+      while (writing) {
+        const p = await page(`/events?after=${cursor}&limit=100`);
+        seen.push(...p.data);
+        cursor = p.nextCursor ?? cursor;
+        if (!p.hasMore) await sleep(5);
+      }
+      seen.push(...(await readOn(cursor)).events);
+    })();
+    const api = Array.from({ length: 24 }, async (_, w) => {
+      const who = w % 2 ? ann : bob;
+      for (let i = 0; i < 30; i++) {
+        const post = await createPost(who, `w${w}-${i}`);
+        if (i % 3 === 0) {
+          await t.app.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: who.auth, payload: { title: `w${w}-${i}!` } });
+        }
+      }
+    });
+    const direct = clients.map(async (c) => {
+      for (let i = 0; i < 20; i++) {
+        await c.query('BEGIN');
+        await c.query("INSERT INTO posts (author_id, title, body) VALUES ($1, 'direct', 'x'), ($1, 'direct', 'y')", [ann.user.id]);
+        await sleep(Math.random() * 30);
+        await c.query('COMMIT');
+      }
+    });
+    await Promise.all([...api, ...direct]);
+    writing = false;
+    await consumer;
+    await Promise.all(clients.map((c) => c.end()));
+
+    const { rows } = await t.app.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE id > $1', [start]);
+    const expected = 24 * 30 + 24 * 10 + 8 * 20 * 2;
+    expect(rows[0]!.n).toBe(expected);
+    expect(seen.map((e) => e.id)).toEqual(Array.from({ length: expected }, (_, i) => start + 1 + i));
+  }, 60_000);
+});
+
+describe('the sequencer held up', () => {
+  it('readiness reports the backlog; the feed lists nothing unnumbered, then all of it once numbered', async () => {
+    const start = await head();
+    const blocker = new pg.Client({ connectionString: t.db.url });
+    await blocker.connect();
+    try {
+      // The lock number_events() takes: while another session holds it, nothing is numbered.
+      await blocker.query('SELECT pg_advisory_lock(27, 1)');
+      await createPost(ann, 'waits');
+      await createPost(bob, 'waits too');
+      const ready = await get('/health/ready');
+      expect(ready.statusCode).toBe(200);
+      expect(ready.json()).toEqual({ status: 'ok', cache: 'on', eventBacklog: { events: 2, oldestSeconds: expect.any(Number) } });
+      expect(await page(`/events?after=${start}`)).toEqual({ data: [], limit: 20, hasMore: false, nextCursor: start, prevCursor: null });
+    } finally {
+      await blocker.end();
+    }
+    await expect.poll(async () => (await page(`/events?after=${start}`)).data.map((e) => e.data.title)).toEqual(['waits', 'waits too']);
+    expect((await get('/health/ready')).json().eventBacklog).toEqual({ events: 0, oldestSeconds: 0 });
+  });
+});
+
+describe('retention', () => {
+  it('purges events past EVENT_RETENTION, oldest first, never the newest; an older cursor is a 410', async () => {
+    const last = await head();
+    const events = eventsRepository(t.app.db);
+    await t.app.db.query("UPDATE events SET created_at = now() - interval '8 days' WHERE id <= 10");
+    expect(await events.purgeExpired(604_800, 4)).toBe(4);
+    expect(await events.purgeExpired(604_800, 500)).toBe(6);
+    expect(await events.purgeExpired(604_800, 500)).toBe(0);
+    expect(await events.floor()).toBe(10);
+
+    expectError(
+      await get('/events?after=9'),
+      410,
+      'gone',
+      'events up to 10 have been purged (EVENT_RETENTION); event 9 is older: resynchronise from the lists',
+    );
+    expect((await page('/events?after=10&limit=1')).data.map((e) => e.id)).toEqual([11]);
+    // From the start: the oldest kept.
+    expect((await page('/events?limit=1')).data.map((e) => e.id)).toEqual([11]);
+
+    // Everything old: all but the newest go, and ids go on from it.
+    await t.app.db.query("UPDATE events SET created_at = now() - interval '8 days'");
+    while ((await events.purgeExpired(604_800, 500)) > 0);
+    expect((await page(`/events?after=${last - 1}`)).data.map((e) => e.id)).toEqual([last]);
+    await createPost(ann, 'after the purge');
+    expect((await page(`/events?after=${last}`)).data.map((e) => e.id)).toEqual([last + 1]);
+  });
+});

@@ -1,0 +1,218 @@
+/**
+ * GET /events/stream (docs/api.md §12), over real HTTP: an event written
+ * through instance A reaches a stream open on instance B (same database)
+ * within a second; Last-Event-ID resumes without loss; filters; heartbeats;
+ * MAX_STREAMS is a 503 with Retry-After; a cursor past retention is a 410;
+ * closing the app ends its streams.
+ */
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../src/app.js';
+import { loadConfig } from '../../src/config.js';
+import { onTopology } from '../helpers/database.js';
+import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { expect422, expectError, iso } from '../helpers/expect.js';
+
+let t: TestApp;
+let b: FastifyInstance;
+let bBase: string;
+let ann: SignedUp;
+const opened: SseClient[] = [];
+
+/** A second instance on the same database, listening on a real port. */
+async function instance(env: Record<string, string> = {}): Promise<{ app: FastifyInstance; base: string }> {
+  const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', ...env });
+  const app = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  return { app, base: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
+}
+
+interface Frame {
+  id: string;
+  event: string;
+  data: Record<string, unknown>;
+}
+
+class SseClient {
+  frames: Frame[] = [];
+  heartbeats = 0;
+  ended = false;
+  private buffer = '';
+  private waiters: (() => void)[] = [];
+  constructor(readonly res: IncomingMessage) {
+    res.setEncoding('utf8');
+    res.on('data', (chunk: string) => this.take(chunk));
+    res.on('end', () => this.settle(() => (this.ended = true)));
+    res.on('error', () => this.settle(() => (this.ended = true)));
+  }
+  private settle(change: () => void) {
+    change();
+    for (const waiter of this.waiters.splice(0)) waiter();
+  }
+  private take(chunk: string) {
+    this.buffer += chunk;
+    let end: number;
+    while ((end = this.buffer.indexOf('\n\n')) !== -1) {
+      const block = this.buffer.slice(0, end);
+      this.buffer = this.buffer.slice(end + 2);
+      if (block === ': heartbeat') this.settle(() => this.heartbeats++);
+      const fields = Object.fromEntries(block.split('\n').map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 2)]));
+      if (fields.data !== undefined) this.settle(() => this.frames.push({ id: fields.id!, event: fields.event!, data: JSON.parse(fields.data!) }));
+    }
+  }
+  /** Waits until `done()` holds, at most `ms`. */
+  async until(done: () => boolean, ms = 3_000): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (!done()) {
+      if (Date.now() > deadline) throw new Error(`timed out; frames: ${JSON.stringify(this.frames.map((f) => f.id))}`);
+      await Promise.race([new Promise<void>((resolve) => this.waiters.push(resolve)), sleep(50)]);
+    }
+  }
+  close() {
+    this.res.destroy();
+  }
+}
+
+function openStream(base: string, path: string, headers: Record<string, string> = {}): Promise<SseClient> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${base}${path}`, { headers: { accept: 'text/event-stream', ...headers } }, (res) => {
+      const client = new SseClient(res);
+      opened.push(client);
+      resolve(client);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+beforeAll(async () => {
+  t = await startTestApp();
+  ann = await signUp(t.app, { name: 'Ann' });
+  ({ app: b, base: bBase } = await instance());
+});
+afterAll(async () => {
+  for (const client of opened) client.close();
+  await b.close();
+  await t.close();
+});
+
+async function createPost(title: string): Promise<{ id: number }> {
+  const res = await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title, body: 'b' } });
+  expect(res.statusCode).toBe(201);
+  return res.json();
+}
+
+describe('a stream', () => {
+  it('gets an event written through another instance within a second, as id, event and data lines', async () => {
+    const stream = await openStream(bBase, '/events/stream');
+    expect(stream.res.statusCode).toBe(200);
+    expect(stream.res.headers['content-type']).toBe('text/event-stream; charset=utf-8');
+    expect(stream.res.headers['cache-control']).toBe('no-store');
+    expect(stream.res.headers['x-request-id']).toBeTypeOf('string');
+    // Let it go live, then write through instance A.
+    await sleep(200);
+    for (let round = 0; round < 3; round++) {
+      const written = Date.now();
+      const post = await createPost(`live ${round}`);
+      await stream.until(() => stream.frames.some((f) => f.data.resource && (f.data.data as { id: number }).id === post.id), 1_000);
+      expect(Date.now() - written).toBeLessThan(1_000);
+      const frame = stream.frames.at(-1)!;
+      expect(frame).toEqual({
+        id: String(frame.data.id),
+        event: 'post.created',
+        data: { id: Number(frame.id), type: 'post.created', createdAt: iso, resource: { type: 'post', id: post.id, path: `/posts/${post.id}` }, data: post },
+      });
+    }
+    // Only new events: nothing from before it opened.
+    expect(stream.frames.map((f) => f.event)).toEqual(['post.created', 'post.created', 'post.created']);
+  });
+
+  it('resumes after Last-Event-ID without loss, and after= does the same', async () => {
+    const first = await openStream(bBase, '/events/stream?after=0');
+    await first.until(() => first.frames.length >= 3);
+    const lastSeen = first.frames[2]!.id;
+    first.close();
+    const missed = [await createPost('while away 1'), await createPost('while away 2')];
+
+    const resumed = await openStream(bBase, '/events/stream?after=0', { 'last-event-id': lastSeen });
+    const later = await createPost('after resuming');
+    const all = await (async () => {
+      const ids: number[] = [];
+      await resumed.until(() => resumed.frames.some((f) => (f.data.data as { id: number }).id === later.id));
+      for (const f of resumed.frames) ids.push(Number(f.id));
+      return ids;
+    })();
+    // Every event after lastSeen, once each, in order: the rest of the backlog, the missed ones, the new one.
+    const expected = (await t.app.inject({ method: 'GET', url: `/events?after=${lastSeen}&limit=100` })).json().data.map((e: { id: number }) => e.id);
+    expect(all).toEqual(expected);
+    const posts = resumed.frames.filter((f) => f.event === 'post.created').map((f) => (f.data.data as { id: number }).id);
+    expect(posts.slice(-3)).toEqual([...missed.map((p) => p.id), later.id]);
+  });
+
+  it('takes the filters: type= and post=', async () => {
+    const post = await createPost('filtered');
+    const byPost = await openStream(bBase, `/events/stream?post=${post.id}&after=0`);
+    const comments = await openStream(bBase, '/events/stream?type=comment.created');
+    await sleep(200);
+    const comment = await t.app.inject({ method: 'POST', url: `/posts/${post.id}/comments`, headers: ann.auth, payload: { body: 'c' } });
+    await createPost('not this one');
+    await byPost.until(() => byPost.frames.length >= 2);
+    await comments.until(() => comments.frames.length >= 1);
+    await sleep(300);
+    expect(byPost.frames.map((f) => [f.event, (f.data.resource as { id: number }).id])).toEqual([
+      ['post.created', post.id],
+      ['comment.created', comment.json().id],
+    ]);
+    expect(comments.frames.map((f) => f.event)).toEqual(['comment.created']);
+  });
+
+  it('an unknown type is a 422, a cursor past retention a 410, both with the uniform body', async () => {
+    expect422(await t.app.inject({ method: 'GET', url: '/events/stream?type=post.moved' }), {
+      type: [expect.stringContaining('must be a comma-separated list of distinct event types')],
+    });
+    expect422(await t.app.inject({ method: 'GET', url: '/events/stream', headers: { 'last-event-id': 'abc' } }), {
+      'Last-Event-Id': ['must be an event id'],
+    });
+    await t.app.db.query("UPDATE events SET created_at = now() - interval '8 days' WHERE id <= 2");
+    const { eventsRepository } = await import('../../src/events/repository.js');
+    await eventsRepository(t.app.db).purgeExpired(604_800, 100);
+    expectError(
+      await t.app.inject({ method: 'GET', url: '/events/stream', headers: { 'last-event-id': '1' } }),
+      410,
+      'gone',
+      'events up to 2 have been purged (EVENT_RETENTION); event 1 is older: resynchronise from the lists',
+    );
+  });
+});
+
+describe('an instance', () => {
+  it('past MAX_STREAMS answers 503 with Retry-After; a closed stream frees its place', async () => {
+    const { app, base } = await instance({ MAX_STREAMS: '2' });
+    try {
+      const one = await openStream(base, '/events/stream');
+      await openStream(base, '/events/stream');
+      const refused = await app.inject({ method: 'GET', url: '/events/stream' });
+      expectError(refused, 503, 'service_unavailable', 'this instance serves its most event streams (2); retry shortly');
+      expect(refused.headers['retry-after']).toBe('5');
+      one.close();
+      await sleep(100);
+      const again = await openStream(base, '/events/stream');
+      expect(again.res.statusCode).toBe(200);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('sends a heartbeat comment on idle streams (EVENT_STREAM_HEARTBEAT), and ends its streams when it closes', async () => {
+    const { app, base } = await instance({ EVENT_STREAM_HEARTBEAT: '1' });
+    const stream = await openStream(base, '/events/stream');
+    await stream.until(() => stream.heartbeats >= 1, 2_500);
+    const closing = Date.now();
+    await app.close();
+    await stream.until(() => stream.ended, 1_000);
+    expect(Date.now() - closing).toBeLessThan(2_000);
+  });
+});

@@ -213,7 +213,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (ap
           params: WebhookParams,
           querystring: DeliveryListQuery,
           headers: ConditionalGetHeaders,
-          response: listResponses(CursorPage(Type.Ref(DeliverySchema), { headers: { ETag, Link: LinkHeader } }), 403, 404),
+          response: listResponses(CursorPage(Type.Ref(DeliverySchema), { description: 'a page of deliveries, newest first', headers: { ETag, Link: LinkHeader } }), 403, 404),
         },
       },
       async (request, reply) => {

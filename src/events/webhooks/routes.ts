@@ -7,7 +7,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
-import { BODY_ERRORS, COMMON_ERRORS, CursorPage, ETag, LinkHeader, ListEnvelope, ListQuery, NoContent, errorResponses } from '../../schemas/common.js';
+import { BODY_ERRORS, COMMON_ERRORS, Count, CursorPage, ETag, LinkHeader, ListEnvelope, ListQuery, NoContent, errorResponses } from '../../schemas/common.js';
 import { ConditionalGetHeaders, NotModified, Tagged, listResponses } from '../../schemas/conditional.js';
 import { PRIVATE } from '../../plugins/http-caching.js';
 import { conflict, notFound, validation } from '../../errors.js';
@@ -42,11 +42,11 @@ const owned: OwnershipRule<Webhook> = {
 const BacklogSchema = Type.Object(
   {
     status: Type.Literal('ok'),
-    due: Type.Integer({ minimum: 0, description: 'deliveries due now and not in flight' }),
-    oldestDueSeconds: Type.Number({ minimum: 0, description: 'how long the oldest due delivery has waited, s; 0 when none' }),
-    inFlight: Type.Integer({ minimum: 0, description: 'attempts being sent now, over every instance' }),
-    eventsBehind: Type.Number({ minimum: 0, description: 'numbered events the furthest-behind active webhook has not fanned out yet' }),
-    disabledWebhooks: Type.Integer({ minimum: 0 }),
+    due: { ...Count, description: 'deliveries due now and not in flight' },
+    oldestDueSeconds: Type.Number({ minimum: 0, maximum: 1e10, description: 'how long the oldest due delivery has waited, s; 0 when none' }),
+    inFlight: { ...Count, description: 'attempts being sent now, over every instance' },
+    eventsBehind: Type.Number({ minimum: 0, maximum: 1e16, description: 'numbered events the furthest-behind active webhook has not fanned out yet' }),
+    disabledWebhooks: Count,
   },
   { additionalProperties: false, description: 'the webhook delivery backlog, for monitoring' },
 );

@@ -43,6 +43,7 @@ export const CreatedWebhookSchema = Type.Object(
     ...webhookProperties,
     secret: Type.String({
       pattern: '^whsec_[A-Za-z0-9+/]{32}$',
+      maxLength: 38,
       description: 'the signing secret (whsec_ + base64 of 24 random bytes); shown in this answer only',
     }),
   },

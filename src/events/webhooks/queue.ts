@@ -176,6 +176,21 @@ export function webhookQueue(db: Queryable) {
       return rows[0]!.recorded;
     },
 
+    /** Deletes up to `batch` finished deliveries (delivered, given up) older than `retentionSeconds`; answers how many. */
+    async purgeFinished(retentionSeconds: number, batch: number): Promise<number> {
+      const { rowCount } = await db.query(
+        prepared(
+          `DELETE FROM webhook_deliveries WHERE id IN (
+             SELECT id FROM webhook_deliveries
+             WHERE next_attempt_at IS NULL AND lease_until IS NULL AND updated_at < now() - make_interval(secs => $1)
+             LIMIT $2 FOR UPDATE SKIP LOCKED
+           )`,
+          [retentionSeconds, batch],
+        ),
+      );
+      return rowCount ?? 0;
+    },
+
     async backlog(): Promise<Backlog> {
       const { rows } = await db.query<Backlog>(
         `SELECT

@@ -43,8 +43,11 @@ CREATE TABLE webhook_deliveries (
   updated_at timestamptz NOT NULL DEFAULT now(),
   UNIQUE (webhook_id, event_id)
 );
--- The queue: only rows still to send are indexed.
+-- The queue: only rows still to send are indexed; per endpoint for claims, overall for the backlog.
 CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE next_attempt_at IS NOT NULL;
+CREATE INDEX webhook_deliveries_endpoint_due ON webhook_deliveries (webhook_id, next_attempt_at) WHERE next_attempt_at IS NOT NULL;
+-- The retention purge of finished deliveries.
+CREATE INDEX webhook_deliveries_finished ON webhook_deliveries (updated_at) WHERE next_attempt_at IS NULL;
 -- Per endpoint, the attempts in flight (the claim caps them).
 CREATE INDEX webhook_deliveries_leased ON webhook_deliveries (webhook_id) WHERE lease_until IS NOT NULL;
 

@@ -63,6 +63,19 @@ it('caps the attempts in flight per endpoint', async () => {
   expect(await queue.claim(10, 60_000)).toHaveLength(0);
 });
 
+it('counts attempts already in flight against the cap, and a deep backlog does not crowd other endpoints out', async () => {
+  const [busy, quiet] = await webhooks(2);
+  await sql.query(
+    `INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at, lease_until)
+     SELECT $1, e, now() - interval '1 hour', CASE WHEN e <= 2 THEN now() + interval '1 minute' END FROM generate_series(1, 40) e`,
+    [busy],
+  );
+  await sql.query(`INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at) VALUES ($1, 1, now())`, [quiet]);
+  const claimed = await queue.claim(10, 60_000);
+  expect(claimed.filter((c) => c.webhookId === busy)).toHaveLength(2);
+  expect(claimed.filter((c) => c.webhookId === quiet)).toHaveLength(1);
+});
+
 it('claims again, as the next attempt, a delivery whose lease ran out; the old holder records nothing', async () => {
   const [id] = await webhooks(1);
   await sql.query(`INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at) VALUES ($1, 1, now())`, [id]);

@@ -86,20 +86,25 @@ export function webhookQueue(db: Queryable) {
 
     /**
      * Leases up to `slots` due deliveries of active webhooks for `leaseMs`,
-     * oldest due first, at most MAX_IN_FLIGHT_PER_ENDPOINT per endpoint.
+     * oldest due first, at most MAX_IN_FLIGHT_PER_ENDPOINT per endpoint: each
+     * endpoint offers only as many as it has room for, so one with a deep
+     * backlog cannot crowd the others out of a claim.
      */
     async claim(slots: number, leaseMs: number): Promise<Claimed[]> {
       const { rows } = await db.query<Claimed & { eventId: number }>(
         prepared(
-          `WITH due AS (
-             SELECT d.id, d.webhook_id FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
-             WHERE d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now()) AND w.status = 'active'
-               AND (SELECT count(*) FROM webhook_deliveries f WHERE f.webhook_id = d.webhook_id AND f.lease_until > now()) < $3
-             ORDER BY d.next_attempt_at LIMIT $1 * 4
-           ), ranked AS (
-             SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY webhook_id ORDER BY id) AS n FROM due) r WHERE n <= $3
+          `WITH hooks AS (
+             SELECT w.id, $3 - (SELECT count(*) FROM webhook_deliveries f WHERE f.webhook_id = w.id AND f.lease_until > now()) AS room
+             FROM webhooks w
+             WHERE w.status = 'active' AND EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.next_attempt_at <= now())
+           ), due AS (
+             SELECT c.id FROM hooks h CROSS JOIN LATERAL (
+               SELECT d.id FROM webhook_deliveries d
+               WHERE d.webhook_id = h.id AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now())
+               ORDER BY d.next_attempt_at LIMIT greatest(h.room, 0)
+             ) c
            ), locked AS (
-             SELECT d.id FROM webhook_deliveries d WHERE d.id IN (SELECT id FROM ranked)
+             SELECT d.id FROM webhook_deliveries d WHERE d.id IN (SELECT id FROM due)
                AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now())
              ORDER BY d.next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
            )

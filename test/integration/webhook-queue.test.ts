@@ -109,3 +109,13 @@ it('fans out each matching event once, moving the cursor past the others', async
   const cursors = await sql.query('SELECT DISTINCT cursor = (SELECT max(id) FROM events) AS caught_up FROM webhooks');
   expect(cursors.rows).toEqual([{ caught_up: true }]);
 });
+
+it('gives up a failed attempt that ends after its webhook was disabled', async () => {
+  const [id] = await webhooks(1);
+  await sql.query(`INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at) VALUES ($1, 1, now())`, [id]);
+  const [claimed] = await queue.claim(1, 60_000);
+  await t.app.inject({ method: 'PATCH', url: `/webhooks/${id}`, headers: ann.auth, payload: { status: 'disabled' } });
+  expect(await queue.record(claimed!, outcome, 86_400)).toBe(true);
+  const { rows } = await sql.query('SELECT status, next_attempt_at FROM webhook_deliveries WHERE id = $1', [claimed!.id]);
+  expect(rows[0]).toEqual({ status: 'given_up', next_attempt_at: null });
+});

@@ -137,19 +137,22 @@ export function webhookQueue(db: Queryable) {
      * (false: the lease ran out and someone else took it, or the webhook was
      * deleted). A success clears the webhook's failure record; a failure
      * starts it, and one that has lasted `disableAfterSeconds` disables the
-     * webhook and gives up its other deliveries still to send.
+     * webhook and gives up its other deliveries still to send. A failure that
+     * ends after its webhook was disabled is given up too.
      */
     async record(claimed: Pick<Claimed, 'id' | 'attempt' | 'webhookId'>, outcome: Outcome, disableAfterSeconds: number): Promise<boolean> {
       const status = outcome.ok ? 'delivered' : outcome.nextAttemptAt ? 'failed' : 'given_up';
       const { rows } = await db.query<{ recorded: boolean }>(
         prepared(
           `WITH hook AS (
-             SELECT id, failing_since, (NOT $8 AND failing_since <= now() - make_interval(secs => $9)) AS disabling
+             SELECT id, failing_since, (NOT $8 AND failing_since <= now() - make_interval(secs => $9)) AS disabling,
+               (NOT $8 AND status = 'disabled') AS stopped
              FROM webhooks WHERE id = $10
            ), recorded AS (
              UPDATE webhook_deliveries d SET
-               status = CASE WHEN hook.disabling THEN 'given_up' ELSE $3 END, status_code = $4, error = $5, duration_ms = $6,
-               next_attempt_at = CASE WHEN hook.disabling THEN NULL ELSE $7::timestamptz END, lease_until = NULL, updated_at = now()
+               status = CASE WHEN hook.disabling OR hook.stopped THEN 'given_up' ELSE $3 END, status_code = $4, error = $5, duration_ms = $6,
+               next_attempt_at = CASE WHEN hook.disabling OR hook.stopped THEN NULL ELSE $7::timestamptz END,
+               lease_until = NULL, updated_at = now()
              FROM hook WHERE d.id = $1 AND d.attempt = $2 AND d.lease_until IS NOT NULL RETURNING d.id
            ), changed AS (
              UPDATE webhooks w SET

@@ -1,24 +1,31 @@
 /**
- * The instance's session that LISTENs for the event log: 'events' (another
+ * The instance's session for the event log: it LISTENs on 'events' (another
  * client wrote: number it) and 'events_numbered' (some instance numbered
- * events: wake the streams). A session of its own, on DATABASE_LISTEN_URL when
- * set (LISTEN does not work through a pooler in transaction mode). Lost, it is
- * opened again a second later; meanwhile the sequencer's interval and the
- * streams' poll (stream.ts) keep events flowing, only later.
+ * events: wake the streams), and runs the sequencer's calls, so that background
+ * numbering never takes a connection from the request pool. A session of its
+ * own, on DATABASE_LISTEN_URL when set (LISTEN does not work through a pooler in
+ * transaction mode). Lost, it is opened again a second later; meanwhile other
+ * instances number events, and this one's streams poll (stream.ts).
  */
 import pg from 'pg';
 
 const RECONNECT_DELAY_MS = 1_000;
 
 export interface EventListener {
+  connected(): boolean;
+  /** Runs a statement on this session (the sequencer's calls): never waits for a pool. Fails while it is lost. */
+  query<R extends pg.QueryResultRow>(text: string): Promise<pg.QueryResult<R>>;
   close(): Promise<void>;
 }
 
-export function listenForEvents(
+/** Resolves once the first attempt to connect is over (a database down at start is no reason to wait). */
+export async function listenForEvents(
   connectionString: string,
   handlers: { onWritten(): void; onNumbered(): void; onLost(error: unknown): void },
-): EventListener {
+): Promise<EventListener> {
   let client: pg.Client | undefined;
+  // Set once LISTEN succeeded: a session still connecting takes no statements.
+  let ready: pg.Client | undefined;
   let retry: NodeJS.Timeout | undefined;
   let closed = false;
   // One warning per outage, not one per attempt.
@@ -27,6 +34,7 @@ export function listenForEvents(
   function drop(lost: pg.Client, error: unknown): void {
     if (lost !== client) return;
     client = undefined;
+    ready = undefined;
     lost.end().catch(() => undefined);
     if (closed) return;
     if (!reported) handlers.onLost(error);
@@ -53,19 +61,26 @@ export function listenForEvents(
       return;
     }
     reported = false;
+    ready = next;
     // Whatever was announced while nobody listened.
     handlers.onWritten();
     handlers.onNumbered();
   }
 
-  void listen();
+  await listen();
 
   return {
+    connected: () => ready !== undefined,
+    query<R extends pg.QueryResultRow>(text: string) {
+      if (!ready) return Promise.reject(new Error('the events session is not connected'));
+      return ready.query<R>(text);
+    },
     async close() {
       closed = true;
       clearTimeout(retry);
       const last = client;
       client = undefined;
+      ready = undefined;
       await last?.end().catch(() => undefined);
     },
   };

@@ -7,7 +7,7 @@
 import fp from 'fastify-plugin';
 import { createSequencer, type Sequencer } from './sequencer.js';
 import { createStreamHub, type StreamHub } from './stream.js';
-import { listenForEvents } from './listener.js';
+import { listenForEvents, type EventListener } from './listener.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -30,21 +30,26 @@ const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 export default fp<EventsPluginOptions>(
   async (app, { listenUrl, prefix, heartbeatMs }) => {
-    const sequencer = createSequencer(app.db, {
-      intervalMs: SEQUENCER_INTERVAL_MS,
-      onError: (error) => app.log.warn({ err: error }, 'numbering events failed; trying again'),
-    });
     const hub = createStreamHub(app.db, {
       prefix,
       heartbeatMs,
       pollMs: STREAM_POLL_MS,
       onError: (error) => app.log.warn({ err: error }, 'reading events for the open streams failed'),
     });
-    const listener = listenForEvents(listenUrl, {
+    // The sequencer's calls go to the listener's session, once it is there.
+    const session: { listener?: EventListener } = {};
+    const sequencer = createSequencer(
+      { connected: () => session.listener?.connected() ?? false, query: (text) => session.listener!.query(text) },
+      { intervalMs: SEQUENCER_INTERVAL_MS, onError: (error) => app.log.warn({ err: error }, 'numbering events failed; trying again') },
+    );
+    const listener = await listenForEvents(listenUrl, {
       onWritten: () => sequencer.wake(),
       onNumbered: () => hub.wake(),
-      onLost: (error) => app.log.warn({ err: error }, 'the events listener is lost: events are numbered and streamed by polling until it is back'),
+      onLost: (error) =>
+        app.log.warn({ err: error }, 'the events session is lost: other instances number events, streams poll, until it is back'),
     });
+    session.listener = listener;
+    sequencer.wake();
     app.decorate('events', { sequencer, hub });
 
     // This instance's own writes do not NOTIFY (see the events migration): number them once answered.

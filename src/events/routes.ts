@@ -24,9 +24,9 @@ const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, 
   const { sequencer, hub } = app.events;
   const events = eventsRepository(app.db);
 
-  /** A cursor before the oldest kept event has missed purged ones. */
+  /** A cursor before the oldest kept event has missed purged ones (0: from the oldest, whatever it is). */
   async function checkKept(after: number | undefined): Promise<void> {
-    if (after === undefined) return;
+    if (!after) return;
     const floor = await events.floor();
     if (after < floor) {
       throw gone(`events up to ${floor} have been purged (EVENT_RETENTION); event ${after} is older: resynchronise from the lists`);
@@ -52,8 +52,9 @@ const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, 
       const { after, limit = 20 } = request.query;
       // What this client wrote a moment ago is numbered by now.
       await sequencer.run();
-      await checkKept(after);
       const rows = await events.page(after ?? 0, limit + 1, filterOf(request.query));
+      // After the read: a purge in between is seen too.
+      await checkKept(after);
       const hasMore = rows.length > limit;
       const page = rows.slice(0, limit);
       const nextCursor = page.length > 0 ? page[page.length - 1]!.id : (after ?? null);

@@ -1,6 +1,6 @@
 /**
  * Gives committed events their ids, by calling number_events() (see its
- * migration): on demand (`run`, after this instance's writes and before a page
+ * migration) on the instance's events session (listener.ts): on demand (`run`, after this instance's writes and before a page
  * of GET /events), when another client's write NOTIFYs 'events', and on a
  * fallback interval that covers lost notifications and other instances' writes
  * when theirs is down. Calls on one instance never overlap: one asked for
@@ -8,7 +8,7 @@
  * the database lets one number at a time, and one that finds the lock taken
  * tries again shortly (what the holder numbers may predate the newest commit).
  */
-import type { Queryable } from '../db/pool.js';
+import type { EventListener } from './listener.js';
 
 export interface Sequencer {
   /** Numbers what has committed by now; resolves once done (never rejects). */
@@ -23,7 +23,7 @@ const BATCH = 10_000;
 const BUSY_RETRY_MS = 20;
 
 export function createSequencer(
-  db: Queryable,
+  db: Pick<EventListener, 'connected' | 'query'>,
   { intervalMs, onError }: { intervalMs: number; onError: (error: unknown) => void },
 ): Sequencer {
   let running: Promise<void> | undefined;
@@ -35,6 +35,8 @@ export function createSequencer(
   async function loop(): Promise<void> {
     do {
       again = false;
+      // While the session is away (its loss is logged), other instances number; this one does on reconnecting.
+      if (!db.connected()) return;
       try {
         const { rows } = await db.query<{ numbered: number | null }>('SELECT number_events() AS numbered');
         const numbered = rows[0]!.numbered;

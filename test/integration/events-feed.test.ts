@@ -248,8 +248,9 @@ describe('retention', () => {
       'events up to 10 have been purged (EVENT_RETENTION); event 9 is older: resynchronise from the lists',
     );
     expect((await page('/events?after=10&limit=1')).data.map((e) => e.id)).toEqual([11]);
-    // From the start: the oldest kept.
+    // From the start (no after, or 0): the oldest kept.
     expect((await page('/events?limit=1')).data.map((e) => e.id)).toEqual([11]);
+    expect((await page('/events?limit=1&after=0')).data.map((e) => e.id)).toEqual([11]);
 
     // Everything old: all but the newest go, and ids go on from it.
     await t.app.db.query("UPDATE events SET created_at = now() - interval '8 days'");

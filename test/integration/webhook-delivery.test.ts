@@ -215,6 +215,15 @@ describe('delivery', () => {
 });
 
 describe('targets', () => {
+  it('connects to the address the name resolved to, when the operator allows private ones', async () => {
+    const r = await receiver();
+    const hook = await webhook(r.url.replace('127.0.0.1', 'localhost'), { types: ['post.created'] });
+    await post('by name');
+    await r.waitFor(1);
+    expect(r.received[0]!.headers.host).toBe(new URL(r.url).host.replace('127.0.0.1', 'localhost'));
+    await until(hook.id, (ds) => ds[0]?.status === 'delivered');
+  });
+
   it('refuses private addresses at each attempt, after resolving the name, unless allowed', async () => {
     const r = await receiver();
     // Registered where private targets are allowed, sent from an instance where they are not.

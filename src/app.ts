@@ -31,6 +31,8 @@ import usersRoutes from './routes/users.js';
 import tokensRoutes from './routes/tokens.js';
 import postsRoutes from './routes/posts.js';
 import commentsRoutes from './routes/comments.js';
+import webhookWorker from './events/webhooks/worker.js';
+import webhookRoutes from './events/webhooks/routes.js';
 
 export type AppConfig = Config & { databaseUrl: string };
 
@@ -107,6 +109,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
       await api.register(postsRoutes);
       await api.register(commentsRoutes);
       await api.register(eventsRoutes, { prefix: config.apiPrefix, maxStreams: config.maxStreams });
+      await api.register(webhookRoutes, { targets: config.webhooks, secretKey: config.webhooks.secretKey });
     },
     { prefix: config.apiPrefix },
   );
@@ -152,4 +155,5 @@ async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise
     prefix: config.apiPrefix,
     heartbeatMs: config.eventStreamHeartbeatSeconds * 1_000,
   });
+  await app.register(webhookWorker, { ...config.webhooks, apiPrefix: config.apiPrefix });
 }

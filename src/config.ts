@@ -121,6 +121,45 @@ export const EnvSchema = Type.Object({
     default: 1_000,
     description: 'how long an instance trusts a token it has checked, ms (0 = ask the database every time)',
   }),
+  WEBHOOK_SECRET_KEY: Type.Optional(
+    Type.String({
+      pattern: '^[A-Za-z0-9+/]{43}=$',
+      description: 'base64 of 32 random bytes: webhook signing secrets are stored sealed with it (AES-256-GCM); unset = stored as they are',
+      errorMessage: 'must be the base64 of 32 bytes (44 characters ending in =), e.g. the output of `openssl rand -base64 32`',
+    }),
+  ),
+  WEBHOOK_ALLOW_HTTP: Choice(['true', 'false'], 'false', 'accept http:// webhook URLs (tests, private networks); false = https only'),
+  WEBHOOK_ALLOW_PRIVATE: Choice(
+    ['true', 'false'],
+    'false',
+    'deliver webhooks to private, loopback and link-local addresses (tests, private networks)',
+  ),
+  WEBHOOK_CONCURRENCY: Type.Integer({
+    minimum: 0,
+    maximum: 1000,
+    default: 10,
+    description: 'webhook deliveries this instance sends at once; 0 = this instance sends none',
+  }),
+  WEBHOOK_TIMEOUT_MS: Type.Integer({
+    minimum: 50,
+    maximum: 60_000,
+    default: 10_000,
+    description: 'longest a webhook endpoint may take to answer (connection included), ms; past it the attempt failed',
+  }),
+  WEBHOOK_RETRY_BASE_MS: Type.Integer({
+    minimum: 10,
+    maximum: 3_600_000,
+    default: 10_000,
+    description: 'delay before the first retry of a webhook delivery, ms; each retry doubles it (with jitter), up to an hour',
+  }),
+  WEBHOOK_GIVE_UP_AFTER: PositiveInt(86_400, 30 * 86_400, 'age at which a failing webhook delivery is given up, seconds'),
+  WEBHOOK_DISABLE_AFTER: PositiveInt(86_400, 30 * 86_400, 'how long a webhook may fail every attempt before it is disabled, seconds'),
+  WEBHOOK_POLL_MS: Type.Integer({
+    minimum: 10,
+    maximum: 60_000,
+    default: 1_000,
+    description: 'how often an instance looks for new events and due webhook deliveries, ms',
+  }),
   EMBEDDED_PG_PORT: Type.Integer({
     minimum: 1,
     maximum: 65535,
@@ -202,6 +241,17 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     responseCacheMaxAgeMs: e.RESPONSE_CACHE_MAX_AGE_MS,
     authCacheMs: e.AUTH_CACHE_MS,
     embeddedPg: { port: e.EMBEDDED_PG_PORT, dataDir: e.EMBEDDED_PG_DATA },
+    webhooks: {
+      secretKey: e.WEBHOOK_SECRET_KEY === undefined ? undefined : Buffer.from(e.WEBHOOK_SECRET_KEY, 'base64'),
+      allowHttp: e.WEBHOOK_ALLOW_HTTP === 'true',
+      allowPrivate: e.WEBHOOK_ALLOW_PRIVATE === 'true',
+      concurrency: e.WEBHOOK_CONCURRENCY,
+      timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+      retryBaseMs: e.WEBHOOK_RETRY_BASE_MS,
+      giveUpAfterSeconds: e.WEBHOOK_GIVE_UP_AFTER,
+      disableAfterSeconds: e.WEBHOOK_DISABLE_AFTER,
+      pollMs: e.WEBHOOK_POLL_MS,
+    },
   };
 }
 

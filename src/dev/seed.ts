@@ -49,6 +49,7 @@ import {
   YEAR_SECONDS,
   bind,
 } from './seed-rows.js';
+import { seedWebhook } from '../events/webhooks/seed.js';
 
 export interface SeedOptions {
   posts: number;
@@ -239,6 +240,7 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     if (mode === 'disable-trigger') {
       for (const table of ['users', 'posts', 'comments']) await client.query(`ALTER TABLE ${table} ENABLE TRIGGER USER`);
     }
+    if (users > 0) await seedWebhook(client, userBase);
     // The bypassed triggers would have told running instances to drop their cached answers.
     await client.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, '']);
     await client.query('COMMIT');

@@ -116,6 +116,7 @@ const OPENAPI_TAGS = [
   { name: 'users', description: 'sign-up, profiles, own profile' },
   { name: 'tokens', description: 'log-in (bearer tokens), own tokens, revocation' },
   { name: 'events', description: 'the change feed and its live stream' },
+  { name: 'webhooks', description: 'webhooks: events POSTed to your URL, signed (Standard Webhooks), and their deliveries' },
   { name: 'health', description: 'liveness and readiness, not rate limited' },
 ];
 

@@ -8,6 +8,8 @@
  *   deleted item stays valid.
  * - events: EVENT_RETENTION (default 7 days), oldest first and never the newest
  *   (src/events/repository.ts); a cursor older than what is kept is a 410.
+ * - finished webhook deliveries (delivered, given up): EVENT_RETENTION after
+ *   their last attempt, as long as the events they could send again.
  * Every instance runs a timer (every 10 minutes) that deletes expired rows in
  * small batches: short statements, no long lock, and FOR UPDATE SKIP LOCKED so
  * instances purging at the same moment share the work instead of waiting on
@@ -19,6 +21,7 @@ import fp from 'fastify-plugin';
 import { idempotencyKeysRepository } from '../repositories/idempotency-keys.js';
 import { tombstonesRepository } from '../repositories/tombstones.js';
 import { eventsRepository } from '../events/repository.js';
+import { webhookQueue } from '../events/webhooks/queue.js';
 
 export interface RetentionPluginOptions {
   tombstoneRetentionSeconds: number;
@@ -36,10 +39,12 @@ export default fp<RetentionPluginOptions>(
     const keys = idempotencyKeysRepository(app.db);
     const tombstones = tombstonesRepository(app.db);
     const events = eventsRepository(app.db);
+    const deliveries = webhookQueue(app.db);
     const purges: [string, () => Promise<number>][] = [
       ['expired idempotency keys', () => keys.purgeExpired(BATCH)],
       ['expired tombstones', () => tombstones.purgeExpired(tombstoneRetentionSeconds, BATCH)],
       ['expired events', () => events.purgeExpired(eventRetentionSeconds, BATCH)],
+      ['finished webhook deliveries', () => deliveries.purgeFinished(eventRetentionSeconds, BATCH)],
     ];
     let closing = false;
     let running: Promise<void> | undefined;

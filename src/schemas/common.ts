@@ -252,6 +252,20 @@ export const LinkHeader = {
   description: 'RFC 8288: next and prev; in offset mode also first and last (paths, or URLs under PUBLIC_BASE_URL)',
 };
 
+/** A page of a cursor list: the envelope of cursor mode, alone for lists that have no offset mode. */
+export function CursorPage<T extends TSchema>(item: T, options: object = {}) {
+  return Type.Object(
+    {
+      data: Type.Array(item, { maxItems: 100 }),
+      limit: SmallInt(1, 100),
+      hasMore: Type.Boolean(),
+      nextCursor: Type.Union([Id, Type.Null()]),
+      prevCursor: Type.Union([Id, Type.Null()], { description: 'id of the first item returned when items precede it, else null' }),
+    },
+    { additionalProperties: false, title: 'CursorPage', ...options },
+  );
+}
+
 export function ListEnvelope<T extends TSchema>(item: T) {
   const offset = Type.Object(
     {
@@ -268,17 +282,7 @@ export function ListEnvelope<T extends TSchema>(item: T) {
     },
     { additionalProperties: false, title: 'OffsetPage' },
   );
-  const cursor = Type.Object(
-    {
-      data: Type.Array(item, { maxItems: 100 }),
-      limit: SmallInt(1, 100),
-      hasMore: Type.Boolean(),
-      nextCursor: Type.Union([Id, Type.Null()]),
-      prevCursor: Type.Union([Id, Type.Null()], { description: 'id of the first item returned when items precede it, else null' }),
-    },
-    { additionalProperties: false, title: 'CursorPage' },
-  );
-  return Type.Union([offset, cursor], {
+  return Type.Union([offset, CursorPage(item)], {
     description: 'offset mode (page/perPage) or cursor mode (after/limit), as the query selects',
     // Read by @fastify/swagger into the response's documented headers (docs/api.md §5).
     headers: {

@@ -25,9 +25,7 @@ export interface TestApp {
  */
 export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
   const db = await createTestDatabase();
-  const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', RATE_LIMIT_AUTH_MAX: '1000000', ...env });
-  const app = (await buildApp({ ...config, ...onTopology(db.url) })) as unknown as FastifyInstance;
-  await checkAgainstDocument(app);
+  const app = await startInstance(db, env);
   return {
     app,
     db,
@@ -36,6 +34,14 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
       await db.drop();
     },
   };
+}
+
+/** Another instance of the production app on the database `db` (as several behind a balancer share one). */
+export async function startInstance(db: TestDatabase, env: Record<string, string> = {}): Promise<FastifyInstance> {
+  const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', RATE_LIMIT_AUTH_MAX: '1000000', ...env });
+  const app = (await buildApp({ ...config, ...onTopology(db.url) })) as unknown as FastifyInstance;
+  await checkAgainstDocument(app);
+  return app;
 }
 
 let counter = 0;

@@ -3,7 +3,8 @@
  * was deleted does not hand its content back (and the record no longer holds
  * it); tombstones of deleted items live TOMBSTONE_RETENTION, after which a
  * cursor naming the item is a 422; the scheduled purge removes both kinds of
- * expired rows, and events past EVENT_RETENTION.
+ * expired rows, and events past EVENT_RETENTION with the finished webhook
+ * deliveries of that age.
  */
 import { onTopology } from '../helpers/database.js';
 import { describe, expect, it, vi } from 'vitest';
@@ -139,5 +140,23 @@ describe('tombstones and the scheduled purge', () => {
     }
     expect(await count(`events WHERE id IN (${first + 2}, ${last})`)).toBe(2);
     expect((await t.app.inject({ url: `/events?after=${first}` })).statusCode).toBe(410);
+  });
+
+  it('finished webhook deliveries go EVENT_RETENTION after their last attempt; those still to send stay', async () => {
+    const hook = await t.app.inject({ method: 'POST', url: '/webhooks', headers: ann.auth, payload: { url: 'https://hooks.example.com/r' } });
+    const { rows } = await t.app.db.query<{ id: number; status: string }>(
+      `INSERT INTO webhook_deliveries (webhook_id, event_id, status, next_attempt_at, updated_at)
+       VALUES ($1, 1, 'delivered', NULL, now() - interval '2 hours'), ($1, 2, 'given_up', NULL, now() - interval '2 hours'),
+              ($1, 3, 'failed', now() + interval '1 hour', now() - interval '2 hours'), ($1, 4, 'delivered', NULL, now())
+       RETURNING id, status`,
+      [hook.json().id],
+    );
+    const app = await appAfterOnePurgeTick({ EVENT_RETENTION: '3600', WEBHOOK_CONCURRENCY: '0' });
+    try {
+      expect(await untilGone(`webhook_deliveries WHERE id IN (${rows[0]!.id}, ${rows[1]!.id})`)).toBe(0);
+    } finally {
+      await app.close();
+    }
+    expect(await count(`webhook_deliveries WHERE id IN (${rows[2]!.id}, ${rows[3]!.id})`)).toBe(2);
   });
 });

@@ -33,6 +33,17 @@ describe('loadConfig', () => {
       responseCacheMaxAgeMs: 5_000,
       authCacheMs: 1_000,
       embeddedPg: { port: 54329, dataDir: '.data/pg' },
+      webhooks: {
+        secretKey: undefined,
+        allowHttp: false,
+        allowPrivate: false,
+        concurrency: 10,
+        timeoutMs: 10_000,
+        retryBaseMs: 10_000,
+        giveUpAfterSeconds: 86_400,
+        disableAfterSeconds: 86_400,
+        pollMs: 1_000,
+      },
     });
   });
 

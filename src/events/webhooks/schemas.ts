@@ -1,0 +1,90 @@
+/** Webhook contracts (docs/api.md §12). */
+import { Type } from '@sinclair/typebox';
+import { Id, PathId, SmallInt, Storable, StringEnum, Text, Timestamp } from '../../schemas/common.js';
+import { EVENT_TYPES } from '../repository.js';
+
+export const WEBHOOK_SORT_FIELDS = ['id', 'createdAt'] as const;
+export type WebhookSortField = (typeof WEBHOOK_SORT_FIELDS)[number];
+
+const Url = Type.String({
+  maxLength: 2000,
+  allOf: [Storable],
+  description: 'where events are POSTed: https, and not a private, loopback or link-local address (unless the operator allows them)',
+  examples: ['https://hooks.example.com/posts-api'],
+});
+const Types = Type.Union(
+  [Type.Array(StringEnum([...EVENT_TYPES]), { minItems: 1, maxItems: EVENT_TYPES.length, uniqueItems: true }), Type.Null()],
+  { description: 'the event types sent; null = every type', examples: [['post.created', 'comment.created']] },
+);
+const Description = Type.Union([Text(500), Type.Null()], { description: 'a note for the owner' });
+const Status = StringEnum(['active', 'disabled'], {
+  description: 'disabled: after failing every attempt for 24 h (or by its owner); PATCH status active re-enables it',
+});
+
+const webhookProperties = {
+  id: Id,
+  userId: { ...Id, description: 'the owner' },
+  url: Url,
+  types: Types,
+  description: Description,
+  status: Status,
+  failingSince: Type.Union([Timestamp, Type.Null()], { description: 'since when every attempt has failed; null after a success' }),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+};
+
+export const WebhookSchema = Type.Object(webhookProperties, {
+  $id: 'Webhook',
+  additionalProperties: false,
+  description: 'a webhook: never its secret',
+});
+export const CreatedWebhookSchema = Type.Object(
+  {
+    ...webhookProperties,
+    secret: Type.String({
+      pattern: '^whsec_[A-Za-z0-9+/]{32}$',
+      maxLength: 38,
+      description: 'the signing secret (whsec_ + base64 of 24 random bytes); shown in this answer only',
+    }),
+  },
+  { additionalProperties: false, description: 'the new webhook with its signing secret, shown only here' },
+);
+
+export const CreateWebhookBody = Type.Object(
+  { url: Url, types: Type.Optional(Types), description: Type.Optional(Description) },
+  { additionalProperties: false, examples: [{ url: 'https://hooks.example.com/posts-api', types: ['post.created'] }] },
+);
+export const UpdateWebhookBody = Type.Object(
+  { url: Type.Optional(Url), types: Type.Optional(Types), description: Type.Optional(Description), status: Type.Optional(Status) },
+  { additionalProperties: false, minProperties: 1, examples: [{ status: 'active' }] },
+);
+
+export const WebhookParams = Type.Object({ webhookId: PathId });
+export const DeliveryParams = Type.Object({ webhookId: PathId, deliveryId: PathId });
+
+export const DeliverySchema = Type.Object(
+  {
+    id: Id,
+    webhookId: Id,
+    eventId: { ...Id, description: 'the event sent (its webhook-id header)' },
+    attempt: SmallInt(0, 1_000_000, { description: 'attempts made so far' }),
+    status: StringEnum(['pending', 'delivered', 'failed', 'given_up'], {
+      description: 'pending: not tried yet; failed: the last attempt failed and another is due at nextAttemptAt; given_up: no more attempts',
+    }),
+    statusCode: Type.Union([SmallInt(100, 599), Type.Null()], { description: "the last attempt's HTTP status, if it got one" }),
+    error: Type.Union([Type.String({ maxLength: 600 }), Type.Null()], { description: 'why the last attempt failed' }),
+    durationMs: Type.Union([SmallInt(0, 3_600_000), Type.Null()], { description: 'how long the last attempt took' }),
+    nextAttemptAt: Type.Union([Timestamp, Type.Null()], { description: 'when the next attempt is due; null once delivered or given up' }),
+    createdAt: Timestamp,
+    updatedAt: Timestamp,
+  },
+  { $id: 'WebhookDelivery', additionalProperties: false },
+);
+
+export const DeliveryListQuery = Type.Object(
+  {
+    after: Type.Optional({ ...Id, description: 'id of the last delivery already received (the newest come first)' }),
+    limit: Type.Optional(SmallInt(1, 100, { description: 'default 20' })),
+  },
+  { additionalProperties: false },
+);

@@ -1,0 +1,111 @@
+/**
+ * One delivery attempt: a signed POST (Standard Webhooks, signed by the
+ * `standardwebhooks` package) to a checked target. The whole attempt (DNS,
+ * connection, TLS, answer) is bounded by the timeout; at most MAX_BODY bytes
+ * of the answer are read and the rest is cut, redirects are not followed
+ * (a 3xx is a failure), and nothing is pooled, so every attempt resolves and
+ * checks the name again (src/events/webhooks/targets.ts).
+ */
+import http from 'node:http';
+import https from 'node:https';
+import { Webhook } from 'standardwebhooks';
+import { guardedLookup, literalProblem, RefusedTarget, type TargetPolicy } from './targets.js';
+
+/** Answers are read for this long only: their content is never used. */
+const MAX_BODY = 64 * 1024;
+export const USER_AGENT = 'posts-api-webhooks/0.1 (+Standard Webhooks)';
+
+export interface Attempt {
+  url: string;
+  /** The event id: webhook-id, the same on every attempt. */
+  messageId: string;
+  body: string;
+  secret: Buffer;
+}
+
+export interface AttemptResult {
+  ok: boolean;
+  statusCode: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+export interface SendOptions extends TargetPolicy {
+  timeoutMs: number;
+  /** Aborts the attempt (shutdown). */
+  signal?: AbortSignal;
+}
+
+export function signedHeaders(attempt: Attempt, now = new Date()): Record<string, string> {
+  const signature = new Webhook(new Uint8Array(attempt.secret), { format: 'raw' }).sign(attempt.messageId, now, attempt.body);
+  return {
+    'content-type': 'application/json',
+    'user-agent': USER_AGENT,
+    'webhook-id': attempt.messageId,
+    'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+    'webhook-signature': signature,
+  };
+}
+
+export async function send(attempt: Attempt, options: SendOptions): Promise<AttemptResult> {
+  const started = performance.now();
+  const done = (statusCode: number | null, error: string | null): AttemptResult => ({
+    ok: error === null,
+    statusCode,
+    error,
+    durationMs: Math.round(performance.now() - started),
+  });
+  const url = new URL(attempt.url);
+  const refused = literalProblem(url, options);
+  if (refused) return done(null, `refused: ${refused}`);
+  try {
+    const statusCode = await post(url, attempt, options);
+    if (statusCode >= 200 && statusCode < 300) return done(statusCode, null);
+    const error = statusCode >= 300 && statusCode < 400 ? 'redirect not followed' : `answered ${statusCode}`;
+    return done(statusCode, error);
+  } catch (error) {
+    return done(null, describe(error, options));
+  }
+}
+
+function describe(error: unknown, options: SendOptions): string {
+  if (error instanceof RefusedTarget) return `refused: ${error.message}`;
+  const e = error as NodeJS.ErrnoException;
+  if (e.name === 'TimeoutError') return `no answer within ${options.timeoutMs} ms`;
+  if (e.name === 'AbortError') return 'interrupted: the instance shut down';
+  return [e.code, e.message].filter(Boolean).join(' ').slice(0, 500) || 'failed';
+}
+
+function post(url: URL, attempt: Attempt, options: SendOptions): Promise<number> {
+  const timeout = AbortSignal.timeout(options.timeoutMs);
+  const signal = options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
+  const body = Buffer.from(attempt.body);
+  const client = url.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    const request = client.request(
+      url,
+      {
+        method: 'POST',
+        headers: { ...signedHeaders(attempt), 'content-length': String(body.length) },
+        lookup: guardedLookup(options),
+        agent: false,
+        signal,
+      },
+      (response) => {
+        let read = 0;
+        response.on('data', (chunk: Buffer) => {
+          read += chunk.length;
+          // Enough to know the answer: the rest is not worth the wait or the memory.
+          if (read > MAX_BODY) {
+            response.destroy();
+            resolve(response.statusCode ?? 0);
+          }
+        });
+        response.on('end', () => resolve(response.statusCode ?? 0));
+        response.on('error', reject);
+      },
+    );
+    request.on('error', (error) => reject(signal.aborted ? signal.reason : error));
+    request.end(body);
+  });
+}

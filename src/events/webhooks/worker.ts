@@ -1,0 +1,139 @@
+/**
+ * The webhook worker every instance runs (WEBHOOK_CONCURRENCY > 0): every
+ * WEBHOOK_POLL_MS it fans new events out into deliveries and sends the due
+ * ones, at most WEBHOOK_CONCURRENCY at once; the queue (queue.ts) makes
+ * instances share the work without ever sending one attempt twice at once.
+ * Nothing is held in memory that the database does not also hold, so a
+ * restart loses nothing. On close, attempts in flight are cut and recorded as
+ * failed, due again at once, for the next instance to send.
+ */
+import fp from 'fastify-plugin';
+import { toEvent } from '../repository.js';
+import { nextAttemptAt } from './backoff.js';
+import { webhookQueue, type Backlog, type Claimed, type Outcome } from './queue.js';
+import { openSecret } from './secrets.js';
+import { send, type AttemptResult } from './sender.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    webhooks: {
+      /** Looks for work now instead of at the next poll. */
+      wake(): void;
+      backlog(): Promise<Backlog>;
+    };
+  }
+}
+
+export interface WebhookWorkerOptions {
+  apiPrefix: string;
+  secretKey: Buffer | undefined;
+  allowHttp: boolean;
+  allowPrivate: boolean;
+  concurrency: number;
+  timeoutMs: number;
+  retryBaseMs: number;
+  giveUpAfterSeconds: number;
+  disableAfterSeconds: number;
+  pollMs: number;
+}
+
+/** A lease outlasts the attempt's timeout by this much: the time to record its result. */
+const LEASE_MARGIN_MS = 30_000;
+/** Fan-out batches per tick: whatever is left waits for the next one. */
+const MAX_FAN_OUT_BATCHES = 20;
+
+export default fp<WebhookWorkerOptions>(
+  async (app, options) => {
+    const queue = webhookQueue(app.db);
+    const shutdown = new AbortController();
+    const inFlight = new Set<Promise<void>>();
+    let ticking: Promise<void> | undefined;
+    let again = false;
+    let failing = false;
+
+    async function attempt(claimed: Claimed): Promise<void> {
+      let result: AttemptResult;
+      if (claimed.event === null) {
+        result = { ok: false, statusCode: null, error: 'the event is no longer retained', durationMs: 0 };
+      } else {
+        try {
+          const secret = openSecret({ secret: claimed.secret, sealed: claimed.sealed }, claimed.webhookId, options.secretKey);
+          const body = JSON.stringify(toEvent(claimed.event, options.apiPrefix));
+          result = await send(
+            { url: claimed.url, messageId: String(claimed.event.id), body, secret },
+            { ...options, signal: shutdown.signal },
+          );
+        } catch (error) {
+          result = { ok: false, statusCode: null, error: (error as Error).message, durationMs: 0 };
+        }
+      }
+      const now = new Date();
+      const interrupted = shutdown.signal.aborted && !result.ok;
+      const outcome: Outcome = {
+        ...result,
+        nextAttemptAt:
+          result.ok || claimed.event === null ? null : interrupted ? now : nextAttemptAt(claimed.attempt, claimed.createdAt, now, options),
+      };
+      await queue.record(claimed, outcome, options.disableAfterSeconds);
+    }
+
+    function start(claimed: Claimed): void {
+      const running = attempt(claimed)
+        .catch((error: unknown) => app.log.warn({ err: error, deliveryId: claimed.id }, 'recording a webhook attempt failed'))
+        .finally(() => {
+          inFlight.delete(running);
+          wake();
+        });
+      inFlight.add(running);
+    }
+
+    async function tick(): Promise<void> {
+      try {
+        for (let i = 0; i < MAX_FAN_OUT_BATCHES && !shutdown.signal.aborted; i++) {
+          if ((await queue.fanOut()) === 0) break;
+        }
+        const slots = options.concurrency - inFlight.size;
+        if (slots > 0 && !shutdown.signal.aborted) {
+          const claimed = await queue.claim(slots, options.timeoutMs + LEASE_MARGIN_MS);
+          for (const delivery of claimed) start(delivery);
+          // A full claim may have left more due: look again without waiting for the poll.
+          if (claimed.length === slots) again = true;
+        }
+        if (failing) app.log.info('webhook deliveries resumed');
+        failing = false;
+      } catch (error) {
+        // Once per outage: the poll keeps trying.
+        if (!failing && !shutdown.signal.aborted) app.log.warn({ err: error }, 'webhook deliveries paused: the database failed');
+        failing = true;
+      }
+    }
+
+    function wake(): void {
+      if (shutdown.signal.aborted) return;
+      if (ticking) {
+        again = true;
+        return;
+      }
+      ticking = (async () => {
+        do {
+          again = false;
+          await tick();
+        } while (again && !shutdown.signal.aborted && inFlight.size < options.concurrency);
+      })().finally(() => (ticking = undefined));
+    }
+
+    const timer = options.concurrency > 0 ? setInterval(wake, options.pollMs) : undefined;
+    timer?.unref();
+
+    app.decorate('webhooks', { wake: () => options.concurrency > 0 && wake(), backlog: () => queue.backlog() });
+
+    // Registered after the db plugin, so this runs before the pool is ended.
+    app.addHook('onClose', async () => {
+      clearInterval(timer);
+      shutdown.abort();
+      await ticking;
+      await Promise.all(inFlight);
+    });
+  },
+  { name: 'webhook-worker', dependencies: ['db'] },
+);

@@ -1,0 +1,296 @@
+/**
+ * Webhook delivery end to end (docs/api.md §12): real events, real HTTP
+ * receivers on 127.0.0.1, the time constants shrunk by settings. Signatures
+ * are checked by an HMAC-SHA256 of our own (node:crypto), not by the package
+ * that makes them.
+ */
+import { createHmac, randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { signUp, startInstance, type SignedUp } from '../helpers/factories.js';
+import { startReceiver, type Answer, type Receiver } from '../helpers/receivers.js';
+
+const FAST = {
+  WEBHOOK_ALLOW_HTTP: 'true',
+  WEBHOOK_ALLOW_PRIVATE: 'true',
+  WEBHOOK_POLL_MS: '25',
+  WEBHOOK_RETRY_BASE_MS: '100',
+  WEBHOOK_TIMEOUT_MS: '2000',
+  // Secrets sealed at rest: every signature checked below was made with an opened one.
+  WEBHOOK_SECRET_KEY: randomBytes(32).toString('base64'),
+};
+
+let db: TestDatabase;
+let app: FastifyInstance;
+let ann: SignedUp;
+const cleanup: (() => Promise<void>)[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  app = await startInstance(db, FAST);
+  ann = await signUp(app);
+});
+afterEach(async () => {
+  for (const undo of cleanup.splice(0).reverse()) await undo();
+  // Endpoints of earlier tests are gone: their failures would only add noise.
+  await app.db.query('DELETE FROM webhooks');
+});
+afterAll(async () => {
+  await app.close();
+  await db.drop();
+});
+
+async function receiver(answer?: Answer): Promise<Receiver> {
+  const r = await startReceiver(answer);
+  cleanup.push(() => r.close());
+  return r;
+}
+
+/** Replaces the instance under test with one of these settings (the only one sending). */
+async function restart(env: Record<string, string>): Promise<void> {
+  await app.close();
+  app = await startInstance(db, env);
+}
+
+async function instance(env: Record<string, string>): Promise<FastifyInstance> {
+  const other = await startInstance(db, env);
+  cleanup.push(() => other.close());
+  return other;
+}
+
+async function webhook(url: string, payload: object = {}, on = app): Promise<{ id: number; secret: string }> {
+  const res = await on.inject({ method: 'POST', url: '/webhooks', headers: ann.auth, payload: { url, ...payload } });
+  expect(res.statusCode, res.body).toBe(201);
+  return res.json();
+}
+
+async function post(title = 'hello', on = app): Promise<number> {
+  const res = await on.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title, body: 'b' } });
+  expect(res.statusCode, res.body).toBe(201);
+  return res.json().id;
+}
+
+interface DeliveryView {
+  id: number;
+  eventId: number;
+  attempt: number;
+  status: string;
+  statusCode: number | null;
+  error: string | null;
+  durationMs: number | null;
+  nextAttemptAt: string | null;
+}
+
+async function deliveries(webhookId: number): Promise<DeliveryView[]> {
+  const res = await app.inject({ url: `/webhooks/${webhookId}/deliveries?limit=100`, headers: ann.auth });
+  expect(res.statusCode, res.body).toBe(200);
+  return res.json().data;
+}
+
+/** Polls the deliveries until `done` holds of them. */
+async function until(webhookId: number, done: (ds: DeliveryView[]) => boolean, timeoutMs = 10_000): Promise<DeliveryView[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const ds = await deliveries(webhookId);
+    if (done(ds)) return ds;
+    if (Date.now() > deadline) throw new Error(`deliveries never got there: ${JSON.stringify(ds)}`);
+    await sleep(25);
+  }
+}
+
+/** Standard Webhooks' signature, computed here from the spec: HMAC-SHA256 of "{id}.{timestamp}.{body}" keyed by the secret's bytes. */
+function expectedSignature(secret: string, id: string, timestamp: string, body: string): string {
+  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+  return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
+}
+
+describe('delivery', () => {
+  it('POSTs the event as GET /events shows it, signed per Standard Webhooks, only the types asked for', async () => {
+    const r = await receiver();
+    const hook = await webhook(r.url, { types: ['comment.created'] });
+    const postId = await post();
+    const comment = await app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: ann.auth, payload: { body: 'c' } });
+    expect(comment.statusCode).toBe(201);
+    const [got] = await r.waitFor(1);
+    await sleep(200);
+    expect(r.received).toHaveLength(1);
+
+    const { headers, body } = got!;
+    const event = JSON.parse(body);
+    const feed = await app.inject({ url: `/events?after=${event.id - 1}&limit=1` });
+    expect(body).toBe(JSON.stringify(feed.json().data[0]));
+    expect(event).toMatchObject({ type: 'comment.created', resource: { type: 'comment', id: comment.json().id, path: `/posts/${postId}/comments/${comment.json().id}` } });
+    expect(headers['content-type']).toBe('application/json');
+    expect(headers['user-agent']).toMatch(/^posts-api-webhooks\//);
+    expect(headers['webhook-id']).toBe(String(event.id));
+    const timestamp = headers['webhook-timestamp'] as string;
+    expect(Math.abs(Number(timestamp) - Date.now() / 1000)).toBeLessThan(10);
+    expect(headers['webhook-signature']).toBe(expectedSignature(hook.secret, String(event.id), timestamp, body));
+
+    const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'delivered');
+    expect(delivery).toMatchObject({ eventId: event.id, attempt: 1, status: 'delivered', statusCode: 204, error: null, nextAttemptAt: null });
+    const stored = (await app.db.query('SELECT secret, secret_sealed FROM webhooks WHERE id = $1', [hook.id])).rows[0];
+    expect(stored.secret_sealed).toBe(true);
+    expect(stored.secret.includes(Buffer.from(hook.secret.slice(6), 'base64'))).toBe(false);
+  });
+
+  it('retries a failing endpoint with growing delays: fails twice, then succeeds, same webhook-id each time', async () => {
+    const r = await receiver((_req, n) => (n < 2 ? 500 : 200));
+    const hook = await webhook(r.url, { types: ['post.created'] });
+    await post();
+    const got = await r.waitFor(3);
+    expect(new Set(got.map((g) => g.headers['webhook-id'])).size).toBe(1);
+    for (const g of got) {
+      const { 'webhook-id': id, 'webhook-timestamp': ts, 'webhook-signature': signature } = g.headers as Record<string, string>;
+      expect(signature).toBe(expectedSignature(hook.secret, id!, ts!, g.body));
+    }
+    // Base 100 ms: the first retry after 50–100 ms, the second after 100–200 ms (plus a poll each).
+    expect(got[1]!.at - got[0]!.at).toBeGreaterThanOrEqual(45);
+    expect(got[2]!.at - got[1]!.at).toBeGreaterThanOrEqual(95);
+    const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'delivered');
+    expect(delivery).toMatchObject({ attempt: 3, statusCode: 200, error: null });
+    const read = await app.inject({ url: `/webhooks/${hook.id}`, headers: ann.auth });
+    expect(read.json()).toMatchObject({ status: 'active', failingSince: null });
+  });
+
+  it('records why an attempt failed while it is retried', async () => {
+    const r = await receiver(() => 302);
+    const hook = await webhook(r.url, { types: ['post.created'] });
+    await post();
+    const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'failed');
+    expect(delivery).toMatchObject({ statusCode: 302, error: 'redirect not followed', nextAttemptAt: expect.any(String) });
+    const read = await app.inject({ url: `/webhooks/${hook.id}`, headers: ann.auth });
+    expect(read.json().failingSince).toEqual(expect.any(String));
+  });
+
+  it('cuts an endpoint that does not answer at the timeout (settings: WEBHOOK_TIMEOUT_MS)', async () => {
+    await restart({ ...FAST, WEBHOOK_TIMEOUT_MS: '300', WEBHOOK_RETRY_BASE_MS: '60000' });
+    const r = await receiver(() => 'hang');
+    const hook = await webhook(r.url, { types: ['post.created'] });
+    await post('slow');
+    const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'failed');
+    expect(delivery).toMatchObject({ attempt: 1, statusCode: null, error: 'no answer within 300 ms' });
+    expect(delivery!.durationMs).toBeGreaterThanOrEqual(290);
+    expect(delivery!.durationMs).toBeLessThan(2000);
+    await restart(FAST);
+  });
+
+  it('gives a delivery up past WEBHOOK_GIVE_UP_AFTER, after a last attempt at that age', async () => {
+    await restart({ ...FAST, WEBHOOK_GIVE_UP_AFTER: '1' });
+    const r = await receiver(() => 503);
+    const hook = await webhook(r.url, { types: ['post.created'] });
+    await post('given up');
+    const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'given_up', 5_000);
+    expect(delivery!.attempt).toBeGreaterThan(2);
+    expect(delivery).toMatchObject({ statusCode: 503, error: 'answered 503', nextAttemptAt: null });
+    expect(r.received).toHaveLength(delivery!.attempt);
+    expect(r.received.at(-1)!.at - r.received[0]!.at).toBeGreaterThanOrEqual(900);
+    await restart(FAST);
+  });
+
+  it('disables an endpoint failing past WEBHOOK_DISABLE_AFTER; PATCH status active re-enables it', async () => {
+    await restart({ ...FAST, WEBHOOK_DISABLE_AFTER: '1' });
+    const r = await receiver(() => 503);
+    const hook = await webhook(r.url, { types: ['post.created'] });
+    await post('failing');
+    const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'given_up', 5_000);
+    expect(delivery).toMatchObject({ statusCode: 503, nextAttemptAt: null });
+    const read = await app.inject({ url: `/webhooks/${hook.id}`, headers: ann.auth });
+    expect(read.json()).toMatchObject({ status: 'disabled', failingSince: expect.any(String) });
+    const count = r.received.length;
+    await post('while disabled');
+    await sleep(300);
+    expect(r.received).toHaveLength(count);
+    expect(await deliveries(hook.id)).toHaveLength(1);
+
+    const on = await app.inject({ method: 'PATCH', url: `/webhooks/${hook.id}`, headers: ann.auth, payload: { status: 'active' } });
+    expect(on.json()).toMatchObject({ status: 'active', failingSince: null });
+    await post('after');
+    await r.waitFor(count + 1);
+    expect(JSON.parse(r.received.at(-1)!.body).data.title).toBe('after');
+    await restart(FAST);
+  });
+});
+
+describe('targets', () => {
+  it('connects to the address the name resolved to, when the operator allows private ones', async () => {
+    const r = await receiver();
+    const hook = await webhook(r.url.replace('127.0.0.1', 'localhost'), { types: ['post.created'] });
+    await post('by name');
+    await r.waitFor(1);
+    expect(r.received[0]!.headers.host).toBe(new URL(r.url).host.replace('127.0.0.1', 'localhost'));
+    await until(hook.id, (ds) => ds[0]?.status === 'delivered');
+  });
+
+  it('refuses private addresses at each attempt, after resolving the name, unless allowed', async () => {
+    const r = await receiver();
+    // Registered where private targets are allowed, sent from an instance where they are not.
+    const byAddress = await webhook(r.url, { types: ['post.created'] });
+    await restart({ ...FAST, WEBHOOK_ALLOW_PRIVATE: 'false', WEBHOOK_RETRY_BASE_MS: '60000' });
+    const byName = await webhook(r.url.replace('127.0.0.1', 'localhost'), { types: ['post.created'] });
+    await post('private');
+    const [named] = await until(byName.id, (ds) => ds[0]?.status === 'failed');
+    expect(named!.error).toMatch(/^refused: localhost resolves to (127\.0\.0\.1|::1), a loopback address$/);
+    const [literal] = await until(byAddress.id, (ds) => ds[0]?.status === 'failed');
+    expect(literal!.error).toBe('refused: 127.0.0.1 is a loopback address');
+    expect(r.received).toHaveLength(0);
+    await restart(FAST);
+  });
+});
+
+describe('durability and sharing', () => {
+  it('a restart in the middle of the retry schedule loses nothing', async () => {
+    await restart({ ...FAST, WEBHOOK_RETRY_BASE_MS: '1500' });
+    const r = await receiver((_req, n) => (n === 0 ? 500 : 204));
+    const hook = await webhook(r.url, { types: ['post.created'] });
+    await post('before the restart');
+    await until(hook.id, (ds) => ds[0]?.status === 'failed');
+    await app.close();
+    app = await startInstance(db, FAST);
+    const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'delivered');
+    expect(delivery!.attempt).toBe(2);
+    expect(r.received).toHaveLength(2);
+    expect(r.received[1]!.headers['webhook-id']).toBe(r.received[0]!.headers['webhook-id']);
+  });
+
+  it('an attempt cut by a shutdown is sent again by the next instance', async () => {
+    const r = await receiver((_req, n) => (n === 0 ? 'hang' : 204));
+    const hook = await webhook(r.url, { types: ['post.created'] });
+    await post('cut');
+    await r.waitFor(1);
+    await app.close();
+    const [cut] = await deliveries0(hook.id);
+    expect(cut).toMatchObject({ status: 'failed', error: 'interrupted: the instance shut down' });
+    app = await startInstance(db, FAST);
+    const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'delivered');
+    expect(delivery!.attempt).toBe(2);
+  });
+
+  it('two instances share the work and never send one attempt twice', async () => {
+    const other = await instance({ ...FAST, WEBHOOK_POLL_MS: '10' });
+    const r = await receiver(() => 204);
+    const hook = await webhook(r.url, { types: ['post.created'] });
+    const count = 40;
+    for (let i = 0; i < count; i++) await post(`shared ${i}`, i % 2 ? app : other);
+    await r.waitFor(count);
+    const ds = await until(hook.id, (all) => all.length === count && all.every((d) => d.status === 'delivered'));
+    await sleep(300);
+    const ids = r.received.map((g) => g.headers['webhook-id']);
+    expect(ids).toHaveLength(count);
+    expect(new Set(ids).size).toBe(count);
+    expect(ds.every((d) => d.attempt === 1)).toBe(true);
+  });
+});
+
+/** Deliveries read from a fresh instance that sends none (the one under test was closed). */
+async function deliveries0(webhookId: number): Promise<DeliveryView[]> {
+  const reader = await startInstance(db, { WEBHOOK_CONCURRENCY: '0' });
+  try {
+    const res = await reader.inject({ url: `/webhooks/${webhookId}/deliveries`, headers: ann.auth });
+    return res.json().data;
+  } finally {
+    await reader.close();
+  }
+}

@@ -1,0 +1,86 @@
+/** The pure parts of webhooks: backoff, target rules, sealed secrets. */
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { nextAttemptAt } from '../../src/events/webhooks/backoff.js';
+import { refusedRange, urlProblem } from '../../src/events/webhooks/targets.js';
+import { newSecret, openSecret, sealSecret } from '../../src/events/webhooks/secrets.js';
+
+describe('nextAttemptAt', () => {
+  const settings = { retryBaseMs: 10_000, giveUpAfterSeconds: 86_400 };
+  const created = new Date('2026-11-25T00:00:00Z');
+  const after = (attempt: number, random: number, now = created) =>
+    nextAttemptAt(attempt, created, now, settings, () => random)!.getTime() - now.getTime();
+
+  it('waits 5–10 s before the first retry, doubling each time, at most an hour', () => {
+    expect([after(1, 0), after(1, 1)]).toEqual([5_000, 10_000]);
+    expect([after(2, 0), after(2, 1)]).toEqual([10_000, 20_000]);
+    expect(after(9, 1)).toBe(2_560_000);
+    expect([after(10, 0), after(10, 1), after(60, 1)]).toEqual([1_800_000, 3_600_000, 3_600_000]);
+  });
+
+  it('makes the last attempt at the give-up age, then gives up', () => {
+    const late = new Date(created.getTime() + 86_400_000 - 1_000);
+    expect(nextAttemptAt(20, created, late, settings, () => 1)).toEqual(new Date(created.getTime() + 86_400_000));
+    expect(nextAttemptAt(21, created, new Date(created.getTime() + 86_400_000), settings)).toBeNull();
+  });
+});
+
+describe('targets', () => {
+  it.each([
+    ['127.0.0.1', 'loopback'],
+    ['10.0.0.1', 'private'],
+    ['172.16.5.4', 'private'],
+    ['192.168.1.1', 'private'],
+    ['169.254.169.254', 'linkLocal'],
+    ['100.64.0.1', 'carrierGradeNat'],
+    ['0.0.0.0', 'unspecified'],
+    ['::1', 'loopback'],
+    ['::', 'unspecified'],
+    ['fe80::1', 'linkLocal'],
+    ['fd00::1', 'uniqueLocal'],
+    ['::ffff:10.0.0.1', 'private'],
+    ['::ffff:127.0.0.1', 'loopback'],
+    ['93.184.216.34', undefined],
+    ['2606:4700::1111', undefined],
+  ])('%s: %s', (address, range) => {
+    expect(refusedRange(address)).toBe(range);
+  });
+
+  it('takes https URLs, http ones only when allowed, literal private addresses only when allowed', () => {
+    const strict = { allowHttp: false, allowPrivate: false };
+    expect(urlProblem('https://hooks.example.com/x?y=1', strict)).toBeUndefined();
+    expect(urlProblem('http://hooks.example.com/x', strict)).toBe('must be an https URL');
+    expect(urlProblem('http://hooks.example.com/x', { ...strict, allowHttp: true })).toBeUndefined();
+    expect(urlProblem('ftp://hooks.example.com/x', { ...strict, allowHttp: true })).toBe('must be an http or https URL');
+    expect(urlProblem('https://[fe80::1]/x', strict)).toBe('must not name a linkLocal address');
+    expect(urlProblem('https://[fe80::1]/x', { ...strict, allowPrivate: true })).toBeUndefined();
+    expect(urlProblem('https://a.example.com/#frag', strict)).toBe('must not hold a fragment');
+  });
+});
+
+describe('secrets', () => {
+  const key = randomBytes(32);
+
+  it('shows whsec_ and the base64 of 24 random bytes', () => {
+    const { bytes, shown } = newSecret();
+    expect(bytes).toHaveLength(24);
+    expect(shown).toBe(`whsec_${bytes.toString('base64')}`);
+  });
+
+  it('seals with the key and opens only with it, for the same webhook', () => {
+    const { bytes } = newSecret();
+    const sealed = sealSecret(bytes, 7, key);
+    expect(sealed.sealed).toBe(true);
+    expect(sealed.secret.includes(bytes)).toBe(false);
+    expect(openSecret(sealed, 7, key)).toEqual(bytes);
+    expect(() => openSecret(sealed, 8, key)).toThrow('does not open');
+    expect(() => openSecret(sealed, 7, randomBytes(32))).toThrow('does not open');
+    expect(() => openSecret(sealed, 7, undefined)).toThrow('WEBHOOK_SECRET_KEY is not set');
+  });
+
+  it('stores the bytes as they are without a key', () => {
+    const { bytes } = newSecret();
+    expect(sealSecret(bytes, 1, undefined)).toEqual({ secret: bytes, sealed: false });
+    expect(openSecret({ secret: bytes, sealed: false }, 1, key)).toEqual(bytes);
+  });
+});

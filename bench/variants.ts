@@ -83,7 +83,10 @@ function recipeKey(root: string): string {
   const hash = createHash('sha256');
   const migrations = join(root, 'migrations');
   for (const file of readdirSync(migrations).sort()) hash.update(file).update(readFileSync(join(migrations, file)));
-  hash.update(readFileSync(join(root, 'src', 'db', 'seed.ts')));
+  // The seed moved from src/db to src/dev; a ref may have either.
+  for (const file of ['src/dev/seed.ts', 'src/dev/seed-rows.ts', 'src/db/seed.ts']) {
+    if (existsSync(join(root, file))) hash.update(file).update(readFileSync(join(root, file)));
+  }
   return hash.digest('hex').slice(0, 12);
 }
 

@@ -44,6 +44,12 @@ describe('databaseFailure', () => {
     expect(databaseCause(new Error('timeout exceeded when trying to connect'))).toBe('the database is unreachable');
   });
 
+  it('a table, column or function gone is the schema changed under the service', () => {
+    for (const code of ['42P01', '42703', '42883']) {
+      expect(databaseCause(failing(code))).toBe("the database's schema is not the one this version of the service needs (run npm run migrate)");
+    }
+  });
+
   it('the pool running out of connections is this instance being busy', () => {
     expect(databaseFailure(failing(POOL_EXHAUSTED))).toMatchObject({
       statusCode: 503,
@@ -55,7 +61,7 @@ describe('databaseFailure', () => {
     for (const error of [
       failing('23505'),
       failing('22007'),
-      failing('42P01'),
+      failing('42601'),
       failing('0800'),
       new Error('boom'),
       null,

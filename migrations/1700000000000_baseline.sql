@@ -1,7 +1,6 @@
 -- Up Migration
 
--- The whole schema as of the first release: every table, function and trigger
--- in its final form. Later changes are new migrations after this one.
+-- The schema as first released, each object in its final form; changes go in later migrations.
 
 -- Timestamps leave the database already rendered as the contract's ISO 8601 UTC
 -- string with milliseconds, so no per-row Date objects are built in Node.
@@ -150,14 +149,12 @@ CREATE TABLE idempotency_keys (
   status smallint NOT NULL,
   -- Only the headers that belong to the response (Location, ETag, Content-Type).
   headers jsonb NOT NULL,
-  -- The exact bytes sent, so a replay is identical; NULL once the resource is
-  -- deleted, so a replay says it is gone instead of handing its content back.
+  -- The exact bytes sent, so a replay is identical; NULL once the resource is deleted.
   body text,
   created_at timestamptz NOT NULL DEFAULT now(),
   -- 'post:<id>', 'comment:<id>' or 'user:<id>': what the response described.
   resource text,
-  -- For a sign-up, the password's scrypt hash, to tell a retry from another
-  -- request without hashing the password a second time.
+  -- For a sign-up, the password's scrypt hash: a retry is told apart without hashing again.
   secret_hash text,
   PRIMARY KEY (scope, key)
 );
@@ -262,13 +259,11 @@ END $$;
 CREATE TRIGGER comments_count AFTER INSERT OR DELETE ON comments
   FOR EACH ROW EXECUTE FUNCTION comments_count();
 
--- Every statement that changes posts or comments outside the service (psql,
--- another tool) notifies the channel the response caches listen on
--- (src/cache/change-bus.ts): one notification per statement, delivered at
--- commit. The service's own sessions announce their writes after commit
--- instead (a NOTIFY in the writing transaction makes every commit wait for one
--- global lock); they say so by posts_api.notifies, and by application_name,
--- which also reaches the server behind PgBouncer in transaction mode.
+-- Statements changing posts or comments outside the service (psql, other tools)
+-- notify the response caches' channel (src/cache/change-bus.ts), once per
+-- statement, at commit. The service's sessions announce their writes after commit
+-- (a NOTIFY in the writing transaction makes every commit wait for one global
+-- lock); application_name says so even behind PgBouncer in transaction mode.
 CREATE FUNCTION notify_posts_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF current_setting('posts_api.notifies', true) IS DISTINCT FROM 'after_commit'
@@ -295,12 +290,10 @@ CREATE TRIGGER posts_forget_idempotent AFTER DELETE ON posts REFERENCING OLD TAB
 CREATE TRIGGER comments_forget_idempotent AFTER DELETE ON comments REFERENCING OLD TABLE AS gone
   FOR EACH STATEMENT EXECUTE FUNCTION forget_idempotent_responses('comment');
 
--- Counts, in counters 'posts_removed', every time a post leaves a list that a
--- proven total depends on: deleted, moved (author or creation time changed), or
--- edited out of a search in search_proofs. It only grows; a TRUNCATE, or a
--- search taken out of search_proofs, counts more than any proof covers. DELETE
--- counts once per statement (a row trigger would update the same slot row once
--- per post).
+-- Counts in counters 'posts_removed' each post leaving a list a proven total
+-- rests on: deleted, moved (author or created_at changed), or edited out of a
+-- search in search_proofs. A TRUNCATE, or a search taken out of search_proofs,
+-- counts more than any proof covers. A DELETE counts once per statement.
 CREATE FUNCTION posts_removed() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   delta bigint := 1;
@@ -334,8 +327,7 @@ CREATE TRIGGER posts_truncated AFTER TRUNCATE ON posts FOR EACH STATEMENT EXECUT
 CREATE TRIGGER search_proofs_dropped AFTER UPDATE OF query OR DELETE OR TRUNCATE ON search_proofs FOR EACH STATEMENT
   EXECUTE FUNCTION posts_removed();
 
--- A post moved to another hour keeps its floor. The API never sets created_at:
--- only other writers run this.
+-- A post moved to another hour keeps a floor there (the API never sets created_at).
 CREATE FUNCTION posts_moved() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM floor_post(NEW.id, NEW.created_at);
@@ -346,8 +338,7 @@ CREATE TRIGGER posts_moved AFTER UPDATE OF created_at ON posts FOR EACH ROW
 
 -- Down Migration
 
--- Dropping a table drops its triggers and indexes; counters goes after
--- bump_counter, whose BEGIN ATOMIC body depends on it.
+-- Tables take their triggers and indexes; counters goes after bump_counter, which depends on it.
 DROP TABLE IF EXISTS post_floors, search_proofs, idempotency_keys, author_post_counts,
   deleted_comments, deleted_posts, comments, posts, tokens, users;
 DROP FUNCTION IF EXISTS posts_moved(), posts_removed(), forget_idempotent_responses(), notify_posts_changed(),

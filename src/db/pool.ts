@@ -20,9 +20,10 @@ export const CHANGES_CHANNEL = 'posts_api_changed';
 
 /**
  * The application_name of the service's pool connections. It also tells the
- * change_notifications triggers that these sessions announce their changes
- * themselves, after they commit (a NOTIFY inside the writing transaction would
- * serialize every commit behind PostgreSQL's single notification lock):
+ * posts_changed and comments_changed triggers that these sessions announce
+ * their changes themselves, after they commit (a NOTIFY inside the writing
+ * transaction would serialize every commit behind PostgreSQL's single
+ * notification lock):
  * application_name is the one startup parameter PgBouncer passes on to every
  * server connection it lends in transaction mode, so this works behind it.
  */

@@ -3,7 +3,7 @@
  * (src/db/pagination.ts, "Proven caps"). A proof of "more than 10 000 posts
  * match `q`" stands while no post has left the matches, and an edit of a
  * title or body can take a post out of a search: the posts_edited trigger
- * (migrations/1795600000000_posts_removed.sql) counts such an edit as a
+ * (migrations/1700000000000_baseline.sql) counts such an edit as a
  * removal when it takes the post out of a search registered in
  * `search_proofs`. Counting every edit instead would cost each one an UPDATE
  * of a counter row; checking it against the few registered searches costs a

@@ -2,7 +2,7 @@
  * Data is kept only as long as it serves a purpose, without an external cron:
  * - idempotency records: 24 h, the replay window (docs/api.md §8); lookups ignore
  *   older rows anyway. A record whose resource is deleted loses its copy of
- *   the content at once (a trigger, migration idempotency_retention).
+ *   the content at once (the posts_forget_idempotent and comments_forget_idempotent triggers).
  * - tombstones of deleted posts and comments (their sort keys, titles
  *   included): TOMBSTONE_RETENTION (default 24 h), how long a cursor naming a
  *   deleted item stays valid.

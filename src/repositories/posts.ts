@@ -62,7 +62,7 @@ const ONE = { byId: `SELECT ${COLUMNS} FROM posts WHERE id = $1`, byIds: `SELECT
  * the planner does not know, so it expects matches all along the way. A bound
  * on the range's ids lets that walk start where the matches do:
  * - ascending, from `createdAfter`: the smallest floor of the range's hours
- *   (post_floors, kept by the triggers of migrations/1795700000000_post_floors.sql:
+ *   (post_floors, kept by the triggers of migrations/1700000000000_baseline.sql:
  *   at most the smallest id ever created in that hour), a read of one row per
  *   hour (168 for a week) where reading the range's first id from the
  *   created_at index read every post of it (19 000, 2 ms). No floor means no
@@ -115,7 +115,7 @@ const listBase = {
   table: 'posts',
   tombstones: 'deleted_posts',
   columns: LIST_COLUMNS,
-  // Kept by the triggers of migrations/1795600000000_posts_removed.sql.
+  // Kept by the posts_removed triggers (migrations/1700000000000_baseline.sql).
   removals: `SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'posts_removed'`,
   sortColumns: {
     id: idColumn,

@@ -83,3 +83,6 @@ export function withEtag<T>(reply: FastifyReply, etag: string, body: T): T {
   reply.header('etag', etag);
   return body;
 }
+
+/** Cache-Control of an answer holding a user's private data (set as a route's `config.cacheControl`). */
+export const PRIVATE = 'private, no-store';

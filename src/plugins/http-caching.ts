@@ -14,7 +14,7 @@
  */
 import fp from 'fastify-plugin';
 import type { FastifyReply } from 'fastify';
-import { bodyEtag, namesEtag } from '../http/conditional.js';
+import { PRIVATE, bodyEtag, namesEtag } from '../http/conditional.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -22,8 +22,6 @@ declare module 'fastify' {
     cacheControl?: string;
   }
 }
-
-export const PRIVATE = 'private, no-store';
 
 /** For an answer that shows this viewer's own data (their e-mail) to them. */
 export function keepPrivate(reply: FastifyReply): void {

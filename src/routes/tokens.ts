@@ -8,8 +8,8 @@ import { usersRepository } from '../repositories/users.js';
 import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
+import { PRIVATE } from '../http/conditional.js';
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
-import { PRIVATE } from '../plugins/http-caching.js';
 
 const secured = [{ bearerAuth: [] }];
 

@@ -22,7 +22,8 @@ import { conditionalGet, withEtag, userEtag } from '../http/conditional.js';
 import { changeOwned, loadForChange, type OwnedCheck, type OwnershipRule } from '../use-cases/change-owned.js';
 import { createOnce } from '../use-cases/create-once.js';
 import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
-import { PRIVATE, keepPrivate } from '../plugins/http-caching.js';
+import { keepPrivate } from '../plugins/http-caching.js';
+import { PRIVATE } from '../http/conditional.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,

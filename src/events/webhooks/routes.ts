@@ -9,10 +9,10 @@ import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/ty
 import type { FastifyRequest } from 'fastify';
 import { BODY_ERRORS, COMMON_ERRORS, Count, CursorPage, ETag, LinkHeader, ListEnvelope, ListQuery, NoContent, errorResponses } from '../../schemas/common.js';
 import { ConditionalGetHeaders, NotModified, WithEtag, listResponses } from '../../schemas/conditional.js';
-import { PRIVATE } from '../../plugins/http-caching.js';
 import { conflict, notFound, validation } from '../../errors.js';
 import { loadOwned, type OwnershipRule } from '../../use-cases/change-owned.js';
 import { linkTo } from '../../http/links.js';
+import { PRIVATE } from '../../http/conditional.js';
 import { listResponse, pageRequest, sortOf } from '../../http/lists.js';
 import { webhooksRepository, type Webhook } from './repository.js';
 import {

@@ -24,8 +24,8 @@ export interface ListOptions {
   /**
    * Conditions on the listed items only (not on anchors); their total is a
    * capped count. Their statements are planned with their values each time
-   * (toQuery's `named`), unless `reusablePlan`: whether a week or a year is
-   * asked for decides between walking the sort index and reading the matches.
+   * (toQuery's `named`): whether a week or a year is asked for decides between
+   * walking the sort index and reading the matches.
    */
   narrow?: SqlFragment[];
   /**
@@ -34,28 +34,32 @@ export interface ListOptions {
    * can cost more to evaluate than they save it.
    */
   hints?: SqlFragment[];
+  /** A full-text search narrowing the list too (before `narrow`). */
+  search?: ListSearch;
+}
+
+/**
+ * The planner cannot tell how many items a search keeps: a word missing from
+ * the column's statistics is guessed at about 0.5 % of the rows, whether it is
+ * in 40 posts or in 40 000. Its pages are read in ways that stay cheap
+ * whatever the real number (offset.ts, cursor.ts), instead of in the plan
+ * that guess picks.
+ */
+export interface ListSearch {
+  /** The condition (src/db/views.ts `searchMatches`). */
+  matches: SqlFragment;
   /**
-   * The planner cannot tell how many items `narrow` keeps: a full-text search,
-   * where a word missing from the column's statistics is guessed at about
-   * 0.5 % of the rows, whether it is in 40 posts or in 40 000. Pages are then
-   * read in ways that stay cheap whatever the real number (runList), instead
-   * of in the plan that guess picks.
+   * Whether the planner sees the word. Hidden, the plan does not depend on it:
+   * a statement narrowed by the search alone is prepared by name like the
+   * others, and runs the generic plan PostgreSQL keeps after a few executions.
    */
-  unsure?: boolean;
-  /**
-   * The narrowing's plan does not depend on its values, because the planner
-   * does not see them (a search: src/db/views.ts `searchMatches`): its
-   * statements are prepared by name like the others, and run the generic plan
-   * PostgreSQL keeps after a few executions, instead of being planned with the
-   * values on every request as `narrow` otherwise is.
-   */
-  reusablePlan?: boolean;
+  shown: boolean;
   /**
    * For a source with `removals`: whether a count past the cap may be kept
-   * as a proof (boolean SQL read in the count's own snapshot; by default it
-   * may), and what to call when a count passed the cap (`kept`: as a proof).
+   * as a proof (boolean SQL read in the count's own snapshot), and what to
+   * call when a count passed the cap (`kept`: as a proof).
    */
-  proof?: { ready: SqlFragment; pastCap(kept: boolean): void };
+  proof: { ready: SqlFragment; pastCap(kept: boolean): void };
 }
 
 /** How a sort column's values travel in `afterKey`. */
@@ -130,6 +134,7 @@ export interface ListPlan {
   listed: SqlFragment[];
   narrow: SqlFragment[];
   hints: SqlFragment[];
+  /** Narrowed by a search (ListSearch). */
   unsure: boolean;
   /** Whether the statement is prepared by name (toQuery). */
   named: boolean;
@@ -156,7 +161,8 @@ export function planList<F extends string, Filter>(
     return sort.field === 'id' ? sql`ORDER BY id ${dir}` : sql`ORDER BY ${column} ${dir}, id ${dir}`;
   };
   const scope = source.scope(filter);
-  const narrow = options.narrow ?? [];
+  const { search } = options;
+  const narrow = search ? [search.matches, ...(options.narrow ?? [])] : (options.narrow ?? []);
   const listed = [...scope, ...(source.live ?? [])];
   const conditions = where([...listed, ...narrow]);
   return {
@@ -169,8 +175,9 @@ export function planList<F extends string, Filter>(
     listed,
     narrow,
     hints: options.hints ?? [],
-    unsure: narrow.length > 0 && options.unsure === true,
-    named: narrow.length === 0 || options.reusablePlan === true,
+    unsure: search !== undefined,
+    // A hidden word gives every search the same plan; a range's bounds decide theirs (a week or a year).
+    named: narrow.length === 0 || (search !== undefined && !search.shown && narrow.length === 1),
     conditions,
     pageConditions: options.hints?.length ? where([...listed, ...narrow, ...options.hints]) : conditions,
     from: raw(source.table),

@@ -43,7 +43,7 @@ import { type CursorResult, type ListPlan, type ListSource, type PageRequest, pa
 import { keyText, parseKey } from './keys.js';
 
 /**
- * An unsure (searched) cursor page walks the sort index for at most this many
+ * A searched cursor page walks the sort index for at most this many
  * items before reading the matches instead: enough for a condition that
  * matches one item in 100 to fill a page of 20 by walking.
  */
@@ -120,7 +120,7 @@ function anchorOf<F extends string, Filter>(source: ListSource<F, Filter>, plan:
 }
 
 /**
- * The ids of an unsure page. A cursor page has no count to tell a rare word
+ * The ids of a searched page (ListSearch). A cursor page has no count to tell a rare word
  * from a common one, so it tries the cheap way first: walk the sort index for
  * at most WALK_LIMIT listed items after the anchor, keeping those that match
  * (a common word fills the page in a few dozen). The walk's WALK_LIMIT-th item

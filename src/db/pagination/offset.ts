@@ -17,7 +17,7 @@
  * counts PROOF_SLACK further than the cap so that one proof outlives that many
  * removals. On a replica the bound is as fresh as the replica's data.
  *
- * An unsure narrowing (a search, ListOptions.unsure) reads its page from the
+ * A search (ListSearch) reads its page from the
  * matches themselves when fewer than TOTAL_CAP match, and from a walk of the
  * sort index otherwise.
  */
@@ -57,7 +57,7 @@ export async function runOffset<T, F extends string, Filter>(
   if (!head || head.total === null) return null;
   if (proofs) {
     if (head.ready) remember(proofs, proofKey, head.total, Number(head.removed));
-    if (!proof && head.total > TOTAL_CAP) options.proof?.pastCap(head.ready === true);
+    if (!proof && head.total > TOTAL_CAP) options.search?.proof.pastCap(head.ready === true);
     // Too many removals since the proof: count (the proof is forgotten).
     if (proof && head.total <= TOTAL_CAP) return runOffset(db, source, filter, plan, page, options);
   }
@@ -87,7 +87,7 @@ function offsetQuery<F extends string, Filter>(
   // Past the first page the skipped rows are walked on the sort index alone (ids
   // only, an index-only scan) and just the page's rows are read and rendered:
   // selecting all columns would fetch and format every skipped row.
-  // An unsure narrowing walks the sort index only when more than TOTAL_CAP match
+  // A search walks the sort index only when more than TOTAL_CAP match
   // (below), as does a proven one, whose statement stops there when the proof no longer holds.
   const walked = plan.unsure || proof ? sql`> ${cap}` : raw('IS NOT NULL');
   const items =
@@ -102,7 +102,7 @@ function offsetQuery<F extends string, Filter>(
   // the removal count in the same snapshot, and whether this count may stand as a proof.
   const narrowed = (total: SqlFragment) =>
     provable
-      ? sql`(SELECT (CASE WHEN ${parent} THEN (${total}) END)::int8 AS total, removed, (${proof ? raw('TRUE') : (options.proof?.ready ?? raw('TRUE'))}) AS ready
+      ? sql`(SELECT (CASE WHEN ${parent} THEN (${total}) END)::int8 AS total, removed, (${proof ? raw('TRUE') : (options.search?.proof.ready ?? raw('TRUE'))}) AS ready
             FROM (SELECT (${raw(source.removals!)})::int8 AS removed OFFSET 0) p OFFSET 0) h`
       : sql`(SELECT (CASE WHEN ${parent} THEN (${total}) END)::int8 AS total OFFSET 0) h`;
   if (proof) {
@@ -121,7 +121,7 @@ function offsetQuery<F extends string, Filter>(
     // them runs.
     // No OFFSET on a first page: a bound one is planned as "some rows" in a
     // generic plan, which then costs more than a custom one and is never
-    // chosen (ListOptions.reusablePlan).
+    // chosen (ListSearch.shown).
     const skip = offset === 0 ? sql`` : sql` OFFSET ${offset}`;
     const sorted = sql`SELECT ${columns} FROM ${joined} WHERE h.total <= ${cap} AND id IN (
           SELECT id FROM matches ${orderBy} LIMIT ${pageSize(page.perPage)}${skip}

@@ -39,7 +39,7 @@ export const APPLICATION_NAME = 'posts-api';
  * JIT compilation is off (behind PgBouncer: the role's setting, like the
  * timeouts): it starts when a plan's estimated cost passes jit_above_cost, and
  * a search page's plan carries the cost of reading every match in a branch
- * that runs only for rare words (src/db/pagination.ts), so a page that reads
+ * that runs only for rare words (src/db/pagination/offset.ts), so a page that reads
  * 25 rows in 0.3 ms spent 30–40 ms compiling expressions. No statement of this
  * service runs long enough for compiled expressions to pay that back.
  */

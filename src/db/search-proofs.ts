@@ -1,6 +1,6 @@
 /**
  * Searches whose capped totals may be proven instead of counted again
- * (src/db/pagination.ts, "Proven caps"). A proof of "more than 10 000 posts
+ * (src/db/pagination/offset.ts, "Proven caps"). A proof of "more than 10 000 posts
  * match `q`" stands while no post has left the matches, and an edit of a
  * title or body can take a post out of a search: the posts_edited trigger
  * (migrations/1700000000000_baseline.sql) counts such an edit as a

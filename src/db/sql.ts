@@ -11,7 +11,7 @@
  * and after a few runs keeps a generic plan where it costs no more than a
  * custom one (plan_cache_mode = auto: point lookups, inserts, updates, the
  * triggers' statements, and lists, whose page size is part of the text for
- * that reason: see src/db/pagination.ts).
+ * that reason: see pageSize in src/db/pagination/common.ts).
  *
  * A name is a digest of its text, not a counter: several instances (or
  * versions) behind one pooler then never give one name to two texts, so a

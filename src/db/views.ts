@@ -69,12 +69,12 @@ export function createdBetween({ createdAfter, createdBefore }: CreatedRange): S
  * planner never sees the word: it guesses the same share of matches for every
  * search, and the plan it makes is the same whatever the word. A statement
  * narrowed by a search alone can then keep PostgreSQL's generic plan
- * (ListOptions.reusablePlan) instead of being planned on every request, which
+ * (ListSearch.shown, src/db/pagination/common.ts) instead of being planned on every request, which
  * was two thirds of a rare word's database time (0.33 ms planning, 0.23 ms
  * running, EXPLAIN ANALYZE on a million posts). The plan that guess gives is
  * the one the list statements are built to make cheap for any word (a bitmap
  * of the GIN index for the capped count, a walk of the sort index for a page
- * past the cap: src/db/pagination.ts). Seeing the word helps one statement
+ * past the cap: src/db/pagination/). Seeing the word helps one statement
  * only, a common word's count: the planner then counts its first 11 001
  * matches by a walk (about 17 ms of CPU under pgbench) instead of a bitmap of
  * all of them (about 100 ms). So a word this instance has counted past the cap

@@ -83,7 +83,7 @@ export function listResponse<T>(
   serializeAs(reply, result.kind === 'offset' ? 'OffsetPage' : 'CursorPage');
   const links: string[] = [];
   if (result.kind === 'cursor' && page.kind === 'cursor') {
-    // The anchor's key as read travels with it, so the walk stays put when the anchor is edited (src/db/pagination.ts).
+    // The anchor's key as read travels with it, so the walk stays put when the anchor is edited (src/db/pagination/cursor.ts).
     if (result.nextCursor !== null) {
       const next = { after: result.nextCursor, afterKey: result.nextKey, before: null, beforeKey: null, limit: page.limit };
       links.push(link(request, next, 'next'));

@@ -90,18 +90,15 @@ function narrowing(
   filter: Omit<PostFilter, 'author'>,
   sort: Sort<PostSortField>,
   primary: Queryable,
-): Pick<ListOptions, 'narrow' | 'hints' | 'unsure' | 'reusablePlan' | 'proof'> {
-  const range = createdBetween(filter);
+): Pick<ListOptions, 'narrow' | 'hints' | 'search'> {
   const { q } = filter;
   const shown = q !== undefined && isCommonSearch(primary, q);
   return {
-    narrow: q === undefined ? range : [searchMatches(q, shown), ...range],
+    narrow: createdBetween(filter),
     hints: idBound(filter, sort),
-    // A range's share of the posts the planner knows from created_at's histogram; a word's it can only guess.
-    unsure: q !== undefined,
-    // A search hides its word from the planner (unless shown); a range's bounds decide its plan (a week or a year).
-    reusablePlan: range.length === 0 && !shown,
-    ...(q === undefined ? {} : { proof: { ready: searchSettled(q), pastCap: (kept: boolean) => foundPastCap(primary, q, kept) } }),
+    ...(q === undefined
+      ? {}
+      : { search: { matches: searchMatches(q, shown), shown, proof: { ready: searchSettled(q), pastCap: (kept: boolean) => foundPastCap(primary, q, kept) } } }),
   };
 }
 

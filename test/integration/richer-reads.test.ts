@@ -14,7 +14,7 @@ import { postsRepository, type Post } from '../../src/repositories/posts.js';
 import { createPool, withTransaction, type Queryable } from '../../src/db/pool.js';
 import type { Statement } from '../../src/db/sql.js';
 import { expect404, expect422 } from '../helpers/expect.js';
-import { WALK_LIMIT } from '../../src/db/pagination.js';
+import { WALK_LIMIT } from '../../src/db/pagination/cursor.js';
 
 const t = useTestApp();
 const ann = t.user({ name: 'Ann' });

@@ -25,7 +25,8 @@ function walk(dir) {
     if (existsSync(manifest)) {
       const { name: pkg, version, engines } = JSON.parse(readFileSync(manifest, 'utf8'));
       const wanted = engines?.node;
-      if (typeof wanted === 'string' && !semver.satisfies(oldest, wanted)) offenders.push(`${pkg}@${version} (${path}) needs node ${wanted}`);
+      if (typeof wanted === 'string' && !semver.satisfies(oldest, wanted))
+        offenders.push(`${pkg}@${version} (${path}) needs node ${wanted}`);
     }
     if (existsSync(join(path, 'node_modules'))) walk(join(path, 'node_modules'));
   }
@@ -33,7 +34,9 @@ function walk(dir) {
 
 walk('node_modules');
 if (offenders.length > 0) {
-  console.error(`engines.node is "${range}", but these packages do not support Node ${oldest}:\n  ${offenders.join('\n  ')}`);
+  console.error(
+    `engines.node is "${range}", but these packages do not support Node ${oldest}:\n  ${offenders.join('\n  ')}`,
+  );
   console.error('Pin a version that does (package.json "overrides"), or raise engines.node and the README.');
   process.exit(1);
 }

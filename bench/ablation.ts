@@ -60,7 +60,9 @@ export async function ablate(
     sample.twinRps = s.twin ? mean(s.twin.id) : undefined;
     const id = `${v.name} ${s.id}`;
     ablation.samples.set(id, [...(ablation.samples.get(id) ?? []), sample]);
-    note(`${v.name}/${s.id}: × main ${times(sample.rps / sample.mainRps!)}, × Platformatic ${times(sample.twinRps ? sample.rps / sample.twinRps : NaN)}`);
+    note(
+      `${v.name}/${s.id}: × main ${times(sample.rps / sample.mainRps!)}, × Platformatic ${times(sample.twinRps ? sample.rps / sample.twinRps : NaN)}`,
+    );
     before = after;
   }
 }
@@ -79,7 +81,13 @@ export function ablationSection(a: Ablation): { lines: string[]; failed: number;
       requests += samples.reduce((n, x) => n + x.requests, 0);
       const of = (pick: (x: Sample) => number | undefined) => median(samples.map((x) => pick(x) ?? NaN));
       rows.push(
-        `| ${v.name} | ${id} | ${fmt(of((x) => x.rps))} | ${fmt(of((x) => x.cpuMsPerRequest), 3)} | ${fmt(of((x) => x.dbCpuMsPerRequest), 3)} | ` +
+        `| ${v.name} | ${id} | ${fmt(of((x) => x.rps))} | ${fmt(
+          of((x) => x.cpuMsPerRequest),
+          3,
+        )} | ${fmt(
+          of((x) => x.dbCpuMsPerRequest),
+          3,
+        )} | ` +
           `${fmt(of((x) => x.mainRps))} | ${times(of((x) => x.rps / x.mainRps!))} | ${times(of((x) => (x.twinRps ? x.rps / x.twinRps : NaN)))} | ${errors} |`,
       );
     }
@@ -88,7 +96,8 @@ export function ablationSection(a: Ablation): { lines: string[]; failed: number;
     '### Ablation: variants beside the main instance',
     '',
     ...a.variants.map(
-      (v) => `- \`${v.name}\`: ${v.ref} (${v.commit}), cache ${v.cache ? 'on, beside `service`' : 'off, beside `service-uncached`'}, on ${v.database}`,
+      (v) =>
+        `- \`${v.name}\`: ${v.ref} (${v.commit}), cache ${v.cache ? 'on, beside `service`' : 'off, beside `service-uncached`'}, on ${v.database}`,
     ),
     '',
     'Each variant runs each scenario right between two runs of the main instance and, when the scenario has one, of its Platformatic twin ' +

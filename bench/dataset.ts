@@ -68,9 +68,14 @@ async function answers(url: string): Promise<boolean> {
 
 export async function benchServer(configured: string | undefined, log: (msg: string) => void): Promise<BenchServer> {
   if (configured) return { adminUrl: configured, source: 'BENCH_DATABASE_URL', stop: async () => {} };
-  if (await answers(LOCAL)) return { adminUrl: LOCAL, source: 'local PostgreSQL on 127.0.0.1:5432', stop: async () => {} };
+  if (await answers(LOCAL))
+    return { adminUrl: LOCAL, source: 'local PostgreSQL on 127.0.0.1:5432', stop: async () => {} };
   log('no PostgreSQL on 127.0.0.1:5432: starting an embedded one under .data/bench-pg');
-  const embedded = await startEmbeddedPostgres({ dataDir: resolve('.data/bench-pg'), port: 54339, database: 'postgres' });
+  const embedded = await startEmbeddedPostgres({
+    dataDir: resolve('.data/bench-pg'),
+    port: 54339,
+    database: 'postgres',
+  });
   return { adminUrl: embedded.url, source: 'embedded PostgreSQL (.data/bench-pg)', stop: embedded.stop };
 }
 
@@ -96,10 +101,19 @@ export async function withClient<T>(url: string, fn: (client: pg.Client) => Prom
  * would share the machine), then holds them until the returned function is
  * called or this process ends.
  */
-export async function lockDatasets(server: BenchServer, name: string, log: (msg: string) => void): Promise<() => Promise<void>> {
+export async function lockDatasets(
+  server: BenchServer,
+  name: string,
+  log: (msg: string) => void,
+): Promise<() => Promise<void>> {
   const client = new pg.Client({ connectionString: server.adminUrl });
   await client.connect();
-  const locked = async () => (await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [`posts-api bench ${name}`])).rows[0]!.ok;
+  const locked = async () =>
+    (
+      await client.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS ok', [
+        `posts-api bench ${name}`,
+      ])
+    ).rows[0]!.ok;
   for (let second = 0; !(await locked()); second++) {
     if (second % 60 === 0) log(`waiting for another bench run on ${name} to end`);
     await sleep(1000);
@@ -139,7 +153,8 @@ export async function cleanUp(dataset: Dataset): Promise<void> {
     const has = new Set(rows.map((r) => r.name));
     // Comments first: their triggers give the posts their seeded comment counts back.
     const comments = await deleteAbove(c, 'comments', dataset.size.comments);
-    if (has.has('deleted_comments')) await c.query('DELETE FROM deleted_comments WHERE id > $1', [dataset.size.comments]);
+    if (has.has('deleted_comments'))
+      await c.query('DELETE FROM deleted_comments WHERE id > $1', [dataset.size.comments]);
     const posts = await deleteAbove(c, 'posts', dataset.size.posts);
     if (has.has('deleted_posts')) await c.query('DELETE FROM deleted_posts WHERE id > $1', [dataset.size.posts]);
     if (has.has('tokens')) await c.query('DELETE FROM tokens');
@@ -203,7 +218,10 @@ export async function holdsExactly(url: string, size: DataSize): Promise<boolean
 }
 
 export async function databaseExists(server: BenchServer, name: string): Promise<boolean> {
-  return withClient(server.adminUrl, async (c) => (await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rowCount === 1);
+  return withClient(
+    server.adminUrl,
+    async (c) => (await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rowCount === 1,
+  );
 }
 
 /** Drops database `name` if it exists and creates it empty. */
@@ -227,13 +245,20 @@ export async function ensureDataset(
   recipe: Recipe = OWN_RECIPE,
 ): Promise<Dataset> {
   const url = databaseUrl(server.adminUrl, name);
-  if ((await databaseExists(server, name)) && (await shapeOf(url)) === recipe.shape && (await holdsExactly(url, size))) {
+  if (
+    (await databaseExists(server, name)) &&
+    (await shapeOf(url)) === recipe.shape &&
+    (await holdsExactly(url, size))
+  ) {
     const dataset: Dataset = { name, url, size };
     // Migrations added since it was seeded (they keep the data). Migrations rewritten since
     // (the baseline that replaced the first nine) cannot run on it: it is made again.
     const migrated = await recipe.migrate(url).then(
       () => true,
-      (error: unknown) => (log(`${name}: made again, its migrations are not this checkout's (${(error as Error).message})`), false),
+      (error: unknown) => (
+        log(`${name}: made again, its migrations are not this checkout's (${(error as Error).message})`),
+        false
+      ),
     );
     if (migrated) {
       await cleanUp(dataset);

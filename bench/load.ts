@@ -26,7 +26,12 @@ function loadRequests(s: Scenario<Context>, ctx: Context): LoadRequest[] {
         const headers: Record<string, string> = {};
         if (s.body) headers['content-type'] = 'application/json';
         if (s.authenticated) headers.authorization = `Bearer ${ctx.tokens[user]!}`;
-        return { ...req, path: range ? path.replace(':id', String(randomId(range))) : path, headers, body: s.body?.(ctx, user) };
+        return {
+          ...req,
+          path: range ? path.replace(':id', String(randomId(range))) : path,
+          headers,
+          body: s.body?.(ctx, user),
+        };
       },
     },
   ];
@@ -36,7 +41,12 @@ function loadRequests(s: Scenario<Context>, ctx: Context): LoadRequest[] {
  * Sends the background requests at their fixed rate until `until` resolves,
  * each without waiting for the previous one (a slow answer does not lower the rate).
  */
-async function background(b: Background<Context>, ctx: Context, url: string, until: Promise<unknown>): Promise<NonNullable<Sample['background']>> {
+async function background(
+  b: Background<Context>,
+  ctx: Context,
+  url: string,
+  until: Promise<unknown>,
+): Promise<NonNullable<Sample['background']>> {
   const statusCodes: Record<string, number> = {};
   let unexpected = 0;
   const pending: Promise<void>[] = [];
@@ -106,7 +116,12 @@ async function settle(ctx: Context): Promise<void> {
  * `s` on its instance, or on `target` (a variant's instance); the requests
  * read the target's own session when it has one (log-ins and posts on its database).
  */
-export async function drive(s: Scenario<Context>, main: Context, seconds: number, target = main[s.on]): Promise<Sample> {
+export async function drive(
+  s: Scenario<Context>,
+  main: Context,
+  seconds: number,
+  target = main[s.on],
+): Promise<Sample> {
   await settle(main);
   if (!target) throw new Error(`${s.id}: no ${s.on} running`);
   const session = main.sessions.get(target);

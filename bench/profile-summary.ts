@@ -53,7 +53,9 @@ for (const [id, micros] of self) {
 const show = (title: string, entries: Map<string, number>) => {
   console.log(`\n${title}`);
   for (const [name, micros] of [...entries].sort((a, b) => b[1] - a[1]).slice(0, top)) {
-    console.log(`${((micros / total) * 100).toFixed(1).padStart(5)} %  ${(micros / 1000).toFixed(0).padStart(7)} ms  ${name}`);
+    console.log(
+      `${((micros / total) * 100).toFixed(1).padStart(5)} %  ${(micros / 1000).toFixed(0).padStart(7)} ms  ${name}`,
+    );
   }
 };
 console.log(`${file}: ${(total / 1e6).toFixed(1)} s sampled`);

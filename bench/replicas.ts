@@ -99,7 +99,10 @@ async function caughtUp(primary: string, replicas: string[]): Promise<void> {
   for (const url of replicas) {
     const r = new pg.Client({ connectionString: url });
     await r.connect();
-    while ((await r.query('SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn AS done', [rows[0]!.lsn])).rows[0].done !== true) await sleep(200);
+    while (
+      (await r.query('SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn AS done', [rows[0]!.lsn])).rows[0].done !== true
+    )
+      await sleep(200);
     await r.end();
   }
 }
@@ -121,53 +124,64 @@ async function main() {
 
     const table: string[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
-      for (const count of COUNTS) for (const server of SERVERS) {
-        const port = await freePort();
-        const child = spawn(process.execPath, [server], {
-          env: {
-            ...process.env,
-            DATABASE_URL: primary,
-            DATABASE_READ_URL: replicas.slice(0, count).join(','),
-            PORT: String(port),
-            HOST: '127.0.0.1',
-            LOG_LEVEL: 'warn',
-            RESPONSE_CACHE_MB: '0',
-            RATE_LIMIT_MAX: '1000000',
-          },
-          stdio: ['ignore', 'ignore', 'inherit'],
-        });
-        const url = `http://127.0.0.1:${port}`;
-        for (let i = 0; i < 100; i++) {
-          if (await fetch(`${url}/health/ready`).then((r) => r.ok, () => false)) break;
-          await sleep(100);
-        }
-        const random = (n: number) => 1 + Math.floor(Math.random() * n);
-        const paths = [() => `/posts/${random(POSTS)}`, () => `/posts/${random(POSTS)}/comments`, () => `/posts?page=${random(50)}`];
-        const load = (seconds: number) =>
-          autocannon({
-            url,
-            connections: 32,
-            duration: seconds,
-            requests: [{ setupRequest: (req) => ({ ...req, path: paths[random(paths.length) - 1]!() }) }],
+      for (const count of COUNTS)
+        for (const server of SERVERS) {
+          const port = await freePort();
+          const child = spawn(process.execPath, [server], {
+            env: {
+              ...process.env,
+              DATABASE_URL: primary,
+              DATABASE_READ_URL: replicas.slice(0, count).join(','),
+              PORT: String(port),
+              HOST: '127.0.0.1',
+              LOG_LEVEL: 'warn',
+              RESPONSE_CACHE_MB: '0',
+              RATE_LIMIT_MAX: '1000000',
+            },
+            stdio: ['ignore', 'ignore', 'inherit'],
           });
-        await load(2);
-        const service0 = ticks(child.pid!);
-        const servers0 = serverTicks();
-        const result = await load(SECONDS);
-        const service = ticks(child.pid!) - service0;
-        const servers = serverTicks();
-        const n = result.requests.total;
-        const perRequest = (t: number) => ((t / HZ) * 1000) / n;
-        const cpu = [...servers.entries()]
-          .sort(([a], [b]) => a.localeCompare(b))
-          .map(([name, t]) => `${name} ${perRequest(t - (servers0.get(name) ?? 0)).toFixed(3)}`)
-          .join(', ');
-        const line = `round ${round} ${SERVERS.length > 1 ? `${server} ` : ''}replicas ${count}: ${(n / SECONDS).toFixed(0)} req/s, non-2xx ${result.non2xx}, p99 ${result.latency.p99} ms; CPU ms/request: service ${perRequest(service).toFixed(3)}, ${cpu}`;
-        console.log(line);
-        table.push(line);
-        child.kill('SIGTERM');
-        await new Promise((resolve) => child.once('exit', resolve));
-      }
+          const url = `http://127.0.0.1:${port}`;
+          for (let i = 0; i < 100; i++) {
+            if (
+              await fetch(`${url}/health/ready`).then(
+                (r) => r.ok,
+                () => false,
+              )
+            )
+              break;
+            await sleep(100);
+          }
+          const random = (n: number) => 1 + Math.floor(Math.random() * n);
+          const paths = [
+            () => `/posts/${random(POSTS)}`,
+            () => `/posts/${random(POSTS)}/comments`,
+            () => `/posts?page=${random(50)}`,
+          ];
+          const load = (seconds: number) =>
+            autocannon({
+              url,
+              connections: 32,
+              duration: seconds,
+              requests: [{ setupRequest: (req) => ({ ...req, path: paths[random(paths.length) - 1]!() }) }],
+            });
+          await load(2);
+          const service0 = ticks(child.pid!);
+          const servers0 = serverTicks();
+          const result = await load(SECONDS);
+          const service = ticks(child.pid!) - service0;
+          const servers = serverTicks();
+          const n = result.requests.total;
+          const perRequest = (t: number) => ((t / HZ) * 1000) / n;
+          const cpu = [...servers.entries()]
+            .sort(([a], [b]) => a.localeCompare(b))
+            .map(([name, t]) => `${name} ${perRequest(t - (servers0.get(name) ?? 0)).toFixed(3)}`)
+            .join(', ');
+          const line = `round ${round} ${SERVERS.length > 1 ? `${server} ` : ''}replicas ${count}: ${(n / SECONDS).toFixed(0)} req/s, non-2xx ${result.non2xx}, p99 ${result.latency.p99} ms; CPU ms/request: service ${perRequest(service).toFixed(3)}, ${cpu}`;
+          console.log(line);
+          table.push(line);
+          child.kill('SIGTERM');
+          await new Promise((resolve) => child.once('exit', resolve));
+        }
     }
     console.log(table.join('\n'));
   } finally {

@@ -91,7 +91,13 @@ export interface Outcome {
   setupRssMb: number;
   /** The big data set's instance with the cache off. */
   uncachedPeakRssMb: number;
-  ctx: { author: { id: number; page: number }; popularPost: number; deepCursor: number; secondCursor: number; deepPage: number };
+  ctx: {
+    author: { id: number; page: number };
+    popularPost: number;
+    deepCursor: number;
+    secondCursor: number;
+    deepPage: number;
+  };
   machine: string;
   /** What the peer was (name, version, its Node), or why it did not run. */
   peer: { ran: boolean; text: string };
@@ -116,7 +122,8 @@ function ratio(a: number[] | undefined, b: number[] | undefined): number {
   return median(a.map((x, k) => x / (b[k] ?? NaN)));
 }
 
-export const fmt = (n: number, digits = 0) => (Number.isFinite(n) ? n.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : 'n/a');
+export const fmt = (n: number, digits = 0) =>
+  Number.isFinite(n) ? n.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : 'n/a';
 const pct = (n: number) => (Number.isFinite(n) ? `${(n * 100).toFixed(0)} %` : 'n/a');
 
 interface Check {
@@ -156,8 +163,15 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     const pgb = o.db.get(s.id);
     const paired = samples.every((x) => x.ceilingRps !== undefined);
     const vsHttp =
-      s.id === 'ceiling' ? 1 : paired && samples.length ? median(samples.map((x) => x.rps / x.ceilingRps!)) : ratio(rps(s.id), ceiling);
-    const vsDb = ratio(rps(s.id), pgb?.map((x) => x.tps));
+      s.id === 'ceiling'
+        ? 1
+        : paired && samples.length
+          ? median(samples.map((x) => x.rps / x.ceilingRps!))
+          : ratio(rps(s.id), ceiling);
+    const vsDb = ratio(
+      rps(s.id),
+      pgb?.map((x) => x.tps),
+    );
     const vsPeer = s.twin ? median(samples.map((x) => (x.twinRps ? x.rps / x.twinRps : NaN))) : NaN;
     rows.push(
       `| ${s.id} | ${fmt(median(samples.map((x) => x.rps)))} | ${fmt(median(samples.map((x) => x.p50)), 1)} | ${fmt(median(samples.map((x) => x.p99)), 1)} | ` +
@@ -166,7 +180,12 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
         `${pgb ? pct(vsDb) : '–'} | ${errors} |`,
     );
     if (s.target !== undefined) {
-      checks.push({ what: `${s.id}: req/s vs HTTP ceiling`, value: pct(vsHttp), goal: `≥ ${pct(s.target)}`, met: vsHttp >= s.target });
+      checks.push({
+        what: `${s.id}: req/s vs HTTP ceiling`,
+        value: pct(vsHttp),
+        goal: `≥ ${pct(s.target)}`,
+        met: vsHttp >= s.target,
+      });
     }
     if (s.twin && s.twinTarget !== undefined) {
       checks.push({
@@ -179,7 +198,10 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     }
     if (s.p50Versus) {
       const plain = o.http.get(s.p50Versus.id)?.map((x) => x.p50);
-      const vs = ratio(samples.map((x) => x.p50), plain);
+      const vs = ratio(
+        samples.map((x) => x.p50),
+        plain,
+      );
       checks.push({
         what: `${s.id}: p50 vs the plain page \`${s.p50Versus.id}\`, cache off`,
         value: times(vs),
@@ -192,19 +214,32 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
       const vsQuiet = median(samples.map((x) => (x.quietRps ? x.rps / x.quietRps : NaN)));
       const quietSamples = o.http.get(s.quiet.id) ?? [];
       const statuses = new Map<string, number>();
-      for (const x of samples) for (const [code, n] of Object.entries(x.background?.statusCodes ?? {})) statuses.set(code, (statuses.get(code) ?? 0) + n);
+      for (const x of samples)
+        for (const [code, n] of Object.entries(x.background?.statusCodes ?? {}))
+          statuses.set(code, (statuses.get(code) ?? 0) + n);
       mixed.push(
         `| ${s.id} | ${s.background.title} | ${fmt(median(samples.map((x) => x.background?.perSecond ?? NaN)), 1)} (${[...statuses].map(([c, n]) => `${n}× ${c}`).join(', ') || 'none'}) | ` +
           `${fmt(median(samples.map((x) => x.quietRps ?? NaN)))} | ${fmt(median(samples.map((x) => x.rps)))} | ${pct(vsQuiet)} | ${hitRate(quietSamples)} | ${hitRate(samples)} |`,
       );
       if (s.quietTarget !== undefined) {
-        checks.push({ what: `${s.id}: hot reads' req/s vs quiet (${s.background.title})`, value: pct(vsQuiet), goal: `≥ ${pct(s.quietTarget)}`, met: vsQuiet >= s.quietTarget });
+        checks.push({
+          what: `${s.id}: hot reads' req/s vs quiet (${s.background.title})`,
+          value: pct(vsQuiet),
+          goal: `≥ ${pct(s.quietTarget)}`,
+          met: vsQuiet >= s.quietTarget,
+        });
       }
     }
   }
 
   const deep = ratio(rps('cursor-deep'), rps('cursor-first'));
-  checks.push({ what: 'cursor page 500 000 deep vs first cursor page (req/s)', value: fmt(deep, 2), goal: '≥ 0.90', met: deep >= 0.9, skipped: !Number.isFinite(deep) });
+  checks.push({
+    what: 'cursor page 500 000 deep vs first cursor page (req/s)',
+    value: fmt(deep, 2),
+    goal: '≥ 0.90',
+    met: deep >= 0.9,
+    skipped: !Number.isFinite(deep),
+  });
   const deepUncached = ratio(rps('cursor-deep-uncached'), rps('cursor-first-uncached'));
   checks.push({
     what: 'the same, cache off: every request runs its SQL',
@@ -232,10 +267,20 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     met: sizeFree >= 0.8,
     skipped: !Number.isFinite(sizeFree),
   });
-  checks.push({ what: 'service peak RSS (VmHWM) under this load', value: `${fmt(o.peakRssMb, 0)} MB`, goal: `≤ ${RSS_LIMIT_MB} MB`, met: o.peakRssMb <= RSS_LIMIT_MB });
+  checks.push({
+    what: 'service peak RSS (VmHWM) under this load',
+    value: `${fmt(o.peakRssMb, 0)} MB`,
+    goal: `≤ ${RSS_LIMIT_MB} MB`,
+    met: o.peakRssMb <= RSS_LIMIT_MB,
+  });
   failedRequests += o.ablation?.failed ?? 0;
   requests += o.ablation?.requests ?? 0;
-  checks.push({ what: 'errors, timeouts and non-2xx answers', value: String(failedRequests), goal: '0', met: failedRequests === 0 });
+  checks.push({
+    what: 'errors, timeouts and non-2xx answers',
+    value: String(failedRequests),
+    goal: '0',
+    met: failedRequests === 0,
+  });
 
   const seedLine = (d: Dataset) =>
     d.seeded
@@ -272,7 +317,7 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     ...(o.ablation?.lines ?? []),
     ...(mixed.length
       ? [
-          "Mixed load: the service as deployed reads 1 000 hot posts (`GET /posts/{id}`, ids 1–1 000, 32 connections) while the bench sends the " +
+          'Mixed load: the service as deployed reads 1 000 hot posts (`GET /posts/{id}`, ids 1–1 000, 32 connections) while the bench sends the ' +
             'background requests at a fixed rate; the same reads alone (quiet) are measured right before and right after each (their mean). Hit rates count the ' +
             '`X-Cache: hit|miss` response header (n/a: the service sent none). CPU ms/req of these rows includes the background writes.',
           '',

@@ -43,7 +43,19 @@ import { benchServer, cleanUp, ensureDataset, lockDatasets, type BenchServer, ty
 import { CONNECTIONS, drive } from './load.js';
 import { cleanUpPeer, compareWithPeer, ensurePeerDataset, installPeer, peerVersion, startPeer } from './peer.js';
 import { findPgbench, runPgbench, type PgbenchResult } from './pgbench.js';
-import { freePort, log, memoryKb, OUT, PG_POOL_MAX, resetPeakRss, ROOT, run, startChild, startService, type Child } from './processes.js';
+import {
+  freePort,
+  log,
+  memoryKb,
+  OUT,
+  PG_POOL_MAX,
+  resetPeakRss,
+  ROOT,
+  run,
+  startChild,
+  startService,
+  type Child,
+} from './processes.js';
 import { writeResults, type Outcome, type Sample, type Scenario } from './report.js';
 import { CEILING, peerPost, selectScenarios, type Context, type Session } from './scenarios.js';
 import { createOwnPosts, openSession, pgbenchScripts, scenarioContext } from './setup.js';
@@ -51,7 +63,8 @@ import { checkOut, parseVariant, removeVariants, variantDataset, type Variant } 
 
 const BENCH = {
   scripts: ['bench', 'bench:smoke'],
-  synopsis: '[--smoke] [--rounds N] [--seconds S] [--only ids] [--variant name=ref[:cache]]… [--peer | --no-peer] [--profile]',
+  synopsis:
+    '[--smoke] [--rounds N] [--seconds S] [--only ids] [--variant name=ref[:cache]]… [--peer | --no-peer] [--profile]',
   help: `Runs the benchmark (figures, not tests) and writes bench/RESULTS.md (a smoke run: bench/out/).
 
   --smoke              a few thousand rows, one short round, no peer (CI)
@@ -107,11 +120,14 @@ const ROUNDS = flags.rounds ? Number(flags.rounds) : PLAN.rounds;
 const SECONDS = flags.seconds ? Number(flags.seconds) : PLAN.seconds;
 const SCENARIOS = selectScenarios(flags.only?.split(','));
 const VARIANTS = (flags.variant ?? []).map(parseVariant);
-if (new Set(VARIANTS.map((v) => v.name)).size < VARIANTS.length) throw new Error('--variant: two variants have the same name');
+if (new Set(VARIANTS.map((v) => v.name)).size < VARIANTS.length)
+  throw new Error('--variant: two variants have the same name');
 
 /** Node flags of a service process: a CPU profile with --profile, and --node-flags. */
 const nodeArgs = (name: string) => [
-  ...(flags.profile ? ['--cpu-prof', `--cpu-prof-dir=${join(OUT, 'profiles')}`, `--cpu-prof-name=${name}.cpuprofile`] : []),
+  ...(flags.profile
+    ? ['--cpu-prof', `--cpu-prof-dir=${join(OUT, 'profiles')}`, `--cpu-prof-name=${name}.cpuprofile`]
+    : []),
   ...(flags['node-flags']?.split(' ').filter(Boolean) ?? []),
 ];
 
@@ -136,13 +152,18 @@ async function startBaseline(service: Child): Promise<Child> {
   await writeFile(payloadFile, await first.text());
   const port = await freePort();
   const env = { PATH: process.env.PATH ?? '', NODE_ENV: 'production' };
-  return startChild('baseline', ['--import', 'tsx', 'bench/baseline-server.ts', payloadFile, String(port)], env, port, { readyPath: '/posts' });
+  return startChild('baseline', ['--import', 'tsx', 'bench/baseline-server.ts', payloadFile, String(port)], env, port, {
+    readyPath: '/posts',
+  });
 }
 
 /** The peer, if it is installed and runs: its process, its session, and what it was. */
 async function setUpPeer(r: Run, ctx: Pick<Context, 'userIds' | 'bigUncached' | 'popularPost'>) {
-  const install = WITH_PEER ? await installPeer(log) : { skipped: SMOKE ? 'skipped in a smoke run (--peer runs it)' : 'skipped (--no-peer)' };
-  if (!('node' in install) || !r.peerDataset) return { text: `not run: ${'skipped' in install ? install.skipped : 'no database'}` };
+  const install = WITH_PEER
+    ? await installPeer(log)
+    : { skipped: SMOKE ? 'skipped in a smoke run (--peer runs it)' : 'skipped (--no-peer)' };
+  if (!('node' in install) || !r.peerDataset)
+    return { text: `not run: ${'skipped' in install ? install.skipped : 'no database'}` };
   const peer = await startPeer(install.node, r.peerDataset, await freePort());
   r.children.push(peer);
   const same = await compareWithPeer(ctx.bigUncached, peer, ctx.popularPost);
@@ -171,7 +192,9 @@ async function setUp(r: Run): Promise<{ ctx: Context; peerText: string }> {
   const bigUncached = await service('service-uncached', big, false);
   const smallService = await service('service-10k-uncached', small, false);
   r.children.push(bigService, bigUncached, smallService);
-  log(`services up: pid ${bigService.pid} (${big.name}), pid ${bigUncached.pid} (${big.name}, cache off), pid ${smallService.pid} (${small.name}, cache off)`);
+  log(
+    `services up: pid ${bigService.pid} (${big.name}), pid ${bigUncached.pid} (${big.name}, cache off), pid ${smallService.pid} (${small.name}, cache off)`,
+  );
   const baseline = await startBaseline(bigService);
   r.children.push(baseline);
   for (const v of r.variants) {
@@ -186,24 +209,45 @@ async function setUp(r: Run): Promise<{ ctx: Context; peerText: string }> {
   const { userIds, ...session } = await openSession(bigService, big);
   const picked = await scenarioContext(big, PLAN.depth);
   const sessions = new Map<Child, Session>();
-  const databases = [big.name, small.name, ...(r.peerDataset ? [r.peerDataset.name] : []), ...r.variants.map((v) => v.dataset!.name)];
-  const ctx: Context = { monitor, databases, big: bigService, bigUncached, small: smallService, baseline, userIds, ...session, sessions, ...picked };
+  const databases = [
+    big.name,
+    small.name,
+    ...(r.peerDataset ? [r.peerDataset.name] : []),
+    ...r.variants.map((v) => v.dataset!.name),
+  ];
+  const ctx: Context = {
+    monitor,
+    databases,
+    big: bigService,
+    bigUncached,
+    small: smallService,
+    baseline,
+    userIds,
+    ...session,
+    sessions,
+    ...picked,
+  };
   for (const v of r.variants) ctx.sessions.set(v.child!, await openSession(v.child!, v.dataset!));
   const peer = await setUpPeer(r, ctx);
   if (peer.peer) {
     ctx.peer = peer.peer;
     ctx.sessions.set(peer.peer, peer.session);
   }
-  log(`logged in ${ctx.tokens.length} users; popular post ${ctx.popularPost}, author ${ctx.author.id} page ${ctx.author.page}, cursor after ${ctx.deepCursor}`);
+  log(
+    `logged in ${ctx.tokens.length} users; popular post ${ctx.popularPost}, author ${ctx.author.id} page ${ctx.author.page}, cursor after ${ctx.deepCursor}`,
+  );
   return { ctx, peerText: peer.text };
 }
 
 /** One line of the log for a sample. */
 function describe(id: string, sample: Sample, round: number): string {
   let line = `round ${round + 1}/${ROUNDS} ${id.padEnd(16)} ${sample.rps.toFixed(0).padStart(6)} req/s  p50 ${sample.p50} ms  p99 ${sample.p99} ms  cpu ${sample.cpuMsPerRequest.toFixed(3)} ms/req`;
-  if (sample.cache.hit + sample.cache.miss) line += `  hits ${((100 * sample.cache.hit) / (sample.cache.hit + sample.cache.miss)).toFixed(1)} %`;
-  if (sample.background) line += `  background ${sample.background.perSecond.toFixed(1)}/s ${JSON.stringify(sample.background.statusCodes)}`;
-  if (sample.errors || sample.non2xx) line += `  ERRORS ${sample.errors} non-2xx ${sample.non2xx} ${JSON.stringify(sample.statusCodes)}`;
+  if (sample.cache.hit + sample.cache.miss)
+    line += `  hits ${((100 * sample.cache.hit) / (sample.cache.hit + sample.cache.miss)).toFixed(1)} %`;
+  if (sample.background)
+    line += `  background ${sample.background.perSecond.toFixed(1)}/s ${JSON.stringify(sample.background.statusCodes)}`;
+  if (sample.errors || sample.non2xx)
+    line += `  ERRORS ${sample.errors} non-2xx ${sample.non2xx} ${JSON.stringify(sample.statusCodes)}`;
   if (sample.background?.unexpected) line += `  UNEXPECTED background answers ${sample.background.unexpected}`;
   return line;
 }
@@ -216,7 +260,9 @@ function describe(id: string, sample: Sample, round: number): string {
  * to the main one measured more CPU per write (bench/RESULTS.md).
  */
 async function warmUp(ctx: Context, variants: Variant[]): Promise<void> {
-  log(`warm-up: ${PLAN.warmupSeconds} s per scenario${variants.length ? `, ${PLAN.warmupSeconds + SECONDS} s on variants` : ''}`);
+  log(
+    `warm-up: ${PLAN.warmupSeconds} s per scenario${variants.length ? `, ${PLAN.warmupSeconds + SECONDS} s on variants` : ''}`,
+  );
   for (const s of SCENARIOS) {
     if (PLAN.warmupSeconds > 0 && s.twin && ctx.peer) await drive(s.twin, ctx, PLAN.warmupSeconds);
     if (PLAN.warmupSeconds > 0) await drive(s, ctx, PLAN.warmupSeconds);
@@ -238,7 +284,14 @@ interface Measured {
  * cancels out instead of landing on one side of the ratio), then pgbench with
  * its SQL, then the variants.
  */
-async function measureScenario(s: Scenario<Context>, round: number, ctx: Context, m: Measured, pgbench: Pgbench | undefined, variants: Variant[]): Promise<void> {
+async function measureScenario(
+  s: Scenario<Context>,
+  round: number,
+  ctx: Context,
+  m: Measured,
+  pgbench: Pgbench | undefined,
+  variants: Variant[],
+): Promise<void> {
   const record = (x: Scenario<Context>, sample: Sample) => {
     m.http.set(x.id, [...(m.http.get(x.id) ?? []), sample]);
     return describe(x.id, sample, round);
@@ -281,8 +334,19 @@ async function measure(ctx: Context, r: Run): Promise<Measured> {
   const scripts = await pgbenchScripts(ctx, { big: r.big!, small: r.small! }, SCENARIOS, dir);
   if (!path) log('pgbench not found (Debian: apt-get install postgresql-15): the database ceilings are skipped');
   else log(`pgbench scripts written to ${dir.slice(ROOT.length + 1)}/`);
-  const variants = r.variants.map((v) => ({ name: v.name, ref: v.ref, commit: v.commit, cache: v.cache, database: v.dataset!.name }));
-  const m: Measured = { pgbench: path !== undefined, http: new Map(), db: new Map(), ablation: { variants, scenarios: SCENARIOS.map((s) => s.id), samples: new Map(), brackets: [] } };
+  const variants = r.variants.map((v) => ({
+    name: v.name,
+    ref: v.ref,
+    commit: v.commit,
+    cache: v.cache,
+    database: v.dataset!.name,
+  }));
+  const m: Measured = {
+    pgbench: path !== undefined,
+    http: new Map(),
+    db: new Map(),
+    ablation: { variants, scenarios: SCENARIOS.map((s) => s.id), samples: new Map(), brackets: [] },
+  };
   for (let round = 0; round < ROUNDS; round++) {
     // A different starting scenario each round, so no scenario always follows the same one.
     const order = SCENARIOS.map((_, k) => SCENARIOS[(k + round * 3) % SCENARIOS.length]!);
@@ -301,16 +365,20 @@ function tearDown(r: Run): () => Promise<void> {
       await removeVariants(VARIANTS);
       // What the run added goes, so the next run reuses the data sets as they were seeded.
       const datasets = new Set([r.big, ...r.variants.map((v) => v.dataset)]);
-      for (const d of datasets) if (d) await cleanUp(d).catch((e: unknown) => log(`cleaning ${d.name} up: ${String(e)}`));
-      if (r.peerDataset) await cleanUpPeer(r.peerDataset).catch((e: unknown) => log(`cleaning ${r.peerDataset!.name} up: ${String(e)}`));
+      for (const d of datasets)
+        if (d) await cleanUp(d).catch((e: unknown) => log(`cleaning ${d.name} up: ${String(e)}`));
+      if (r.peerDataset)
+        await cleanUpPeer(r.peerDataset).catch((e: unknown) => log(`cleaning ${r.peerDataset!.name} up: ${String(e)}`));
       await r.unlock?.();
       await r.server.stop();
     })());
 }
 
 async function main(): Promise<number> {
-  log(`${SMOKE ? 'smoke' : 'full'} run: ${ROUNDS} round(s) × ${SCENARIOS.length} scenarios × ${SECONDS} s, ${CONNECTIONS} connections` +
-    (VARIANTS.length ? `, variants ${VARIANTS.map((v) => v.name).join(', ')}` : ''));
+  log(
+    `${SMOKE ? 'smoke' : 'full'} run: ${ROUNDS} round(s) × ${SCENARIOS.length} scenarios × ${SECONDS} s, ${CONNECTIONS} connections` +
+      (VARIANTS.length ? `, variants ${VARIANTS.map((v) => v.name).join(', ')}` : ''),
+  );
   await run('npm', ['run', '-s', 'build']);
   log('built dist/');
   const server = await benchServer(process.env.BENCH_DATABASE_URL || undefined, log);
@@ -319,7 +387,8 @@ async function main(): Promise<number> {
   const finish = tearDown(r);
   // Ctrl-C, a kill or a closed pipe (`| head`) must not leave servers running or worktrees registered.
   process.stdout.on('error', () => undefined);
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, () => void finish().finally(() => process.exit(130)));
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const)
+    process.once(signal, () => void finish().finally(() => process.exit(130)));
   try {
     r.unlock = await lockDatasets(server, PLAN.big.name, log);
     const { ctx, peerText } = await setUp(r);
@@ -338,21 +407,32 @@ async function main(): Promise<number> {
       pgbench: m.pgbench,
       datasets: { big: r.big!, small: r.small! },
       // Each twin and quiet scenario gets its row right before the one it is compared with.
-      scenarios: SCENARIOS.flatMap((s) => [...(s.twin && ctx.peer ? [s.twin] : []), ...(s.quiet ? [s.quiet] : []), s]).filter(
-        (s, k, all) => all.findIndex((x) => x.id === s.id) === k,
-      ),
+      scenarios: SCENARIOS.flatMap((s) => [
+        ...(s.twin && ctx.peer ? [s.twin] : []),
+        ...(s.quiet ? [s.quiet] : []),
+        s,
+      ]).filter((s, k, all) => all.findIndex((x) => x.id === s.id) === k),
       http: m.http,
       db: m.db,
       peakRssMb: memoryKb(ctx.big.pid, 'VmHWM') / 1024,
       warmRssMb: warmRss / 1024,
       setupRssMb: setupRssKb / 1024,
       uncachedPeakRssMb: memoryKb(ctx.bigUncached.pid, 'VmHWM') / 1024,
-      ctx: { author: ctx.author, popularPost: ctx.popularPost, deepCursor: ctx.deepCursor, secondCursor: ctx.secondCursor, deepPage: ctx.deepPage },
+      ctx: {
+        author: ctx.author,
+        popularPost: ctx.popularPost,
+        deepCursor: ctx.deepCursor,
+        secondCursor: ctx.secondCursor,
+        deepPage: ctx.deepPage,
+      },
       machine: `${execFileSync('nproc').toString().trim()} cores, Node ${process.version}, ${server.source}`,
       peer: { ran: ctx.peer !== undefined, text: peerText },
       ...(r.variants.length ? { ablation: ablationSection(m.ablation) } : {}),
     };
-    const file = SMOKE || flags.only || flags.rounds || flags['node-flags'] ? join(OUT, 'RESULTS.md') : join(ROOT, 'bench', 'RESULTS.md');
+    const file =
+      SMOKE || flags.only || flags.rounds || flags['node-flags']
+        ? join(OUT, 'RESULTS.md')
+        : join(ROOT, 'bench', 'RESULTS.md');
     const summary = await writeResults(file, outcome);
     log(`results written to ${file.slice(ROOT.length + 1)}`);
     console.log(summary.line);

@@ -64,27 +64,99 @@ const ownPost = (c: Context, user: number) => {
 // first request the response cache answers it (no pgbench: no SQL runs). Each
 // has an "-uncached" twin on the instance started with RESPONSE_CACHE_MB=0,
 // which shows what a cache miss costs and carries the database ceiling.
-export const CEILING: Scenario<Context> = { id: 'ceiling', title: 'HTTP ceiling: bare Fastify, same 20-post JSON from memory', on: 'baseline', method: 'GET', path: () => '/posts' };
-const LIST_FIRST: Scenario<Context> = { id: 'list-first', title: 'GET /posts?sort=-createdAt (first page, offset mode, with total)', on: 'big', cached: true, method: 'GET', path: () => '/posts?sort=-createdAt', target: 0.4 };
-const AUTHOR_PAGE: Scenario<Context> = { id: 'author-page-20', title: "GET /users/{id}/posts?page=20 (one author's page 20)", on: 'big', cached: true, method: 'GET', path: (c) => `/users/${c.author.id}/posts?page=${c.author.page}`, target: 0.4 };
-const CURSOR_DEEP: Scenario<Context> = { id: 'cursor-deep', title: 'GET /posts?after={500 000th id}&limit=20 (cursor at the same depth)', on: 'big', cached: true, method: 'GET', path: (c) => `/posts?after=${c.deepCursor}&limit=20`, target: 0.4 };
-const CURSOR_FIRST: Scenario<Context> = { id: 'cursor-first', title: 'GET /posts?limit=20 (first cursor page)', on: 'big', cached: true, method: 'GET', path: () => '/posts?limit=20', target: 0.4 };
-const POPULAR_COMMENTS: Scenario<Context> = { id: 'popular-comments', title: "GET /posts/{id}/comments (the most commented post's first page)", on: 'big', cached: true, method: 'GET', path: (c) => `/posts/${c.popularPost}/comments`, target: 0.3 };
-const CREATE_POST: Scenario<Context> = { id: 'create-post', title: 'POST /posts (8 users, bearer tokens)', on: 'big', method: 'POST', path: () => '/posts', body: () => POST_BODY, authenticated: true, target: 0.25 };
+export const CEILING: Scenario<Context> = {
+  id: 'ceiling',
+  title: 'HTTP ceiling: bare Fastify, same 20-post JSON from memory',
+  on: 'baseline',
+  method: 'GET',
+  path: () => '/posts',
+};
+const LIST_FIRST: Scenario<Context> = {
+  id: 'list-first',
+  title: 'GET /posts?sort=-createdAt (first page, offset mode, with total)',
+  on: 'big',
+  cached: true,
+  method: 'GET',
+  path: () => '/posts?sort=-createdAt',
+  target: 0.4,
+};
+const AUTHOR_PAGE: Scenario<Context> = {
+  id: 'author-page-20',
+  title: "GET /users/{id}/posts?page=20 (one author's page 20)",
+  on: 'big',
+  cached: true,
+  method: 'GET',
+  path: (c) => `/users/${c.author.id}/posts?page=${c.author.page}`,
+  target: 0.4,
+};
+const CURSOR_DEEP: Scenario<Context> = {
+  id: 'cursor-deep',
+  title: 'GET /posts?after={500 000th id}&limit=20 (cursor at the same depth)',
+  on: 'big',
+  cached: true,
+  method: 'GET',
+  path: (c) => `/posts?after=${c.deepCursor}&limit=20`,
+  target: 0.4,
+};
+const CURSOR_FIRST: Scenario<Context> = {
+  id: 'cursor-first',
+  title: 'GET /posts?limit=20 (first cursor page)',
+  on: 'big',
+  cached: true,
+  method: 'GET',
+  path: () => '/posts?limit=20',
+  target: 0.4,
+};
+const POPULAR_COMMENTS: Scenario<Context> = {
+  id: 'popular-comments',
+  title: "GET /posts/{id}/comments (the most commented post's first page)",
+  on: 'big',
+  cached: true,
+  method: 'GET',
+  path: (c) => `/posts/${c.popularPost}/comments`,
+  target: 0.3,
+};
+const CREATE_POST: Scenario<Context> = {
+  id: 'create-post',
+  title: 'POST /posts (8 users, bearer tokens)',
+  on: 'big',
+  method: 'POST',
+  path: () => '/posts',
+  body: () => POST_BODY,
+  authenticated: true,
+  target: 0.25,
+};
 
 /** The same request on an instance with the cache off. */
-function uncached(s: Scenario<Context>, on: 'bigUncached' | 'small' = 'bigUncached', id = `${s.id}-uncached`): Scenario<Context> {
+function uncached(
+  s: Scenario<Context>,
+  on: 'bigUncached' | 'small' = 'bigUncached',
+  id = `${s.id}-uncached`,
+): Scenario<Context> {
   const { target: _, cached: __, ...request } = s;
-  return { ...request, id, title: on === 'small' ? 'same, cache off, on the 10 000-post database' : 'same, cache off', on };
+  return {
+    ...request,
+    id,
+    title: on === 'small' ? 'same, cache off, on the 10 000-post database' : 'same, cache off',
+    on,
+  };
 }
 
 /** `s` with the peer's closest equivalent as its twin (and a target as a multiple of it). */
-function versusPeer(s: Scenario<Context>, peer: Omit<Scenario<Context>, 'id' | 'on'>, twinTarget?: number): Scenario<Context> {
+function versusPeer(
+  s: Scenario<Context>,
+  peer: Omit<Scenario<Context>, 'id' | 'on'>,
+  twinTarget?: number,
+): Scenario<Context> {
   return { ...s, twin: { ...peer, id: `${s.id.replace(/-uncached$/, '')}-platformatic`, on: 'peer' }, twinTarget };
 }
 
 /** A post as the peer's POST and PUT take it: every NOT NULL column, defaults or not, but the id and the timestamps it sets itself. */
-export const peerPost = (c: Pick<Context, 'userIds'>, user: number) => ({ ...POST, authorId: c.userIds[user], commentCount: 0 });
+export const peerPost = (c: Pick<Context, 'userIds'>, user: number) => ({
+  ...POST,
+  authorId: c.userIds[user],
+  commentCount: 0,
+});
 
 /** Platformatic's list query: `where.<field>.<op>`, `orderby.<field>`, `limit`/`offset`, `totalCount` (a COUNT(*)). */
 const peerList = (entity: string, query: string) => `/${entity}?${query}`;
@@ -114,14 +186,25 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
     {
       title: 'GET /posts?where.authorId.eq={id}&orderby.id=asc&limit=20&offset=380&totalCount=true',
       method: 'GET',
-      path: (c) => peerList('posts', `where.authorId.eq=${c.author.id}&orderby.id=asc&limit=20&offset=${(c.author.page - 1) * 20}&totalCount=true`),
+      path: (c) =>
+        peerList(
+          'posts',
+          `where.authorId.eq=${c.author.id}&orderby.id=asc&limit=20&offset=${(c.author.page - 1) * 20}&totalCount=true`,
+        ),
     },
     1.5,
   ),
   // Each page takes seconds: 32 connections would wait longer for one of the
   // pool's 10 clients than the pool's 3 s (503, by design), measuring the queue;
   // 8 keep the database as busy.
-  { id: 'offset-deep-uncached', title: 'GET /posts?page=25001 (OFFSET 500 000), cache off, 8 connections', on: 'bigUncached', method: 'GET', path: (c) => `/posts?page=${c.deepPage}`, connections: 8 },
+  {
+    id: 'offset-deep-uncached',
+    title: 'GET /posts?page=25001 (OFFSET 500 000), cache off, 8 connections',
+    on: 'bigUncached',
+    method: 'GET',
+    path: (c) => `/posts?page=${c.deepPage}`,
+    connections: 8,
+  },
   CURSOR_DEEP,
   versusPeer(uncached(CURSOR_DEEP), {
     title: 'GET /posts?where.id.gt={500 000th id}&orderby.id=asc&limit=20',
@@ -130,23 +213,66 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
   }),
   CURSOR_FIRST,
   uncached(CURSOR_FIRST),
-  { id: 'cursor-second-uncached', title: 'GET /posts?after={20th id}&limit=20, cache off (second cursor page: resolves its cursor like the deep one)', on: 'bigUncached', method: 'GET', path: (c) => `/posts?after=${c.secondCursor}&limit=20` },
+  {
+    id: 'cursor-second-uncached',
+    title: 'GET /posts?after={20th id}&limit=20, cache off (second cursor page: resolves its cursor like the deep one)',
+    on: 'bigUncached',
+    method: 'GET',
+    path: (c) => `/posts?after=${c.secondCursor}&limit=20`,
+  },
   versusPeer(
-    { id: 'cursor-random-uncached', title: 'GET /posts?after={random id}&limit=20, cache off', on: 'bigUncached', method: 'GET', path: () => '/posts?after=:id&limit=20', randomId: (c) => c.postIds },
-    { title: 'GET /posts?where.id.gt={random id}&orderby.id=asc&limit=20', method: 'GET', path: () => peerList('posts', 'where.id.gt=:id&orderby.id=asc&limit=20'), randomId: (c) => c.postIds },
+    {
+      id: 'cursor-random-uncached',
+      title: 'GET /posts?after={random id}&limit=20, cache off',
+      on: 'bigUncached',
+      method: 'GET',
+      path: () => '/posts?after=:id&limit=20',
+      randomId: (c) => c.postIds,
+    },
+    {
+      title: 'GET /posts?where.id.gt={random id}&orderby.id=asc&limit=20',
+      method: 'GET',
+      path: () => peerList('posts', 'where.id.gt=:id&orderby.id=asc&limit=20'),
+      randomId: (c) => c.postIds,
+    },
     1.5,
   ),
-  { id: 'post-by-id', title: 'GET /posts/{id} (random ids among a million: nearly all cache misses)', on: 'big', method: 'GET', path: () => '/posts/:id', randomId: (c) => c.postIds, target: 0.4 },
+  {
+    id: 'post-by-id',
+    title: 'GET /posts/{id} (random ids among a million: nearly all cache misses)',
+    on: 'big',
+    method: 'GET',
+    path: () => '/posts/:id',
+    randomId: (c) => c.postIds,
+    target: 0.4,
+  },
   versusPeer(
-    { id: 'post-by-id-uncached', title: 'GET /posts/{random id}, cache off', on: 'bigUncached', method: 'GET', path: () => '/posts/:id', randomId: (c) => c.postIds },
+    {
+      id: 'post-by-id-uncached',
+      title: 'GET /posts/{random id}, cache off',
+      on: 'bigUncached',
+      method: 'GET',
+      path: () => '/posts/:id',
+      randomId: (c) => c.postIds,
+    },
     { title: 'GET /posts/{random id}', method: 'GET', path: () => '/posts/:id', randomId: (c) => c.postIds },
     2,
   ),
   POPULAR_COMMENTS,
   uncached(POPULAR_COMMENTS),
   versusPeer(
-    { id: 'popular-comments-100-uncached', title: 'GET /posts/{most commented}/comments?limit=100 (100 comments, cursor mode), cache off', on: 'bigUncached', method: 'GET', path: (c) => `/posts/${c.popularPost}/comments?limit=100` },
-    { title: 'GET /comments?where.postId.eq={id}&orderby.id=asc&limit=100', method: 'GET', path: (c) => peerList('comments', `where.postId.eq=${c.popularPost}&orderby.id=asc&limit=100`) },
+    {
+      id: 'popular-comments-100-uncached',
+      title: 'GET /posts/{most commented}/comments?limit=100 (100 comments, cursor mode), cache off',
+      on: 'bigUncached',
+      method: 'GET',
+      path: (c) => `/posts/${c.popularPost}/comments?limit=100`,
+    },
+    {
+      title: 'GET /comments?where.postId.eq={id}&orderby.id=asc&limit=100',
+      method: 'GET',
+      path: (c) => peerList('comments', `where.postId.eq=${c.popularPost}&orderby.id=asc&limit=100`),
+    },
     1.5,
   ),
   CREATE_POST,
@@ -182,7 +308,7 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
   versusPeer(
     {
       id: 'patch-post-uncached',
-      title: "PATCH /posts/{id} {title} (8 users, each on one of 16 posts of theirs), cache off",
+      title: 'PATCH /posts/{id} {title} (8 users, each on one of 16 posts of theirs), cache off',
       on: 'bigUncached',
       method: 'PATCH',
       path: (c, user) => `/posts/${ownPost(c, user)}`,
@@ -190,7 +316,8 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
       authenticated: true,
     },
     {
-      title: 'PUT /posts/{id} {title, body, authorId, commentCount} (it has no PATCH; its PUT takes every required field)',
+      title:
+        'PUT /posts/{id} {title, body, authorId, commentCount} (it has no PATCH; its PUT takes every required field)',
       method: 'PUT',
       path: (c, user) => `/posts/${ownPost(c, user)}`,
       body: (c, user) => JSON.stringify({ ...peerPost(c, user), title: editedTitle() }),
@@ -210,7 +337,10 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
       request: (c) => ({
         method: 'POST',
         path: `/posts/${randomId(c.coldPostIds)}/comments`,
-        headers: { 'content-type': 'application/json', authorization: `Bearer ${c.tokens[randomId([0, c.tokens.length - 1])]!}` },
+        headers: {
+          'content-type': 'application/json',
+          authorization: `Bearer ${c.tokens[randomId([0, c.tokens.length - 1])]!}`,
+        },
         body: JSON.stringify({ body: COMMENT }),
       }),
     },
@@ -225,7 +355,12 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
       perSecond: 20,
       title: 'POST /posts without a token (401)',
       expect: 401,
-      request: () => ({ method: 'POST', path: '/posts', headers: { 'content-type': 'application/json' }, body: POST_BODY }),
+      request: () => ({
+        method: 'POST',
+        path: '/posts',
+        headers: { 'content-type': 'application/json' },
+        body: POST_BODY,
+      }),
     },
   },
 ];
@@ -243,7 +378,10 @@ const LIST_100: Scenario<Context> = {
   method: 'GET',
   path: () => '/posts?sort=-createdAt&perPage=100',
 };
-const besidePlain = (s: Omit<Scenario<Context>, 'on' | 'method' | 'p50Versus'>, plain = LIST_FIRST_UNCACHED): Scenario<Context> => ({
+const besidePlain = (
+  s: Omit<Scenario<Context>, 'on' | 'method' | 'p50Versus'>,
+  plain = LIST_FIRST_UNCACHED,
+): Scenario<Context> => ({
   ...s,
   on: 'bigUncached',
   method: 'GET',
@@ -262,12 +400,14 @@ const RICHER_READS: Scenario<Context>[] = [
   }),
   besidePlain({
     id: 'week-uncached',
-    title: "GET /posts?sort=-createdAt&createdAfter=…&createdBefore=… (the last week's posts, first page with total), cache off",
+    title:
+      "GET /posts?sort=-createdAt&createdAfter=…&createdBefore=… (the last week's posts, first page with total), cache off",
     path: (c) => `/posts?sort=-createdAt&createdAfter=${c.week.after}&createdBefore=${c.week.before}`,
   }),
   besidePlain({
     id: 'week-by-id-uncached',
-    title: "GET /posts?createdAfter=…&createdBefore=… (the last week's posts in id order, first page with total), cache off",
+    title:
+      "GET /posts?createdAfter=…&createdBefore=… (the last week's posts in id order, first page with total), cache off",
     path: (c) => `/posts?createdAfter=${c.week.after}&createdBefore=${c.week.before}`,
   }),
   besidePlain(
@@ -284,6 +424,9 @@ ALL_SCENARIOS.push(LIST_100, ...RICHER_READS);
 /** The scenarios of a run: all, or those named (`--only`) and the ceiling; a scenario compared with another brings it along. */
 export function selectScenarios(only: string[] | undefined): Scenario<Context>[] {
   if (!only) return ALL_SCENARIOS;
-  const wanted = new Set([...only, ...ALL_SCENARIOS.filter((s) => only.includes(s.id) && s.p50Versus).map((s) => s.p50Versus!.id)]);
+  const wanted = new Set([
+    ...only,
+    ...ALL_SCENARIOS.filter((s) => only.includes(s.id) && s.p50Versus).map((s) => s.p50Versus!.id),
+  ]);
   return ALL_SCENARIOS.filter((s) => s.id === 'ceiling' || wanted.has(s.id));
 }

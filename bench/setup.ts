@@ -18,7 +18,19 @@ const LOGINS = 8;
 const OWN_POSTS = 16;
 const HOT_POSTS_COUNT = 1_000;
 
-type Picked = Omit<Context, 'big' | 'bigUncached' | 'small' | 'baseline' | 'peer' | 'sessions' | 'monitor' | 'databases' | keyof Session | 'userIds'>;
+type Picked = Omit<
+  Context,
+  | 'big'
+  | 'bigUncached'
+  | 'small'
+  | 'baseline'
+  | 'peer'
+  | 'sessions'
+  | 'monitor'
+  | 'databases'
+  | keyof Session
+  | 'userIds'
+>;
 
 export async function one<T>(url: string, text: string, values: unknown[] = []): Promise<T> {
   const client = new pg.Client({ connectionString: url });
@@ -32,14 +44,18 @@ export async function one<T>(url: string, text: string, values: unknown[] = []):
 
 /** Ids for the scenarios; `depth`: how many posts deep the deep cursor and offset pages go. */
 export async function scenarioContext(big: Dataset, depth: number): Promise<Picked> {
-  const popular = await one<{ id: number }>(big.url, 'SELECT id::int FROM posts ORDER BY comment_count DESC, id LIMIT 1');
+  const popular = await one<{ id: number }>(
+    big.url,
+    'SELECT id::int FROM posts ORDER BY comment_count DESC, id LIMIT 1',
+  );
   // The least prolific author who still has a 20th page (or the most prolific, on a small data set).
   const author = await one<{ id: number; posts: number }>(
     big.url,
     `SELECT author_id::int AS id, n::int AS posts FROM (SELECT author_id, sum(n) AS n FROM author_post_counts GROUP BY 1) c
        ORDER BY n >= 400 DESC, CASE WHEN n >= 400 THEN n END ASC, n DESC LIMIT 1`,
   );
-  const nth = (n: number) => one<{ id: number }>(big.url, 'SELECT id::int FROM posts ORDER BY id OFFSET $1 - 1 LIMIT 1', [n]);
+  const nth = (n: number) =>
+    one<{ id: number }>(big.url, 'SELECT id::int FROM posts ORDER BY id OFFSET $1 - 1 LIMIT 1', [n]);
   const [deep, second] = [await nth(depth), await nth(20)];
   const last = await one<{ after: string; before: string }>(
     big.url,
@@ -62,14 +78,22 @@ export async function scenarioContext(big: Dataset, depth: number): Promise<Pick
 /** Logs the first users in on `service` and creates their own posts: the session of its database. */
 export async function openSession(service: Child, dataset: Dataset): Promise<Session & { userIds: number[] }> {
   const users = await logIn(service, dataset);
-  const ownPosts = await createOwnPosts(service.url, users.tokens.length, () => POST_BODY, (user) => ({ authorization: `Bearer ${users.tokens[user]!}` }));
+  const ownPosts = await createOwnPosts(
+    service.url,
+    users.tokens.length,
+    () => POST_BODY,
+    (user) => ({ authorization: `Bearer ${users.tokens[user]!}` }),
+  );
   return { ...users, ownPosts };
 }
 
 async function logIn(service: Child, dataset: Dataset): Promise<{ tokens: string[]; userIds: number[] }> {
   const client = new pg.Client({ connectionString: dataset.url });
   await client.connect();
-  const { rows } = await client.query<{ id: number; email: string }>('SELECT id::int, email FROM users ORDER BY id LIMIT $1', [LOGINS]);
+  const { rows } = await client.query<{ id: number; email: string }>(
+    'SELECT id::int, email FROM users ORDER BY id LIMIT $1',
+    [LOGINS],
+  );
   await client.end();
   const tokens = await Promise.all(
     rows.map(async ({ email }) => {
@@ -99,8 +123,13 @@ export async function createOwnPosts(
     Array.from({ length: users }, async (_, user) => {
       const ids: number[] = [];
       for (let k = 0; k < OWN_POSTS; k++) {
-        const res = await fetch(`${url}/posts`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers(user) }, body: body(user) });
-        if (res.status !== 200 && res.status !== 201) throw new Error(`creating a post to edit on ${url}: ${res.status} ${await res.text()}`);
+        const res = await fetch(`${url}/posts`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers(user) },
+          body: body(user),
+        });
+        if (res.status !== 200 && res.status !== 201)
+          throw new Error(`creating a post to edit on ${url}: ${res.status} ${await res.text()}`);
         // Platformatic renders ids as strings.
         ids.push(Number(((await res.json()) as { id: number | string }).id));
       }
@@ -124,7 +153,12 @@ export async function pgbenchScripts(
   const scripts = new Map<string, { files: string[]; url: string }>();
   for (const on of ['big', 'small'] as const) {
     // Cache off: every request sends its SQL.
-    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', RATE_LIMIT_AUTH_MAX: '1000000', RESPONSE_CACHE_MB: '0' });
+    const config = loadConfig({
+      LOG_LEVEL: 'silent',
+      RATE_LIMIT_MAX: '1000000',
+      RATE_LIMIT_AUTH_MAX: '1000000',
+      RESPONSE_CACHE_MB: '0',
+    });
     const app = await buildApp({ ...config, databaseUrl: datasets[on].url, pgPoolMax: 1 });
     try {
       await app.ready();
@@ -140,7 +174,10 @@ export async function pgbenchScripts(
             const res = await app.inject({
               method: s.method,
               url,
-              headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(payload ? { 'content-type': 'application/json' } : {}) },
+              headers: {
+                ...(token ? { authorization: `Bearer ${token}` } : {}),
+                ...(payload ? { 'content-type': 'application/json' } : {}),
+              },
               payload,
             });
             status = res.statusCode;
@@ -160,4 +197,3 @@ export async function pgbenchScripts(
   }
   return scripts;
 }
-

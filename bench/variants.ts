@@ -100,7 +100,14 @@ function cliRecipe(dir: string, key: string): Recipe {
     seed: async (url, size, log) => {
       const started = performance.now();
       log(`${new URL(url).pathname.slice(1)}: seeding with the variant's npm run seed`);
-      const counts = ['--posts', String(size.posts), '--comments', String(size.comments), '--users', String(size.users)];
+      const counts = [
+        '--posts',
+        String(size.posts),
+        '--comments',
+        String(size.comments),
+        '--users',
+        String(size.users),
+      ];
       await run('npm', ['run', '-s', 'seed', '--', ...counts], { cwd: dir, env: env(url) });
       return { seconds: (performance.now() - started) / 1000, mode: "the variant's npm run seed" };
     },
@@ -108,7 +115,12 @@ function cliRecipe(dir: string, key: string): Recipe {
 }
 
 /** The variant's data set: the main one when its migrations and seed are this checkout's, else its own. */
-export async function variantDataset(v: Variant, server: BenchServer, main: Dataset, log: (msg: string) => void): Promise<Dataset> {
+export async function variantDataset(
+  v: Variant,
+  server: BenchServer,
+  main: Dataset,
+  log: (msg: string) => void,
+): Promise<Dataset> {
   const key = recipeKey(v.dir);
   if (key === recipeKey(ROOT)) return main;
   log(`variant ${v.name}: its migrations or seed differ from this checkout's (${key})`);

@@ -27,19 +27,40 @@ export interface Verdict {
 /** Each write's rows in the database, by tag (a post's title, a comment's body). */
 export async function checkWrites(db: pg.Pool, label: string, writes: Write[]): Promise<Verdict> {
   const like = `${label}-%`;
-  const posts = await db.query<{ id: number; tag: string }>('SELECT id::int, title AS tag FROM posts WHERE title LIKE $1', [like]);
-  const comments = await db.query<{ id: number; tag: string }>('SELECT id::int, body AS tag FROM comments WHERE body LIKE $1', [like]);
+  const posts = await db.query<{ id: number; tag: string }>(
+    'SELECT id::int, title AS tag FROM posts WHERE title LIKE $1',
+    [like],
+  );
+  const comments = await db.query<{ id: number; tag: string }>(
+    'SELECT id::int, body AS tag FROM comments WHERE body LIKE $1',
+    [like],
+  );
   const rows = new Map<string, number[]>();
   for (const r of [...posts.rows, ...comments.rows]) rows.set(r.tag, [...(rows.get(r.tag) ?? []), r.id]);
 
-  const verdict: Verdict = { sent: writes.length, acknowledged: 0, lost: [], duplicated: [], committedUnacknowledged: 0, retryFailures: [], keyedRetried: 0, keyedReplayed: 0, halfMade: 0, orphaned: 0 };
-  const lostPosts = new Set(writes.filter((w) => w.kind === 'post' && w.status === 201 && !rows.get(w.tag)?.includes(w.id!)).map((w) => w.id));
+  const verdict: Verdict = {
+    sent: writes.length,
+    acknowledged: 0,
+    lost: [],
+    duplicated: [],
+    committedUnacknowledged: 0,
+    retryFailures: [],
+    keyedRetried: 0,
+    keyedReplayed: 0,
+    halfMade: 0,
+    orphaned: 0,
+  };
+  const lostPosts = new Set(
+    writes.filter((w) => w.kind === 'post' && w.status === 201 && !rows.get(w.tag)?.includes(w.id!)).map((w) => w.id),
+  );
   for (const w of writes) {
     const ids = rows.get(w.tag) ?? [];
-    if (ids.length > 1) verdict.duplicated.push(`${w.tag} (${w.kind} ids ${ids.join(', ')}, first answered ${w.status})`);
+    if (ids.length > 1)
+      verdict.duplicated.push(`${w.tag} (${w.kind} ids ${ids.join(', ')}, first answered ${w.status})`);
     if (w.status === 201) {
       verdict.acknowledged += 1;
-      if (ids.length === 0 || !ids.includes(w.id!)) verdict.lost.push(`${w.tag} (${w.kind} ${w.id}, acknowledged at ${(w.end / 1000).toFixed(2)} s)`);
+      if (ids.length === 0 || !ids.includes(w.id!))
+        verdict.lost.push(`${w.tag} (${w.kind} ${w.id}, acknowledged at ${(w.end / 1000).toFixed(2)} s)`);
       continue;
     }
     if (ids.length > 0 && !w.retries?.some((r) => r.status === 201)) verdict.committedUnacknowledged += 1;
@@ -48,8 +69,14 @@ export async function checkWrites(db: pg.Pool, label: string, writes: Write[]): 
       const last = w.retries.at(-1);
       if (last?.status === 404 && ids.length === 0 && lostPosts.has(w.postId)) verdict.orphaned += 1;
       else if (!last) verdict.retryFailures.push(`${w.tag}: not retried (the run's retry time was up)`);
-      else if (last.status !== 201) verdict.retryFailures.push(`${w.tag}: retries answered ${w.retries.map((r) => r.status).join(',')} (${last.message ?? ''})`);
-      else if (ids.length !== 1 || ids[0] !== w.retriedId) verdict.retryFailures.push(`${w.tag}: retry answered ${w.retriedId}, database holds ${ids.join(', ') || 'nothing'}`);
+      else if (last.status !== 201)
+        verdict.retryFailures.push(
+          `${w.tag}: retries answered ${w.retries.map((r) => r.status).join(',')} (${last.message ?? ''})`,
+        );
+      else if (ids.length !== 1 || ids[0] !== w.retriedId)
+        verdict.retryFailures.push(
+          `${w.tag}: retry answered ${w.retriedId}, database holds ${ids.join(', ') || 'nothing'}`,
+        );
       else if (w.replayed) verdict.keyedReplayed += 1;
     }
   }
@@ -93,7 +120,8 @@ export function figures(outcomes: Outcome[], writes: Outcome[], window: Window |
   for (const o of outcomes) {
     const code = o.status === 0 ? 'cut off' : o.status === -1 ? 'hung' : String(o.status);
     statuses[code] = (statuses[code] ?? 0) + 1;
-    if (o.status >= 500) errors[`${o.status} ${o.message ?? ''}`.trim()] = (errors[`${o.status} ${o.message ?? ''}`.trim()] ?? 0) + 1;
+    if (o.status >= 500)
+      errors[`${o.status} ${o.message ?? ''}`.trim()] = (errors[`${o.status} ${o.message ?? ''}`.trim()] ?? 0) + 1;
     if (o.status === 0) cutOff += 1;
     const ms = o.end - o.start;
     if (o.status === -1 || ms > BOUND_MS) overBound += 1;
@@ -122,7 +150,11 @@ export function figures(outcomes: Outcome[], writes: Outcome[], window: Window |
       recoveryS = 0;
     }
   }
-  const ms = (list: Outcome[]) => percentile(list.map((o) => o.end - o.start), 99);
+  const ms = (list: Outcome[]) =>
+    percentile(
+      list.map((o) => o.end - o.start),
+      99,
+    );
   const p99 = window
     ? {
         before: ms(outcomes.filter((o) => o.start < window.fault)),

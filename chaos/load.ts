@@ -80,11 +80,15 @@ export async function request(
     } catch {
       json = text;
     }
-    const message = res.status >= 400 ? ((json as { message?: string } | undefined)?.message ?? String(text).slice(0, 120)) : undefined;
+    const message =
+      res.status >= 400
+        ? ((json as { message?: string } | undefined)?.message ?? String(text).slice(0, 120))
+        : undefined;
     return { status: res.status, body: json, headers: res.headers, ...(message !== undefined && { message }) };
   } catch (error) {
     const e = error as Error & { cause?: { code?: string; message?: string } };
-    if (e.name === 'TimeoutError') return { status: -1, body: undefined, headers: undefined, message: `no answer in ${timeoutMs} ms` };
+    if (e.name === 'TimeoutError')
+      return { status: -1, body: undefined, headers: undefined, message: `no answer in ${timeoutMs} ms` };
     return { status: 0, body: undefined, headers: undefined, message: e.cause?.code ?? e.cause?.message ?? e.message };
   }
 }
@@ -96,15 +100,17 @@ export interface Client {
 
 /** Signs up `n` users through the service and logs each in. */
 export async function signUpClients(base: string, n: number, label: string): Promise<Client[]> {
-  return Promise.all(Array.from({ length: n }, async (_, i) => {
-    const email = `${label}-${i}-${randomUUID().slice(0, 8)}@chaos.test`;
-    const password = 'chaos password';
-    const user = await request(base, 'POST', '/users', { body: { name: `${label} ${i}`, email, password } });
-    if (user.status !== 201) throw new Error(`sign-up answered ${user.status}: ${user.message}`);
-    const token = await request(base, 'POST', '/tokens', { body: { email, password } });
-    if (token.status !== 201) throw new Error(`log-in answered ${token.status}: ${token.message}`);
-    return { userId: (user.body as { id: number }).id, token: (token.body as { token: string }).token };
-  }));
+  return Promise.all(
+    Array.from({ length: n }, async (_, i) => {
+      const email = `${label}-${i}-${randomUUID().slice(0, 8)}@chaos.test`;
+      const password = 'chaos password';
+      const user = await request(base, 'POST', '/users', { body: { name: `${label} ${i}`, email, password } });
+      if (user.status !== 201) throw new Error(`sign-up answered ${user.status}: ${user.message}`);
+      const token = await request(base, 'POST', '/tokens', { body: { email, password } });
+      if (token.status !== 201) throw new Error(`log-in answered ${token.status}: ${token.message}`);
+      return { userId: (user.body as { id: number }).id, token: (token.body as { token: string }).token };
+    }),
+  );
 }
 
 export interface LoadOptions {
@@ -150,7 +156,19 @@ export class Load {
       const tag = `${this.o.label}-${i}-${(this.serial += 1)}`;
       const key = Math.random() < (this.o.keyed ?? 0.5) ? randomUUID() : undefined;
       const postId = kind === 'comment' ? this.o.posts[Math.floor(Math.random() * this.o.posts.length)] : undefined;
-      const write: Write = { kind, client: clientIndex, tag, method: 'POST', route: kind === 'post' ? '/posts' : '/posts/{id}/comments', instance: target.name, status: 0, start: now(), end: 0, ...(key && { key }), ...(postId && { postId }) };
+      const write: Write = {
+        kind,
+        client: clientIndex,
+        tag,
+        method: 'POST',
+        route: kind === 'post' ? '/posts' : '/posts/{id}/comments',
+        instance: target.name,
+        status: 0,
+        start: now(),
+        end: 0,
+        ...(key && { key }),
+        ...(postId && { postId }),
+      };
       const answer = await send(target.url, write, client.token);
       write.end = now();
       write.status = answer.status;
@@ -171,10 +189,22 @@ export class Load {
       const post = this.o.posts[Math.floor(Math.random() * this.o.posts.length)];
       const choice = Math.random();
       const [route, path] =
-        post === undefined || choice < 0.2 ? ['/posts', '/posts?perPage=20&sort=-id'] : choice < 0.6 ? ['/posts/{id}', `/posts/${post}`] : ['/posts/{id}/comments', `/posts/${post}/comments?perPage=20`];
+        post === undefined || choice < 0.2
+          ? ['/posts', '/posts?perPage=20&sort=-id']
+          : choice < 0.6
+            ? ['/posts/{id}', `/posts/${post}`]
+            : ['/posts/{id}/comments', `/posts/${post}/comments?perPage=20`];
       const start = now();
       const answer = await request(target.url, 'GET', path);
-      this.reads.push({ method: 'GET', route, instance: target.name, status: answer.status, start, end: now(), ...(answer.message !== undefined && { message: answer.message }) });
+      this.reads.push({
+        method: 'GET',
+        route,
+        instance: target.name,
+        status: answer.status,
+        start,
+        end: now(),
+        ...(answer.message !== undefined && { message: answer.message }),
+      });
       if (answer.status !== 200) await sleep(20);
     }
   }
@@ -195,7 +225,12 @@ function send(base: string, write: Write, token: string): Promise<Answer> {
  * creation) or `attempts` run out; a 409 (the first request still in flight)
  * is retried a moment later, as the contract says.
  */
-export async function retryKeyed(writes: Write[], clients: Client[], base: (w: Write) => string, attempts = 20): Promise<void> {
+export async function retryKeyed(
+  writes: Write[],
+  clients: Client[],
+  base: (w: Write) => string,
+  attempts = 20,
+): Promise<void> {
   const pending = writes.filter((w) => w.key && w.status !== 201);
   // A service that hangs every retry must not hold the run: what is left after this is reported unresolved.
   const deadline = now() + 60_000;
@@ -206,7 +241,15 @@ export async function retryKeyed(writes: Write[], clients: Client[], base: (w: W
         for (let attempt = 0; attempt < attempts && now() < deadline; attempt++) {
           const start = now();
           const answer = await send(base(w), w, clients[w.client]!.token);
-          w.retries.push({ method: 'POST', route: w.route, instance: 'retry', status: answer.status, start, end: now(), ...(answer.message !== undefined && { message: answer.message }) });
+          w.retries.push({
+            method: 'POST',
+            route: w.route,
+            instance: 'retry',
+            status: answer.status,
+            start,
+            end: now(),
+            ...(answer.message !== undefined && { message: answer.message }),
+          });
           if (answer.status === 201) {
             w.retriedId = (answer.body as { id: number }).id;
             w.replayed = answer.headers?.get('idempotent-replayed') === 'true';

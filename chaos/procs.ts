@@ -6,7 +6,20 @@
  * on success, on failure and on Ctrl-C; nothing is stopped by name.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -19,11 +32,14 @@ export const ROOT = resolve(import.meta.dirname, '..');
 export const OUT = join(ROOT, 'chaos', 'out');
 const PG_BIN = process.env.PG_BIN ?? '/usr/lib/postgresql/15/bin';
 const IS_ROOT = process.getuid?.() === 0;
-const PG_UID = IS_ROOT ? Number(readFileSync('/etc/passwd', 'utf8').match(/^postgres:[^:]*:(\d+):/m)?.[1] ?? NaN) : undefined;
+const PG_UID = IS_ROOT
+  ? Number(readFileSync('/etc/passwd', 'utf8').match(/^postgres:[^:]*:(\d+):/m)?.[1] ?? NaN)
+  : undefined;
 
 const began = Date.now();
 /** Progress on the console, with seconds since the run started. */
-export const log = (msg: string): void => console.log(`[chaos ${((Date.now() - began) / 1000).toFixed(0).padStart(4)} s] ${msg}`);
+export const log = (msg: string): void =>
+  console.log(`[chaos ${((Date.now() - began) / 1000).toFixed(0).padStart(4)} s] ${msg}`);
 
 const cleanups: { name: string; fn: () => Promise<void> | void }[] = [];
 /** Registers a clean-up step; they run last registered first. */
@@ -66,10 +82,20 @@ export function freePort(): Promise<number> {
   });
 }
 
-export async function waitFor(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 30_000, everyMs = 50): Promise<number> {
+export async function waitFor(
+  what: string,
+  check: () => Promise<boolean> | boolean,
+  timeoutMs = 30_000,
+  everyMs = 50,
+): Promise<number> {
   const start = Date.now();
   for (;;) {
-    if (await Promise.resolve().then(check).catch(() => false)) return Date.now() - start;
+    if (
+      await Promise.resolve()
+        .then(check)
+        .catch(() => false)
+    )
+      return Date.now() - start;
     if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
     await sleep(everyMs);
   }
@@ -158,7 +184,10 @@ export class Cluster {
       `log_line_prefix = '%m [%p] '`,
       ...(options.conf ?? []),
     ];
-    writeFileSync(join(cluster.dataDir, 'postgresql.conf'), `${readFileSync(join(cluster.dataDir, 'postgresql.conf'), 'utf8')}\n${conf.join('\n')}\n`);
+    writeFileSync(
+      join(cluster.dataDir, 'postgresql.conf'),
+      `${readFileSync(join(cluster.dataDir, 'postgresql.conf'), 'utf8')}\n${conf.join('\n')}\n`,
+    );
     onCleanup(`PostgreSQL ${name}`, () => cluster.destroy());
     await cluster.start();
     return cluster;
@@ -172,7 +201,8 @@ export class Cluster {
         await asPostgres(join(PG_BIN, 'pg_ctl'), ['-D', this.dataDir, '-l', this.log, '-w', '-t', '60', 'start']);
         break;
       } catch (error) {
-        if (Date.now() - began > timeoutMs) throw new Error(`PostgreSQL ${this.name} did not start; see ${this.log}`, { cause: error });
+        if (Date.now() - began > timeoutMs)
+          throw new Error(`PostgreSQL ${this.name} did not start; see ${this.log}`, { cause: error });
         await sleep(200);
       }
     }
@@ -220,7 +250,23 @@ export class Cluster {
   }
 
   async psql(sql: string, database = 'postgres'): Promise<string> {
-    const { stdout } = await run(join(PG_BIN, 'psql'), ['-X', '-q', '-At', '-v', 'ON_ERROR_STOP=1', '-h', '127.0.0.1', '-p', String(this.port), '-U', 'postgres', '-d', database, '-c', sql]);
+    const { stdout } = await run(join(PG_BIN, 'psql'), [
+      '-X',
+      '-q',
+      '-At',
+      '-v',
+      'ON_ERROR_STOP=1',
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(this.port),
+      '-U',
+      'postgres',
+      '-d',
+      database,
+      '-c',
+      sql,
+    ]);
     return stdout.trim();
   }
 
@@ -231,9 +277,32 @@ export class Cluster {
     chmodSync(dir, 0o755);
     giveToPostgres(dir);
     const replica = new Cluster(name, dir, await freePort());
-    await asPostgres(join(PG_BIN, 'pg_basebackup'), ['-h', '127.0.0.1', '-p', String(this.port), '-U', 'postgres', '-D', replica.dataDir, '-R', '-X', 'stream', '-c', 'fast']);
-    const conf = [`port = ${replica.port}`, `unix_socket_directories = '${dir}'`, `cluster_name = '${name}'`, 'hot_standby = on', ...extraConf];
-    writeFileSync(join(replica.dataDir, 'postgresql.conf'), `${readFileSync(join(replica.dataDir, 'postgresql.conf'), 'utf8')}\n${conf.join('\n')}\n`);
+    await asPostgres(join(PG_BIN, 'pg_basebackup'), [
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(this.port),
+      '-U',
+      'postgres',
+      '-D',
+      replica.dataDir,
+      '-R',
+      '-X',
+      'stream',
+      '-c',
+      'fast',
+    ]);
+    const conf = [
+      `port = ${replica.port}`,
+      `unix_socket_directories = '${dir}'`,
+      `cluster_name = '${name}'`,
+      'hot_standby = on',
+      ...extraConf,
+    ];
+    writeFileSync(
+      join(replica.dataDir, 'postgresql.conf'),
+      `${readFileSync(join(replica.dataDir, 'postgresql.conf'), 'utf8')}\n${conf.join('\n')}\n`,
+    );
     onCleanup(`PostgreSQL ${name}`, () => replica.destroy());
     await replica.start();
     return replica;
@@ -252,17 +321,26 @@ export async function prepareTemplate(): Promise<void> {
 
 /** A database owned by a login role without superuser rights, as production has it, migrated by the built CLI. */
 export async function makeAppDatabase(cluster: Cluster, database: string): Promise<string> {
-  if ((await cluster.psql(`SELECT 1 FROM pg_database WHERE datname = '${database}'`)) === '1') return cluster.url(database, 'app');
+  if ((await cluster.psql(`SELECT 1 FROM pg_database WHERE datname = '${database}'`)) === '1')
+    return cluster.url(database, 'app');
   await cluster.psql(`DO $$ BEGIN CREATE ROLE hog LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$`);
-  await cluster.psql(`DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'app') THEN CREATE ROLE app LOGIN; END IF; END $$`);
+  await cluster.psql(
+    `DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'app') THEN CREATE ROLE app LOGIN; END IF; END $$`,
+  );
   await cluster.psql(`CREATE DATABASE ${database} OWNER app`);
   const url = cluster.url(database, 'app');
-  await run(process.execPath, [join(ROOT, 'dist', 'src', 'cli.js'), 'migrate'], { cwd: ROOT, env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'warn' } });
+  await run(process.execPath, [join(ROOT, 'dist', 'src', 'cli.js'), 'migrate'], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: url, LOG_LEVEL: 'warn' },
+  });
   return url;
 }
 
 /** A tmpfs of `mb` MiB at a new folder, unmounted at clean-up. */
-export async function smallFileSystem(name: string, mb: number): Promise<{ path: string; grow(mb: number): Promise<void> }> {
+export async function smallFileSystem(
+  name: string,
+  mb: number,
+): Promise<{ path: string; grow(mb: number): Promise<void> }> {
   const path = join(tempRoot(), name);
   mkdirSync(path, { recursive: true });
   await run('mount', ['-t', 'tmpfs', '-o', `size=${mb}m,mode=0755`, 'tmpfs', path]);
@@ -286,7 +364,11 @@ export class Redis {
     return redis;
   }
   async start(): Promise<void> {
-    this.child = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    this.child = spawn(
+      'redis-server',
+      ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      { stdio: 'ignore' },
+    );
     await waitFor(`redis-server listens on ${this.port}`, () => accepts(this.port));
   }
   async kill(): Promise<void> {
@@ -319,7 +401,9 @@ export class Bouncer {
     writeFileSync(join(dir, 'userlist.txt'), '"app" ""\n"postgres" ""\n');
     giveToPostgres(join(dir, 'userlist.txt'));
     const argv = [join(dir, 'pgbouncer.ini')];
-    bouncer.child = IS_ROOT ? spawn('runuser', ['-u', 'postgres', '--', 'pgbouncer', ...argv], { stdio: 'ignore' }) : spawn('pgbouncer', argv, { stdio: 'ignore' });
+    bouncer.child = IS_ROOT
+      ? spawn('runuser', ['-u', 'postgres', '--', 'pgbouncer', ...argv], { stdio: 'ignore' })
+      : spawn('pgbouncer', argv, { stdio: 'ignore' });
     onCleanup('pgbouncer', () => bouncer.stop());
     await waitFor(`pgbouncer listens on ${bouncer.port}`, () => accepts(bouncer.port));
     return bouncer;
@@ -430,7 +514,11 @@ export class Service {
       ...(o.preparedStatements === false && { DATABASE_PREPARED_STATEMENTS: 'off' }),
       ...o.env,
     };
-    const child = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'server.js')], { cwd: ROOT, env, stdio: ['ignore', fd, fd] });
+    const child = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'server.js')], {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', fd, fd],
+    });
     closeSync(fd);
     this.child = child;
     this.exited = false;

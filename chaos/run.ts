@@ -25,8 +25,27 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseCommandLine, type CommandSpec } from '../src/command-line.js';
 import { BOUND_MS } from './load.js';
-import { cleanUpAll, cleanupMark, log, netemAvailable, OUT, prepareTemplate, ROOT, STATEMENT_TIMEOUT_MS, tempRoot } from './procs.js';
-import { databaseCrash, exhaustion, failover, network, serviceCrash, soak, type Plan, type Result } from './scenarios.js';
+import {
+  cleanUpAll,
+  cleanupMark,
+  log,
+  netemAvailable,
+  OUT,
+  prepareTemplate,
+  ROOT,
+  STATEMENT_TIMEOUT_MS,
+  tempRoot,
+} from './procs.js';
+import {
+  databaseCrash,
+  exhaustion,
+  failover,
+  network,
+  serviceCrash,
+  soak,
+  type Plan,
+  type Result,
+} from './scenarios.js';
 
 const CHAOS = {
   scripts: ['chaos'],
@@ -70,7 +89,8 @@ const scenarios: { id: string; run: (netem: boolean) => Promise<Result | Result[
 ];
 
 async function main(): Promise<number> {
-  if (process.getuid?.() !== 0) throw new Error('run as root: PostgreSQL runs as the postgres user, and the WAL fault mounts a tmpfs');
+  if (process.getuid?.() !== 0)
+    throw new Error('run as root: PostgreSQL runs as the postgres user, and the WAL fault mounts a tmpfs');
   if (!flags['no-build']) {
     log('npm run build');
     execFileSync('npm', ['run', '--silent', 'build'], { cwd: ROOT, stdio: 'inherit' });
@@ -92,13 +112,22 @@ async function main(): Promise<number> {
       const out = await scenario.run(netem);
       for (const r of Array.isArray(out) ? out : [out]) results.push(r);
     } catch (error) {
-      results.push({ id: scenario.id, title: `scenario ${scenario.id}`, checks: [{ what: 'the scenario ran to its end', ok: false, detail: (error as Error).message }], seen: [], notes: [], error: (error as Error).stack });
+      results.push({
+        id: scenario.id,
+        title: `scenario ${scenario.id}`,
+        checks: [{ what: 'the scenario ran to its end', ok: false, detail: (error as Error).message }],
+        seen: [],
+        notes: [],
+        error: (error as Error).stack,
+      });
     } finally {
       await cleanUpAll(mark);
     }
     for (const r of results.filter((r) => r.id.startsWith(scenario.id))) {
       const failed = r.checks.filter((c) => !c.ok);
-      log(`  ${r.id}: ${failed.length ? `FAILED ${failed.map((c) => `${c.what}${c.detail ? ` (${c.detail})` : ''}`).join('; ')}` : 'passed'} (${((Date.now() - began) / 1000).toFixed(0)} s)`);
+      log(
+        `  ${r.id}: ${failed.length ? `FAILED ${failed.map((c) => `${c.what}${c.detail ? ` (${c.detail})` : ''}`).join('; ')}` : 'passed'} (${((Date.now() - began) / 1000).toFixed(0)} s)`,
+      );
     }
   }
   const file = plan.short ? join(OUT, 'RESULTS.md') : join(ROOT, 'chaos', 'RESULTS.md');
@@ -117,20 +146,32 @@ function writeResults(file: string, results: Result[], netem: boolean): void {
     const v = r.verdict;
     const f = r.figures;
     const ok = r.checks.every((c) => c.ok);
-    const fiveXx = f ? Object.entries(f.statuses).filter(([k]) => k.startsWith('5')).map(([k, n]) => `${k}: ${n}`).join(', ') || '0' : '–';
+    const fiveXx = f
+      ? Object.entries(f.statuses)
+          .filter(([k]) => k.startsWith('5'))
+          .map(([k, n]) => `${k}: ${n}`)
+          .join(', ') || '0'
+      : '–';
     return `| ${r.id} | ${r.title} | ${v?.sent ?? '–'} | ${v?.acknowledged ?? '–'} | ${v ? v.lost.length : '–'} | ${v ? v.duplicated.length : '–'} | ${fiveXx} | ${f ? f.cutOff : '–'} | ${f ? f.overBound : '–'} | ${f ? f.unavailableS.toFixed(1) : '–'} | ${f ? `${ms(f.p99.before)} / ${ms(f.p99.during)} / ${ms(f.p99.after)}` : '–'} | ${f?.recoveryS === undefined ? '–' : f.recoveryS.toFixed(2)} | ${ok ? 'passed' : '**FAILED**'} |`;
   });
   const details = results.map((r) => {
     const lines = [`### ${r.id}. ${r.title}`, ''];
-    for (const c of r.checks) lines.push(`- ${c.ok ? '✓' : '✗ **FAILED**:'} ${c.what}${c.detail ? ` — ${c.detail}` : ''}`);
+    for (const c of r.checks)
+      lines.push(`- ${c.ok ? '✓' : '✗ **FAILED**:'} ${c.what}${c.detail ? ` — ${c.detail}` : ''}`);
     if (r.verdict) {
       const v = r.verdict;
-      lines.push(`- unacknowledged writes that had committed: ${v.committedUnacknowledged}; keyed writes retried with their key: ${v.keyedRetried} (${v.keyedReplayed} replayed the first attempt's answer)${v.orphaned ? `; ${v.orphaned} retried comments answered 404 as their post was one of the lost writes` : ''}`);
+      lines.push(
+        `- unacknowledged writes that had committed: ${v.committedUnacknowledged}; keyed writes retried with their key: ${v.keyedRetried} (${v.keyedReplayed} replayed the first attempt's answer)${v.orphaned ? `; ${v.orphaned} retried comments answered 404 as their post was one of the lost writes` : ''}`,
+      );
     }
     if (r.figures) {
       const errors = Object.entries(r.figures.errors).map(([k, n]) => `${n} × ${k}`);
       if (errors.length) lines.push(`- 5xx answers: ${errors.join('; ')}`);
-      lines.push(`- every answer: ${Object.entries(r.figures.statuses).map(([k, n]) => `${k}: ${n}`).join(', ')}; slowest ${Math.round(r.figures.slowest)} ms`);
+      lines.push(
+        `- every answer: ${Object.entries(r.figures.statuses)
+          .map(([k, n]) => `${k}: ${n}`)
+          .join(', ')}; slowest ${Math.round(r.figures.slowest)} ms`,
+      );
     }
     for (const n of r.notes) lines.push(`- ${n}`);
     if (r.seen.length) lines.push('', 'What an operator saw:', '', ...r.seen.map((s) => `- ${s}`));
@@ -152,7 +193,10 @@ function writeResults(file: string, results: Result[], netem: boolean): void {
   const previous = existsSync(file) ? readFileSync(file, 'utf8') : '';
   const at = previous.indexOf(START);
   const until = previous.indexOf(END);
-  const text = at >= 0 && until > at ? previous.slice(0, at) + body + previous.slice(until + END.length) : `# Chaos results\n\n${body}\n`;
+  const text =
+    at >= 0 && until > at
+      ? previous.slice(0, at) + body + previous.slice(until + END.length)
+      : `# Chaos results\n\n${body}\n`;
   writeFileSync(file, text);
 }
 

@@ -57,7 +57,9 @@ export function loggerOptions(level: string, stream?: DestinationStream): Fastif
  * compile signature, while Fastify calls what it returns with the route's
  * schema and HTTP part, as a schema compiler expects.
  */
-type ValidatorBuilder = NonNullable<NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']>;
+type ValidatorBuilder = NonNullable<
+  NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']
+>;
 
 /** `logStream` lets the server pretty-print on a terminal and tests read the logs. */
 export async function buildApp(config: AppConfig, options: { logStream?: DestinationStream } = {}) {
@@ -134,7 +136,11 @@ async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise
     readMaxLagMs: config.databaseReadMaxLagMs,
   });
   // Before auth: its onRequest hook must run first so a 429 comes before a 401.
-  await app.register(rateLimit, { rateLimit: config.rateLimit, redisUrl: config.redisUrl, databaseUrl: config.databaseUrl });
+  await app.register(rateLimit, {
+    rateLimit: config.rateLimit,
+    redisUrl: config.redisUrl,
+    databaseUrl: config.databaseUrl,
+  });
   await app.register(auth, { cacheMs: config.authCacheMs });
   // Before the response cache: its onSend hook stores the Cache-Control and ETag this one sets.
   await app.register(httpCaching);

@@ -54,10 +54,16 @@ options:
  * the embedded development database, migrated first (`migrateFirst`), and
  * stopped after if this command started it.
  */
-async function withDatabase(work: (url: string) => Promise<void>, { direct = false, migrateFirst = true } = {}): Promise<void> {
+async function withDatabase(
+  work: (url: string) => Promise<void>,
+  { direct = false, migrateFirst = true } = {},
+): Promise<void> {
   const config = readConfiguration();
   if (config.databaseUrl) return work((direct && config.databaseListenUrl) || config.databaseUrl);
-  const [{ startDevelopmentDatabase }, { migrate }] = await Promise.all([import('./dev/embedded.js'), import('./db/migrate.js')]);
+  const [{ startDevelopmentDatabase }, { migrate }] = await Promise.all([
+    import('./dev/embedded.js'),
+    import('./db/migrate.js'),
+  ]);
   const embedded = await startDevelopmentDatabase(config.embeddedPg, true);
   console.log(
     embedded.reused
@@ -65,7 +71,11 @@ async function withDatabase(work: (url: string) => Promise<void>, { direct = fal
       : `DATABASE_URL is unset: started the embedded PostgreSQL of ${config.embeddedPg.dataDir} on port ${config.embeddedPg.port} (stopped when done)`,
   );
   // A signal stops the command; the embedded server's exit hook then stops the server too.
-  for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) process.once(signal, () => process.exit(code));
+  for (const [signal, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ] as const)
+    process.once(signal, () => process.exit(code));
   try {
     if (migrateFirst) await migrate(embedded.url, log);
     await work(embedded.url);
@@ -95,7 +105,10 @@ const COMMANDS: Record<string, { spec: CommandSpec; run: (parsed: Parsed) => Pro
   migrate: {
     spec: MIGRATE,
     run: () =>
-      withDatabase(async (url) => (await import('./db/migrate.js')).migrate(url, log), { direct: true, migrateFirst: false }),
+      withDatabase(async (url) => (await import('./db/migrate.js')).migrate(url, log), {
+        direct: true,
+        migrateFirst: false,
+      }),
   },
   'admin:grant': {
     spec: ADMIN_GRANT,
@@ -116,7 +129,9 @@ const COMMANDS: Record<string, { spec: CommandSpec; run: (parsed: Parsed) => Pro
     run: ({ values }) => {
       const posts = count('posts', values.posts) ?? exitWithUsage(SEED, '--posts N is required');
       const options = { posts, comments: count('comments', values.comments), users: count('users', values.users) };
-      return withDatabase((url) => withPool(url, async (pool) => (await import('./dev/seed.js')).seedCommand(pool, options)));
+      return withDatabase((url) =>
+        withPool(url, async (pool) => (await import('./dev/seed.js')).seedCommand(pool, options)),
+      );
     },
   },
 };

@@ -33,7 +33,8 @@ export class UsageError extends Error {
 
 function invocation(spec: CommandSpec): string {
   const script = npmScript();
-  if (script !== undefined && spec.scripts.includes(script)) return script === 'start' ? 'npm start' : `npm run ${script}`;
+  if (script !== undefined && spec.scripts.includes(script))
+    return script === 'start' ? 'npm start' : `npm run ${script}`;
   const entry = relative(process.cwd(), process.argv[1] ?? '');
   return [entry.endsWith('.ts') ? 'npx tsx' : 'node', entry, spec.subcommand].filter(Boolean).join(' ');
 }
@@ -52,7 +53,10 @@ export function exitWithUsage(spec: CommandSpec, reason: string): never {
 }
 
 /** The command's options and positionals, or exits: --help prints the help (0), anything unknown the usage (64). */
-export function parseCommandLine<const O extends Options = Options>(spec: CommandSpec & { options?: O }, args: string[]) {
+export function parseCommandLine<const O extends Options = Options>(
+  spec: CommandSpec & { options?: O },
+  args: string[],
+) {
   if (args.includes('--help') || args.includes('-h')) {
     console.log(`${usageLine(spec)}\n\n${spec.help.trimEnd()}`);
     process.exit(0);

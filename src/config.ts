@@ -14,9 +14,16 @@ import { Value } from '@sinclair/typebox/value';
 const PositiveInt = (def: number, max: number, description: string) =>
   Type.Integer({ minimum: 1, maximum: max, default: def, description });
 const PostgresUrl = (description: string) =>
-  Type.String({ pattern: '^postgres(ql)?://', description, errorMessage: 'must be a postgres:// or postgresql:// URL' });
+  Type.String({
+    pattern: '^postgres(ql)?://',
+    description,
+    errorMessage: 'must be a postgres:// or postgresql:// URL',
+  });
 const Choice = <T extends string>(values: T[], def: T, description: string) =>
-  Type.Union(values.map((v) => Type.Literal(v)), { default: def, description });
+  Type.Union(
+    values.map((v) => Type.Literal(v)),
+    { default: def, description },
+  );
 
 // scheme://host[:port], what a browser sends in Origin: no path, not even a trailing slash.
 const ORIGIN = '[A-Za-z][A-Za-z0-9+.-]*://(\\[[0-9A-Fa-f:.]+\\]|[^\\s/?#,:@\\[\\]]+)(:[0-9]{1,5})?';
@@ -29,7 +36,8 @@ export const EnvSchema = Type.Object({
   DATABASE_READ_URL: Type.Optional(
     Type.String({
       pattern: '^postgres(ql)?://[^,\\s]+(,\\s*postgres(ql)?://[^,\\s]+)*$',
-      description: 'comma-separated URLs of streaming replicas that take the public reads; unset = all reads on DATABASE_URL',
+      description:
+        'comma-separated URLs of streaming replicas that take the public reads; unset = all reads on DATABASE_URL',
       errorMessage: 'must be postgres:// or postgresql:// URLs separated by commas',
     }),
   ),
@@ -45,7 +53,11 @@ export const EnvSchema = Type.Object({
     'named prepared statements; off behind PgBouncer < 1.21 (or without max_prepared_statements) in transaction mode ' +
       '(left on there, the service notices, goes on without names and warns once)',
   ),
-  HOST: Type.String({ minLength: 1, default: '127.0.0.1', description: 'address to listen on; 0.0.0.0 = every interface' }),
+  HOST: Type.String({
+    minLength: 1,
+    default: '127.0.0.1',
+    description: 'address to listen on; 0.0.0.0 = every interface',
+  }),
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000, description: 'port to listen on' }),
   API_PREFIX: Type.String({
     pattern: '^(/[A-Za-z0-9._~-]+)*$',
@@ -53,7 +65,11 @@ export const EnvSchema = Type.Object({
     description: 'prefix of every path, e.g. /v1; empty = none',
     errorMessage: 'must be empty or a path such as /v1, without a trailing slash',
   }),
-  LOG_LEVEL: Choice(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info', 'least severe level logged'),
+  LOG_LEVEL: Choice(
+    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+    'info',
+    'least severe level logged',
+  ),
   BODY_LIMIT: PositiveInt(1_048_576, 100 * 1_048_576, 'largest accepted request body, bytes'),
   TOKEN_TTL: PositiveInt(86_400, 365 * 86_400, 'token lifetime, seconds'),
   RATE_LIMIT_MAX: PositiveInt(300, 1_000_000, 'requests per window per client'),
@@ -70,13 +86,15 @@ export const EnvSchema = Type.Object({
     pattern: '^(true|false|[0-9]{1,2}|[0-9A-Fa-f:.]+(/[0-9]{1,3})?(,\\s*[0-9A-Fa-f:.]+(/[0-9]{1,3})?)*)$',
     default: 'false',
     description: 'whose X-Forwarded-* headers count for the client address',
-    errorMessage: 'must be false, true, a hop count (e.g. 1), or comma-separated IP addresses or CIDRs of trusted proxies',
+    errorMessage:
+      'must be false, true, a hop count (e.g. 1), or comma-separated IP addresses or CIDRs of trusted proxies',
   }),
   CORS_ORIGINS: Type.String({
     pattern: `^(\\*|${ORIGIN}(\\s*,\\s*${ORIGIN})*)?$`,
     default: '',
     description: 'origins allowed by CORS; empty = CORS off',
-    errorMessage: 'must be *, or comma-separated origins scheme://host[:port] without a path (e.g. https://app.example.com)',
+    errorMessage:
+      'must be *, or comma-separated origins scheme://host[:port] without a path (e.g. https://app.example.com)',
   }),
   PG_POOL_MAX: PositiveInt(10, 1000, 'PostgreSQL connections per instance'),
   PG_STATEMENT_TIMEOUT_MS: Type.Integer({
@@ -89,7 +107,8 @@ export const EnvSchema = Type.Object({
     Type.String({
       pattern: '^https?://[^/?#\\s]+(/[^?#\\s]*[^/?#\\s])?$',
       description: 'scheme, host and path prefix clients reach the service at; unset = relative links',
-      errorMessage: 'must be an http:// or https:// URL without a query, fragment or trailing slash (e.g. https://api.example.com)',
+      errorMessage:
+        'must be an http:// or https:// URL without a query, fragment or trailing slash (e.g. https://api.example.com)',
     }),
   ),
   TOMBSTONE_RETENTION: PositiveInt(
@@ -102,7 +121,11 @@ export const EnvSchema = Type.Object({
     10 * 365 * 86_400,
     'how long events are kept (GET /events, its streams, webhooks); an older cursor is a 410, seconds',
   ),
-  MAX_STREAMS: PositiveInt(1_000, 100_000, 'open event streams (GET /events/stream) per instance; past it a new one is a 503'),
+  MAX_STREAMS: PositiveInt(
+    1_000,
+    100_000,
+    'open event streams (GET /events/stream) per instance; past it a new one is a 503',
+  ),
   EVENT_STREAM_HEARTBEAT: PositiveInt(15, 300, 'seconds between the comment lines that keep an idle event stream open'),
   RESPONSE_CACHE_MB: Type.Integer({
     minimum: 0,
@@ -124,11 +147,17 @@ export const EnvSchema = Type.Object({
   WEBHOOK_SECRET_KEY: Type.Optional(
     Type.String({
       pattern: '^[A-Za-z0-9+/]{43}=$',
-      description: 'base64 of 32 random bytes: webhook signing secrets are stored sealed with it (AES-256-GCM); unset = stored as they are',
-      errorMessage: 'must be the base64 of 32 bytes (44 characters ending in =), e.g. the output of `openssl rand -base64 32`',
+      description:
+        'base64 of 32 random bytes: webhook signing secrets are stored sealed with it (AES-256-GCM); unset = stored as they are',
+      errorMessage:
+        'must be the base64 of 32 bytes (44 characters ending in =), e.g. the output of `openssl rand -base64 32`',
     }),
   ),
-  WEBHOOK_ALLOW_HTTP: Choice(['true', 'false'], 'false', 'accept http:// webhook URLs (tests, private networks); false = https only'),
+  WEBHOOK_ALLOW_HTTP: Choice(
+    ['true', 'false'],
+    'false',
+    'accept http:// webhook URLs (tests, private networks); false = https only',
+  ),
   WEBHOOK_ALLOW_PRIVATE: Choice(
     ['true', 'false'],
     'false',
@@ -150,10 +179,19 @@ export const EnvSchema = Type.Object({
     minimum: 10,
     maximum: 3_600_000,
     default: 10_000,
-    description: 'delay before the first retry of a webhook delivery, ms; each retry doubles it (with jitter), up to an hour',
+    description:
+      'delay before the first retry of a webhook delivery, ms; each retry doubles it (with jitter), up to an hour',
   }),
-  WEBHOOK_GIVE_UP_AFTER: PositiveInt(86_400, 30 * 86_400, 'age at which a failing webhook delivery is given up, seconds'),
-  WEBHOOK_DISABLE_AFTER: PositiveInt(86_400, 30 * 86_400, 'how long a webhook may fail every attempt before it is disabled, seconds'),
+  WEBHOOK_GIVE_UP_AFTER: PositiveInt(
+    86_400,
+    30 * 86_400,
+    'age at which a failing webhook delivery is given up, seconds',
+  ),
+  WEBHOOK_DISABLE_AFTER: PositiveInt(
+    86_400,
+    30 * 86_400,
+    'how long a webhook may fail every attempt before it is disabled, seconds',
+  ),
   WEBHOOK_POLL_MS: Type.Integer({
     minimum: 10,
     maximum: 60_000,
@@ -186,7 +224,8 @@ export class ConfigError extends Error {
 function mustBe(schema: TSchema): string {
   if (typeof schema.errorMessage === 'string') return schema.errorMessage;
   if (schema.type === 'integer') return `must be an integer from ${schema.minimum} to ${schema.maximum}`;
-  if (Array.isArray(schema.anyOf)) return `must be one of ${(schema.anyOf as TSchema[]).map((s) => s.const as string).join(', ')}`;
+  if (Array.isArray(schema.anyOf))
+    return `must be one of ${(schema.anyOf as TSchema[]).map((s) => s.const as string).join(', ')}`;
   return 'is invalid';
 }
 
@@ -277,7 +316,8 @@ export function loadEnvFile(path = '.env', env: Record<string, string | undefine
   const lines = text.split(/\r?\n/);
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!;
-    if (!ENV_LINE.test(line)) throw new ConfigError([`${path} line ${i + 1}: expected NAME=value, found ${JSON.stringify(line)}`]);
+    if (!ENV_LINE.test(line))
+      throw new ConfigError([`${path} line ${i + 1}: expected NAME=value, found ${JSON.stringify(line)}`]);
     // A quoted value may span lines: skip to its closing quote.
     const open = /=\s*(["'`])(.*)$/.exec(line);
     if (open && !open[2]!.includes(open[1]!)) {

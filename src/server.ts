@@ -33,7 +33,11 @@ options:
 
 /** The one line saying where this instance listens and what it uses. */
 function startupSummary(config: Config, databaseUrl: string, embedded: boolean, port: number) {
-  const host = ['0.0.0.0', '::'].includes(config.host) ? 'localhost' : config.host.includes(':') ? `[${config.host}]` : config.host;
+  const host = ['0.0.0.0', '::'].includes(config.host)
+    ? 'localhost'
+    : config.host.includes(':')
+      ? `[${config.host}]`
+      : config.host;
   const url = `http://${host}:${port}${config.apiPrefix}`;
   const uses = describeConnections(config, databaseUrl);
   if (embedded) uses.database += ` (embedded, ${config.embeddedPg.dataDir})`;
@@ -57,9 +61,12 @@ async function terminalLogStream(): Promise<DestinationStream | undefined> {
 /** What a failed listen means for the operator: HOST or PORT. */
 function listenError(error: NodeJS.ErrnoException, config: Config): string | undefined {
   const where = `HOST=${config.host} PORT=${config.port}`;
-  if (error.code === 'EADDRINUSE') return `cannot listen on ${where}: the port is already in use; stop what uses it or set another PORT`;
-  if (error.code === 'EACCES') return `cannot listen on ${where}: permission denied (ports below 1024 need privileges); set another PORT`;
-  if (error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND') return `cannot listen on ${where}: no such address on this machine; set another HOST`;
+  if (error.code === 'EADDRINUSE')
+    return `cannot listen on ${where}: the port is already in use; stop what uses it or set another PORT`;
+  if (error.code === 'EACCES')
+    return `cannot listen on ${where}: permission denied (ports below 1024 need privileges); set another PORT`;
+  if (error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND')
+    return `cannot listen on ${where}: no such address on this machine; set another HOST`;
   return undefined;
 }
 
@@ -96,7 +103,9 @@ async function main() {
     let databaseUrl = config.databaseUrl;
     if (!databaseUrl) {
       const { startDevelopmentDatabase } = await import('./dev/embedded.js');
-      console.log(`DATABASE_URL is unset: starting an embedded PostgreSQL in ${config.embeddedPg.dataDir} on port ${config.embeddedPg.port}`);
+      console.log(
+        `DATABASE_URL is unset: starting an embedded PostgreSQL in ${config.embeddedPg.dataDir} on port ${config.embeddedPg.port}`,
+      );
       embedded = await startDevelopmentDatabase(config.embeddedPg);
       databaseUrl = embedded.url;
       await migrate(databaseUrl, (msg) => console.log(msg));
@@ -106,7 +115,12 @@ async function main() {
     app = await buildApp({ ...config, databaseUrl }, { logStream: await terminalLogStream() });
     await app.listen({ host: config.host, port: config.port });
     const address = app.server.address();
-    const { fields, msg } = startupSummary(config, databaseUrl, embedded !== undefined, typeof address === 'object' && address ? address.port : config.port);
+    const { fields, msg } = startupSummary(
+      config,
+      databaseUrl,
+      embedded !== undefined,
+      typeof address === 'object' && address ? address.port : config.port,
+    );
     app.log.info(fields, msg);
   } catch (error) {
     const known = listenError(error as NodeJS.ErrnoException, config);

@@ -16,15 +16,22 @@ import type { FieldErrors } from './errors.js';
 
 // ajv-formats ships CJS with a default export; under NodeNext it arrives wrapped.
 type AddFormats = (ajv: Ajv, formats: string[]) => Ajv;
-const addFormats = ((addFormatsModule as unknown as { default?: AddFormats }).default ??
-  (addFormatsModule as unknown as AddFormats));
+const addFormats =
+  (addFormatsModule as unknown as { default?: AddFormats }).default ?? (addFormatsModule as unknown as AddFormats);
 
 /** Schema keyword: the string holds no unpaired UTF-16 surrogate (with the u flag, only a lone one matches \p{Cs}). */
 export const WELL_FORMED = 'x-well-formed';
 const LONE_SURROGATE = /\p{Cs}/u;
 
 function makeAjv(options: Options): Ajv {
-  const ajv = new Ajv({ removeAdditional: false, useDefaults: true, allErrors: true, verbose: true, strict: false, ...options });
+  const ajv = new Ajv({
+    removeAdditional: false,
+    useDefaults: true,
+    allErrors: true,
+    verbose: true,
+    strict: false,
+    ...options,
+  });
   // int32/int64 only document integer widths (OpenAPI); the schemas' bounds are what is checked.
   addFormats(ajv, ['email', 'date-time', 'uri', 'int32', 'int64']);
   ajv.addKeyword({
@@ -48,7 +55,9 @@ type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null }
  * are no integer at all are left to Ajv's own "must be an integer".
  */
 function canonicalIntegers(validate: Validate, schema: { properties?: Record<string, { type?: unknown }> }): Validate {
-  const integers = Object.entries(schema.properties ?? {}).filter(([, s]) => s.type === 'integer').map(([name]) => name);
+  const integers = Object.entries(schema.properties ?? {})
+    .filter(([, s]) => s.type === 'integer')
+    .map(([name]) => name);
   if (integers.length === 0) return validate;
   const checked: Validate = (data) => {
     const values = (data ?? {}) as Record<string, unknown>;
@@ -59,7 +68,13 @@ function canonicalIntegers(validate: Validate, schema: { properties?: Record<str
     const valid = validate(data);
     const errors = (validate.errors ?? []).filter((e) => !wrong.includes(e.instancePath.split('/')[1] ?? ''));
     for (const name of wrong)
-      errors.push({ instancePath: `/${name}`, schemaPath: `#/properties/${name}/type`, keyword: 'canonical', params: {}, message: NOT_CANONICAL });
+      errors.push({
+        instancePath: `/${name}`,
+        schemaPath: `#/properties/${name}/type`,
+        keyword: 'canonical',
+        params: {},
+        message: NOT_CANONICAL,
+      });
     checked.errors = errors.length ? errors : null;
     return valid && wrong.length === 0;
   };
@@ -73,8 +88,13 @@ const GIVEN_TWICE = 'must be given once, as a comma-separated list';
  * `fields=title,body`: split into the array its schema checks, each item's
  * problem reported on the parameter. Repeating the parameter is not that form.
  */
-function commaSeparated(validate: Validate, schema: { properties?: Record<string, { type?: unknown; explode?: unknown }> }): Validate {
-  const lists = Object.entries(schema.properties ?? {}).filter(([, s]) => s.type === 'array' && s.explode === false).map(([name]) => name);
+function commaSeparated(
+  validate: Validate,
+  schema: { properties?: Record<string, { type?: unknown; explode?: unknown }> },
+): Validate {
+  const lists = Object.entries(schema.properties ?? {})
+    .filter(([, s]) => s.type === 'array' && s.explode === false)
+    .map(([name]) => name);
   if (lists.length === 0) return validate;
   const checked: Validate = (data) => {
     const values = (data ?? {}) as Record<string, unknown>;
@@ -87,10 +107,17 @@ function commaSeparated(validate: Validate, schema: { properties?: Record<string
     const errors = (validate.errors ?? []).filter((e) => !repeated.includes(e.instancePath.split('/')[1] ?? ''));
     for (const e of errors) {
       const [, name = '', item] = e.instancePath.split('/');
-      if (item !== undefined && lists.includes(name)) Object.assign(e, { instancePath: `/${name}`, parentSchema: schema.properties![name] });
+      if (item !== undefined && lists.includes(name))
+        Object.assign(e, { instancePath: `/${name}`, parentSchema: schema.properties![name] });
     }
     for (const name of repeated)
-      errors.push({ instancePath: `/${name}`, schemaPath: `#/properties/${name}`, keyword: 'repeated', params: {}, message: GIVEN_TWICE });
+      errors.push({
+        instancePath: `/${name}`,
+        schemaPath: `#/properties/${name}`,
+        keyword: 'repeated',
+        params: {},
+        message: GIVEN_TWICE,
+      });
     checked.errors = errors.length ? errors : null;
     return valid && repeated.length === 0;
   };
@@ -103,8 +130,12 @@ export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   return ({ schema, httpPart }) => {
     if (httpPart === 'body') return strict.compile(schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
     const validate = coercing.compile(schema as object) as Validate;
-    if (httpPart === 'params') return canonicalIntegers(validate, schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
-    if (httpPart === 'querystring') return canonicalIntegers(commaSeparated(validate, schema as object), schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
+    if (httpPart === 'params')
+      return canonicalIntegers(validate, schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
+    if (httpPart === 'querystring')
+      return canonicalIntegers(commaSeparated(validate, schema as object), schema as object) as ReturnType<
+        FastifySchemaCompiler<unknown>
+      >;
     return validate as ReturnType<FastifySchemaCompiler<unknown>>;
   };
 }
@@ -135,7 +166,9 @@ function describe(error: ErrorObject): string {
     case 'maximum':
       return `must be at most ${String(p.limit)}`;
     case 'type':
-      return p.type === 'integer' ? 'must be an integer' : `must be ${/^[aeiou]/.test(String(p.type)) ? 'an' : 'a'} ${String(p.type)}`;
+      return p.type === 'integer'
+        ? 'must be an integer'
+        : `must be ${/^[aeiou]/.test(String(p.type)) ? 'an' : 'a'} ${String(p.type)}`;
     case 'enum':
       return `must be one of: ${(p.allowedValues as unknown[]).join(', ')}`;
     case 'format':
@@ -156,7 +189,10 @@ export function toFieldErrors(errors: readonly ErrorObject[]): FieldErrors {
   const out = new Map<string, string[]>();
   for (const error of errors) {
     const p = error.params as Record<string, unknown>;
-    const segments = error.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const segments = error.instancePath
+      .split('/')
+      .slice(1)
+      .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
     if (error.keyword === 'required') segments.push(String(p.missingProperty));
     if (error.keyword === 'additionalProperties') segments.push(String(p.additionalProperty));
     const field = segments.join('.') || '(root)';

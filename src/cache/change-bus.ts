@@ -44,7 +44,8 @@ interface PendingFence {
 }
 
 /** Closes a client's socket at once: end() waits for the server, which a stalled connection never answers. */
-const destroy = (client: pg.Client) => (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+const destroy = (client: pg.Client) =>
+  (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
 
 /** `promise`'s value, or false once `ms` have passed. */
 async function within(promise: Promise<boolean>, ms: number): Promise<boolean> {
@@ -131,7 +132,16 @@ export class ChangeBus {
     if (!client) return;
     // Bounded: a stalled connection answers neither.
     const bye = client.query(NOTIFY, [CHANGES_CHANNEL, `${this.instance}.${++this.seq} @bye`]).then(() => client.end());
-    if (!(await within(bye.then(() => true, () => true), FENCE_TIMEOUT_MS))) destroy(client);
+    if (
+      !(await within(
+        bye.then(
+          () => true,
+          () => true,
+        ),
+        FENCE_TIMEOUT_MS,
+      ))
+    )
+      destroy(client);
   }
 
   private evicted(labels: string[] | null, position?: number): void {
@@ -185,7 +195,8 @@ export class ChangeBus {
   private drop(client: pg.Client, why: string): void {
     if (client !== this.listener) return;
     this.listener = undefined;
-    if (this.listening && !this.closing) this.options.log.warn(`response cache ${why}: serving from the database until it listens again`);
+    if (this.listening && !this.closing)
+      this.options.log.warn(`response cache ${why}: serving from the database until it listens again`);
     this.listening = false;
     this.evicted(null);
     this.releaseFences();
@@ -250,12 +261,18 @@ export class ChangeBus {
     const awaiting = new Set([this.instance, ...(labels.size ? this.livePeers() : [])]);
     const back = new Promise<boolean>((done) => this.fences.set(id, { sentAt: performance.now(), awaiting, done }));
     const payload = fencePayload(id, labels, writers);
-    client.query(labels.size ? NOTIFY_CHANGE : NOTIFY, [CHANGES_CHANNEL, payload]).catch(() => this.fences.get(id)?.done(false));
+    client
+      .query(labels.size ? NOTIFY_CHANGE : NOTIFY, [CHANGES_CHANNEL, payload])
+      .catch(() => this.fences.get(id)?.done(false));
     const complete = await within(back, FENCE_TIMEOUT_MS);
     this.fences.delete(id);
     if (complete) return;
     if (awaiting.has(this.instance)) this.drop(client, 'listener stalled');
-    else this.options.log.warn({ peers: [...awaiting] }, 'instances did not confirm a change in time; they may serve it stale until their max age');
+    else
+      this.options.log.warn(
+        { peers: [...awaiting] },
+        'instances did not confirm a change in time; they may serve it stale until their max age',
+      );
   }
 
   private async drain(): Promise<void> {

@@ -25,13 +25,25 @@ const IMMUTABLE_SORT = new Set(['id', 'createdAt']);
  * Query parameters that only page through a list, shape its items, or filter
  * on something no write changes (`q` is not one: an edit changes what matches).
  */
-const STABLE_QUERY = new Set(['page', 'perPage', 'after', 'before', 'limit', 'author', 'createdAfter', 'createdBefore', 'fields', 'include']);
+const STABLE_QUERY = new Set([
+  'page',
+  'perPage',
+  'after',
+  'before',
+  'limit',
+  'author',
+  'createdAfter',
+  'createdBefore',
+  'fields',
+  'include',
+]);
 const UPDATED = '#updated';
 /** The collections a resource references, from its `xId` members. */
 function references(resource: object): [string, number][] {
   const refs: [string, number][] = [];
   for (const [key, value] of Object.entries(resource)) {
-    if (key.length > 2 && key.endsWith('Id') && typeof value === 'number') refs.push([REFERENCES[key] ?? `${key.slice(0, -2)}s`, value]);
+    if (key.length > 2 && key.endsWith('Id') && typeof value === 'number')
+      refs.push([REFERENCES[key] ?? `${key.slice(0, -2)}s`, value]);
   }
   return refs;
 }
@@ -65,7 +77,12 @@ export function routeShape(url: string): RouteShape {
   return { pairs, single, collection: (single ? segments.at(-2) : segments.at(-1)) ?? '' };
 }
 
-export function entryLabels(shape: RouteShape, params: Record<string, string>, query: Record<string, unknown>, body: unknown): string[] {
+export function entryLabels(
+  shape: RouteShape,
+  params: Record<string, string>,
+  query: Record<string, unknown>,
+  body: unknown,
+): string[] {
   const label = (pair: RouteShape['pairs'][number]) => `${pair.collection}/${Number(params[pair.param])}`;
   const parents = shape.single ? shape.pairs.slice(0, -1) : shape.pairs;
   const labels = parents.map((pair) => `${label(pair)}/*`);
@@ -77,7 +94,10 @@ export function entryLabels(shape: RouteShape, params: Record<string, string>, q
   const scope = parent ? `${label(parent)}/${shape.collection}` : shape.collection;
   labels.push(scope);
   const sort = typeof query.sort === 'string' ? query.sort.split(',').map((f) => f.replace(/^-/, '')) : [];
-  if (sort.some((f) => !IMMUTABLE_SORT.has(f)) || Object.keys(query).some((k) => k !== 'sort' && !STABLE_QUERY.has(k))) {
+  if (
+    sort.some((f) => !IMMUTABLE_SORT.has(f)) ||
+    Object.keys(query).some((k) => k !== 'sort' && !STABLE_QUERY.has(k))
+  ) {
     labels.push(scope + UPDATED);
   }
   const items = (body as { data?: { id?: unknown }[] }).data ?? [];

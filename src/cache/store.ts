@@ -98,7 +98,12 @@ export function createResponseStore({ maxBytes, maxAgeMs }: { maxBytes: number; 
       if (!oldest || oldest.epoch > since + 1) return true;
       for (const eviction of recent) {
         if (eviction.epoch <= since) continue;
-        if (eviction.labels === null || eviction.labels.has(FLUSH_ALL) || labels.some((label) => eviction.labels!.has(label))) return true;
+        if (
+          eviction.labels === null ||
+          eviction.labels.has(FLUSH_ALL) ||
+          labels.some((label) => eviction.labels!.has(label))
+        )
+          return true;
       }
       return false;
     },

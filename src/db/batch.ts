@@ -106,7 +106,11 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
   async function send(db: Queryable, lane: Lane<I, O>, batch: Waiting<I, O>[]): Promise<void> {
     lane.running = true;
     try {
-      const rows = await spec.run(db, batch.map((waiting) => waiting.input), false);
+      const rows = await spec.run(
+        db,
+        batch.map((waiting) => waiting.input),
+        false,
+      );
       for (const [i, waiting] of batch.entries()) {
         // Not made: its row may be locked elsewhere, so it runs again alone, outside the lane.
         if (rows[i] === undefined) void alone(db, waiting);

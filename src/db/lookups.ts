@@ -39,7 +39,11 @@ type Lookup = (id: number) => Promise<unknown>;
 const lookups = new WeakMap<pg.Pool, Map<string, Lookup>>();
 
 /** The row with this id, through `db`: coalesced with concurrent lookups when `db` is a busy pool. */
-export function findOne<T extends { id: number }>(db: Queryable, statements: LookupStatements, id: number): Promise<T | undefined> {
+export function findOne<T extends { id: number }>(
+  db: Queryable,
+  statements: LookupStatements,
+  id: number,
+): Promise<T | undefined> {
   if (!isPool(db)) return db.query<T>(prepared(statements.byId, [id])).then(({ rows }) => rows[0]);
   let byStatement = lookups.get(db);
   if (!byStatement) lookups.set(db, (byStatement = new Map()));

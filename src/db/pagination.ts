@@ -5,7 +5,14 @@
  * SQL pieces both share (pagination/common.ts).
  */
 import type { Queryable } from './pool.js';
-import { type ListOptions, type ListResult, type ListSource, type PageRequest, type Sort, planList } from './pagination/common.js';
+import {
+  type ListOptions,
+  type ListResult,
+  type ListSource,
+  type PageRequest,
+  type Sort,
+  planList,
+} from './pagination/common.js';
 import { runOffset } from './pagination/offset.js';
 import { runCursor } from './pagination/cursor.js';
 

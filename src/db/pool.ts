@@ -64,7 +64,9 @@ export function perDatabase<V extends NonNullable<unknown>>(max: number): (db: Q
 
 const types = {
   getTypeParser: ((oid: number, format?: string) =>
-    oid === 20 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
+    oid === 20
+      ? (value: string) => Number(value)
+      : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
 export interface PoolOptions {
@@ -103,7 +105,11 @@ export const POOL_EXHAUSTED = 'POOL_EXHAUSTED';
 
 type Named = { name: unknown; text: string };
 const isNamed = (config: unknown): config is Named =>
-  typeof config === 'object' && config !== null && 'name' in config && 'text' in config && Boolean((config as Named).name);
+  typeof config === 'object' &&
+  config !== null &&
+  'name' in config &&
+  'text' in config &&
+  Boolean((config as Named).name);
 function unnamed(config: Named): unknown {
   const { name: _name, ...rest } = config;
   return rest;
@@ -172,7 +178,11 @@ class ServicePool extends pg.Pool {
   }
 
   private explain(error: unknown): unknown {
-    if (error instanceof Error && error.message === 'timeout exceeded when trying to connect' && this.connected.size > 0) {
+    if (
+      error instanceof Error &&
+      error.message === 'timeout exceeded when trying to connect' &&
+      this.connected.size > 0
+    ) {
       Object.assign(error, { code: POOL_EXHAUSTED });
     }
     return error;
@@ -181,8 +191,13 @@ class ServicePool extends pg.Pool {
   override connect(...args: unknown[]): never {
     const connect = (super.connect as (...a: unknown[]) => never).bind(this);
     const [callback] = args;
-    if (typeof callback !== 'function') return (connect() as Promise<pg.PoolClient>).catch((error: unknown) => Promise.reject(this.explain(error))) as never;
-    return connect((error: unknown, ...rest: unknown[]) => (callback as (...a: unknown[]) => void)(this.explain(error), ...rest));
+    if (typeof callback !== 'function')
+      return (connect() as Promise<pg.PoolClient>).catch((error: unknown) =>
+        Promise.reject(this.explain(error)),
+      ) as never;
+    return connect((error: unknown, ...rest: unknown[]) =>
+      (callback as (...a: unknown[]) => void)(this.explain(error), ...rest),
+    );
   }
 }
 

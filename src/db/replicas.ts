@@ -82,7 +82,11 @@ function replicaOn(pool: pg.Pool, primary: pg.Pool): Replica {
 }
 
 /** Reads a replica's replay position and dates it by the newest primary sample it has replayed. */
-async function checkReplica(replica: Replica, samples: { at: number; position: number }[], onError: (error: unknown) => void): Promise<void> {
+async function checkReplica(
+  replica: Replica,
+  samples: { at: number; position: number }[],
+  onError: (error: unknown) => void,
+): Promise<void> {
   try {
     const result = await replica.pool.query<{ r: string | null }>('SELECT pg_last_wal_replay_lsn()::text AS r');
     const replayed = result.rows[0]?.r;
@@ -93,7 +97,8 @@ async function checkReplica(replica: Replica, samples: { at: number; position: n
     onError(error);
   }
   replica.freshAt = -Infinity;
-  for (const sample of samples) if (sample.position <= replica.replayed) replica.freshAt = Math.max(replica.freshAt, sample.at);
+  for (const sample of samples)
+    if (sample.position <= replica.replayed) replica.freshAt = Math.max(replica.freshAt, sample.at);
 }
 
 export function createReadRouter(options: {
@@ -123,7 +128,9 @@ export function createReadRouter(options: {
       const { rows } = await options.sampler.query<{ p: string }>('SELECT pg_current_wal_insert_lsn()::text AS p');
       samples.push({ at, position: parseLsn(rows[0]!.p) });
       if (samples.length > SAMPLES) samples.shift();
-      await Promise.all(replicas.map((replica, i) => checkReplica(replica, samples, (error) => options.onCheckError?.(error, i))));
+      await Promise.all(
+        replicas.map((replica, i) => checkReplica(replica, samples, (error) => options.onCheckError?.(error, i))),
+      );
     } catch (error) {
       // The primary did not answer: nothing can be dated, so no replica is trusted.
       for (const replica of replicas) replica.freshAt = -Infinity;

@@ -50,7 +50,9 @@ export interface CreatedRange {
 export function createdBetween({ createdAfter, createdBefore }: CreatedRange): SqlFragment[] {
   const conditions: SqlFragment[] = [];
   if (createdAfter !== undefined) {
-    conditions.push(sql`created_at >= date_trunc('milliseconds', ${createdAfter}::timestamptz) + interval '1 millisecond'`);
+    conditions.push(
+      sql`created_at >= date_trunc('milliseconds', ${createdAfter}::timestamptz) + interval '1 millisecond'`,
+    );
   }
   if (createdBefore !== undefined) {
     conditions.push(
@@ -83,13 +85,20 @@ export function createdBetween({ createdAfter, createdBefore }: CreatedRange): S
  * reads the bitmap.
  */
 export const searchMatches = (q: string, shown = false) =>
-  shown ? sql`search @@ websearch_to_tsquery('posts_search', ${q})` : sql`search @@ (SELECT websearch_to_tsquery('posts_search', ${q}))`;
+  shown
+    ? sql`search @@ websearch_to_tsquery('posts_search', ${q})`
+    : sql`search @@ (SELECT websearch_to_tsquery('posts_search', ${q}))`;
 
 /** A view's FROM (constant SQL): the table, joined to its authors when they are embedded. */
-export const viewSource = (table: string, view: View<string>) => (view.author ? `${table} ${authorJoin(table)}` : table);
+export const viewSource = (table: string, view: View<string>) =>
+  view.author ? `${table} ${authorJoin(table)}` : table;
 
 /** ListOptions for a view: none for the full one (the list's own select list), else its select list and join. */
-export function listView<F extends string>(columns: Columns<F>, table: string, view: View<F>): { columns?: string; join?: string } {
+export function listView<F extends string>(
+  columns: Columns<F>,
+  table: string,
+  view: View<F>,
+): { columns?: string; join?: string } {
   if (isFull(view)) return {};
   return { columns: selectList(columns, view), ...(view.author ? { join: authorJoin(table) } : {}) };
 }

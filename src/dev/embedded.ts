@@ -112,7 +112,9 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
           'stop that process first, or use another data folder (EMBEDDED_PG_DATA) or DATABASE_URL.',
       );
     }
-    log(`using the embedded PostgreSQL already running on port ${owner.port} (PID ${owner.pid}, started by Node process ${owner.parent})`);
+    log(
+      `using the embedded PostgreSQL already running on port ${owner.port} (PID ${owner.pid}, started by Node process ${owner.parent})`,
+    );
     const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${owner.port}`;
     await createDatabaseIfMissing(`${url}/postgres`, opts.database);
     return { url: `${url}/${encodeURIComponent(opts.database)}`, reused: true, stop: async () => {} };
@@ -154,9 +156,12 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     // The library rejects with `undefined` when the server exits early; the
     // reason (port in use, incompatible data folder...) is only in its output.
     const reason = error instanceof Error ? `: ${error.message}` : '';
-    throw new Error(`embedded PostgreSQL failed to start on port ${opts.port} with data in ${dataDir}${reason}${recentOutput()}`, {
-      cause: error,
-    });
+    throw new Error(
+      `embedded PostgreSQL failed to start on port ${opts.port} with data in ${dataDir}${reason}${recentOutput()}`,
+      {
+        cause: error,
+      },
+    );
   } finally {
     clearTimeout(timer);
   }

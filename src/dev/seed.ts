@@ -113,7 +113,9 @@ const RECOMPUTE_TOTALS = [
 ];
 
 async function nextId(client: pg.PoolClient, table: 'users' | 'posts' | 'comments'): Promise<number> {
-  const { rows } = await client.query<{ id: string }>(`SELECT nextval(pg_get_serial_sequence($1, 'id')) AS id`, [table]);
+  const { rows } = await client.query<{ id: string }>(`SELECT nextval(pg_get_serial_sequence($1, 'id')) AS id`, [
+    table,
+  ]);
   return Number(rows[0]!.id);
 }
 
@@ -167,14 +169,17 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     await client.query(`SET LOCAL maintenance_work_mem = '256MB'`);
     await client.query(`SET LOCAL jit = off`);
     // Writers wait (the ids below must stay contiguous and the totals exact); readers go on.
-    await client.query('LOCK TABLE users, posts, comments, counters, author_post_counts, post_floors IN EXCLUSIVE MODE');
+    await client.query(
+      'LOCK TABLE users, posts, comments, counters, author_post_counts, post_floors IN EXCLUSIVE MODE',
+    );
     const { rows: su } = await client.query<{ on: string }>(`SELECT current_setting('is_superuser') AS on`);
     if (su[0]?.on === 'on') {
       // Skips user triggers and foreign-key checks, for this transaction only.
       await client.query(`SET LOCAL session_replication_role = replica`);
     } else {
       mode = 'disable-trigger';
-      for (const table of ['users', 'posts', 'comments']) await client.query(`ALTER TABLE ${table} DISABLE TRIGGER USER`);
+      for (const table of ['users', 'posts', 'comments'])
+        await client.query(`ALTER TABLE ${table} DISABLE TRIGGER USER`);
     }
 
     const userBase = users > 0 ? await nextId(client, 'users') : 0;
@@ -212,7 +217,10 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     // building them afresh once the rows are in, whenever the load at least
     // doubles the table.
     const rebuild: string[] = [];
-    for (const [table, adding] of [['posts', posts], ['comments', comments]] as const) {
+    for (const [table, adding] of [
+      ['posts', posts],
+      ['comments', comments],
+    ] as const) {
       const { rows } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`);
       if (adding > 0 && adding >= Number(rows[0]!.n)) rebuild.push(...(await dropSecondaryIndexes(client, table)));
     }
@@ -238,7 +246,8 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
       progress({ phase: 'totals', done: k + 1, total: RECOMPUTE_TOTALS.length });
     }
     if (mode === 'disable-trigger') {
-      for (const table of ['users', 'posts', 'comments']) await client.query(`ALTER TABLE ${table} ENABLE TRIGGER USER`);
+      for (const table of ['users', 'posts', 'comments'])
+        await client.query(`ALTER TABLE ${table} ENABLE TRIGGER USER`);
     }
     if (users > 0) await seedWebhook(client, userBase);
     // The bypassed triggers would have told running instances to drop their cached answers.

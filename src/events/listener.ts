@@ -44,7 +44,12 @@ export async function listenForEvents(
   }
 
   async function listen(): Promise<void> {
-    const next = new pg.Client({ connectionString, application_name: 'posts-api-events', connectionTimeoutMillis: 3_000, keepAlive: true });
+    const next = new pg.Client({
+      connectionString,
+      application_name: 'posts-api-events',
+      connectionTimeoutMillis: 3_000,
+      keepAlive: true,
+    });
     client = next;
     next.on('error', (error) => drop(next, error));
     next.on('end', () => drop(next, new Error('the connection ended')));

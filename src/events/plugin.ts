@@ -40,13 +40,19 @@ export default fp<EventsPluginOptions>(
     const session: { listener?: EventListener } = {};
     const sequencer = createSequencer(
       { connected: () => session.listener?.connected() ?? false, query: (text) => session.listener!.query(text) },
-      { intervalMs: SEQUENCER_INTERVAL_MS, onError: (error) => app.log.warn({ err: error }, 'numbering events failed; trying again') },
+      {
+        intervalMs: SEQUENCER_INTERVAL_MS,
+        onError: (error) => app.log.warn({ err: error }, 'numbering events failed; trying again'),
+      },
     );
     const listener = await listenForEvents(listenUrl, {
       onWritten: () => sequencer.wake(),
       onNumbered: () => hub.wake(),
       onLost: (error) =>
-        app.log.warn({ err: error }, 'the events session is lost: other instances number events, streams poll, until it is back'),
+        app.log.warn(
+          { err: error },
+          'the events session is lost: other instances number events, streams poll, until it is back',
+        ),
     });
     session.listener = listener;
     sequencer.wake();

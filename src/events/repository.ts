@@ -41,12 +41,19 @@ export function toEvent(row: EventRow, prefix: string) {
     row.resourceType === 'comment'
       ? `${prefix}/posts/${row.postId}/comments/${row.resourceId}`
       : `${prefix}/${row.resourceType}s/${row.resourceId}`;
-  return { id: row.id, type: row.type, createdAt: row.createdAt, resource: { type: row.resourceType, id: row.resourceId, path }, data: row.data };
+  return {
+    id: row.id,
+    type: row.type,
+    createdAt: row.createdAt,
+    resource: { type: row.resourceType, id: row.resourceId, path },
+    data: row.data,
+  };
 }
 export type Event = ReturnType<typeof toEvent>;
 
 export const matches = (filter: EventFilter, row: EventRow) =>
-  (filter.types === undefined || filter.types.includes(row.type)) && (filter.post === undefined || row.postId === filter.post);
+  (filter.types === undefined || filter.types.includes(row.type)) &&
+  (filter.post === undefined || row.postId === filter.post);
 
 const COLUMNS = `id::float8 AS id, type, iso_utc(created_at) AS "createdAt", resource_type AS "resourceType",
   resource_id::float8 AS "resourceId", post_id::float8 AS "postId", data`;
@@ -77,7 +84,9 @@ export function eventsRepository(db: Queryable) {
      * smallest kept id less one.
      */
     async floor(): Promise<number> {
-      const { rows } = await db.query<{ floor: number }>('SELECT coalesce(min(id) - 1, 0)::float8 AS floor FROM events');
+      const { rows } = await db.query<{ floor: number }>(
+        'SELECT coalesce(min(id) - 1, 0)::float8 AS floor FROM events',
+      );
       return rows[0]!.floor;
     },
 

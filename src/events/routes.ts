@@ -6,7 +6,14 @@ import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js'
 import { listResponse } from '../http/lists.js';
 import { gone, serviceUnavailable } from '../errors.js';
 import { eventsRepository, toEvent, type EventFilter, type EventType } from './repository.js';
-import { EventListQuery, EventPage, EventSchema, EventStream, EventStreamHeaders, EventStreamQuery } from './schemas.js';
+import {
+  EventListQuery,
+  EventPage,
+  EventSchema,
+  EventStream,
+  EventStreamHeaders,
+  EventStreamQuery,
+} from './schemas.js';
 
 export interface EventRoutesOptions {
   prefix: string;
@@ -17,7 +24,10 @@ export interface EventRoutesOptions {
 const STREAMS_FULL_RETRY_SECONDS = 5;
 const RECONNECT_MS = 1_000;
 
-const filterOf = (query: { type?: EventType[] | undefined; post?: number | undefined }): EventFilter => ({ types: query.type, post: query.post });
+const filterOf = (query: { type?: EventType[] | undefined; post?: number | undefined }): EventFilter => ({
+  types: query.type,
+  post: query.post,
+});
 
 const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { prefix, maxStreams }) => {
   app.addSchema(EventSchema);
@@ -29,7 +39,9 @@ const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, 
     if (!after) return;
     const floor = await events.floor();
     if (after < floor) {
-      throw gone(`events up to ${floor} have been purged (EVENT_RETENTION); event ${after} is older: resynchronise from the lists`);
+      throw gone(
+        `events up to ${floor} have been purged (EVENT_RETENTION); event ${after} is older: resynchronise from the lists`,
+      );
     }
   }
 
@@ -58,9 +70,22 @@ const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, 
       const hasMore = rows.length > limit;
       const page = rows.slice(0, limit);
       const nextCursor = page.length > 0 ? page[page.length - 1]!.id : (after ?? null);
-      const result = { kind: 'cursor' as const, items: page.map((row) => toEvent(row, prefix)), hasMore, nextCursor, nextKey: null, prevCursor: null, prevKey: null };
+      const result = {
+        kind: 'cursor' as const,
+        items: page.map((row) => toEvent(row, prefix)),
+        hasMore,
+        nextCursor,
+        nextKey: null,
+        prevCursor: null,
+        prevKey: null,
+      };
       // A cursor page always: its nextCursor and Link as any list's, prevCursor null.
-      return listResponse(request, reply, result, { kind: 'cursor', after, afterKey: undefined, limit }) as typeof EventPage.static;
+      return listResponse(request, reply, result, {
+        kind: 'cursor',
+        after,
+        afterKey: undefined,
+        limit,
+      }) as typeof EventPage.static;
     },
   );
 
@@ -78,7 +103,10 @@ const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, 
         querystring: EventStreamQuery,
         headers: EventStreamHeaders,
         response: {
-          200: { description: 'the stream, open until either side closes it', content: { 'text/event-stream': { schema: EventStream } } },
+          200: {
+            description: 'the stream, open until either side closes it',
+            content: { 'text/event-stream': { schema: EventStream } },
+          },
           ...errorResponses(...COMMON_ERRORS, 410),
         },
       },
@@ -91,7 +119,10 @@ const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, 
     reply: FastifyReply,
   ): Promise<void> {
     if (hub.size >= maxStreams) {
-      throw serviceUnavailable(`this instance serves its most event streams (${maxStreams}); retry shortly`, STREAMS_FULL_RETRY_SECONDS);
+      throw serviceUnavailable(
+        `this instance serves its most event streams (${maxStreams}); retry shortly`,
+        STREAMS_FULL_RETRY_SECONDS,
+      );
     }
     const resumeAt = request.headers['last-event-id'];
     const after = resumeAt === undefined ? request.query.after : Number(resumeAt);

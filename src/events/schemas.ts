@@ -12,7 +12,11 @@ export const EventSchema = Type.Object(
       {
         type: StringEnum(['post', 'comment', 'user']),
         id: Id,
-        path: Type.String({ maxLength: 200, description: "the resource's path, e.g. /posts/1/comments/2", examples: ['/posts/1'] }),
+        path: Type.String({
+          maxLength: 200,
+          description: "the resource's path, e.g. /posts/1/comments/2",
+          examples: ['/posts/1'],
+        }),
       },
       { additionalProperties: false },
     ),
@@ -23,7 +27,17 @@ export const EventSchema = Type.Object(
         description:
           'after a creation or update, the resource as its GET shows it (a Post, a Comment, or the public fields of a User: ' +
           'never the e-mail); after a deletion, its ids: { id }, or { id, postId } for a comment',
-        examples: [{ id: 1, title: 'Hello', body: 'First post', authorId: 1, commentCount: 0, createdAt: '2026-11-22T10:00:00.000Z', updatedAt: '2026-11-22T10:00:00.000Z' }],
+        examples: [
+          {
+            id: 1,
+            title: 'Hello',
+            body: 'First post',
+            authorId: 1,
+            commentCount: 0,
+            createdAt: '2026-11-22T10:00:00.000Z',
+            updatedAt: '2026-11-22T10:00:00.000Z',
+          },
+        ],
       },
     ),
   },
@@ -59,13 +73,25 @@ export const EventListQuery = Type.Object(
 );
 
 export const EventStreamQuery = Type.Object(
-  { ...filters, after: Type.Optional({ ...Id, minimum: 0, description: 'resume after this event id (Last-Event-ID wins); without either, only new events' }) },
+  {
+    ...filters,
+    after: Type.Optional({
+      ...Id,
+      minimum: 0,
+      description: 'resume after this event id (Last-Event-ID wins); without either, only new events',
+    }),
+  },
   { additionalProperties: false },
 );
 
 export const EventStreamHeaders = Type.Object({
   'last-event-id': Type.Optional(
-    Type.String({ pattern: '^[1-9][0-9]{0,15}$', maxLength: 16, 'x-errorMessage': 'must be an event id', description: 'set by EventSource on a reconnection: resume after it' }),
+    Type.String({
+      pattern: '^[1-9][0-9]{0,15}$',
+      maxLength: 16,
+      'x-errorMessage': 'must be an event id',
+      description: 'set by EventSource on a reconnection: resume after it',
+    }),
   ),
 });
 
@@ -75,11 +101,16 @@ export const EventPage = Type.Object(
     limit: SmallInt(1, 100),
     hasMore: Type.Boolean({ description: 'more events follow at once; false: read again later from nextCursor' }),
     nextCursor: Type.Union([Id, Type.Null()], {
-      description: 'the after of the next request: the last event returned, else the after sent (null only on an empty feed read from its start)',
+      description:
+        'the after of the next request: the last event returned, else the after sent (null only on an empty feed read from its start)',
     }),
     prevCursor: Type.Null({ description: 'always null: the feed is read forward' }),
   },
-  { additionalProperties: false, description: 'a page of the feed', headers: { ETag, Link: { ...LinkHeader, description: 'RFC 8288: next, with after=nextCursor' } } },
+  {
+    additionalProperties: false,
+    description: 'a page of the feed',
+    headers: { ETag, Link: { ...LinkHeader, description: 'RFC 8288: next, with after=nextCursor' } },
+  },
 );
 
 export const EventStream = Type.String({

@@ -35,7 +35,12 @@ export interface StreamHub {
 
 export function createStreamHub(
   db: Queryable,
-  { prefix, heartbeatMs, pollMs, onError }: { prefix: string; heartbeatMs: number; pollMs: number; onError(error: unknown): void },
+  {
+    prefix,
+    heartbeatMs,
+    pollMs,
+    onError,
+  }: { prefix: string; heartbeatMs: number; pollMs: number; onError(error: unknown): void },
 ): StreamHub {
   const repository = eventsRepository(db);
   const streams = new Set<Stream>();
@@ -61,7 +66,8 @@ export function createStreamHub(
   function deliver(stream: Stream, row: EventRow): void {
     if (row.id <= stream.position || stream.closed) return;
     stream.position = row.id;
-    if (matches(stream.filter, row)) write(stream, `id: ${row.id}\nevent: ${row.type}\ndata: ${JSON.stringify(toEvent(row, prefix))}\n\n`);
+    if (matches(stream.filter, row))
+      write(stream, `id: ${row.id}\nevent: ${row.type}\ndata: ${JSON.stringify(toEvent(row, prefix))}\n\n`);
   }
 
   async function catchUp(stream: Stream): Promise<void> {

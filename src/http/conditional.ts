@@ -61,7 +61,12 @@ export const namesEtag = (header: string, etag: string) => matches(header, etag,
  * GET and HEAD of one resource: sends its ETag, and a 304 with no body when
  * If-None-Match names it.
  */
-export function conditionalGet<T>(request: FastifyRequest, reply: FastifyReply, etag: string, body: T): T | FastifyReply {
+export function conditionalGet<T>(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  etag: string,
+  body: T,
+): T | FastifyReply {
   reply.header('etag', etag);
   const header = request.headers['if-none-match'];
   if (header !== undefined && namesEtag(header, etag)) return reply.code(304).send();

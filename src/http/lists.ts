@@ -22,14 +22,19 @@ interface PageQuery {
 
 export function pageRequest(query: PageQuery): PageRequest {
   const offset = query.page !== undefined || query.perPage !== undefined;
-  const cursorParams = (['after', 'afterKey', 'before', 'beforeKey', 'limit'] as const).filter((name) => query[name] !== undefined);
+  const cursorParams = (['after', 'afterKey', 'before', 'beforeKey', 'limit'] as const).filter(
+    (name) => query[name] !== undefined,
+  );
   if (offset && cursorParams.length) {
     const message = 'cannot be combined with page or perPage';
     const fieldErrors = Object.fromEntries(cursorParams.map((name) => [name, [message]]));
     throw validation(fieldErrors, 'use either page/perPage (offset mode) or after/limit (cursor mode)');
   }
   if (query.before !== undefined && query.after !== undefined) {
-    throw validation({ before: ['cannot be combined with after'] }, 'use after (the next page) or before (the previous page), not both');
+    throw validation(
+      { before: ['cannot be combined with after'] },
+      'use after (the next page) or before (the previous page), not both',
+    );
   }
   if (cursorParams.length) {
     const { after, afterKey, before, beforeKey } = query;
@@ -41,7 +46,9 @@ export function pageRequest(query: PageQuery): PageRequest {
 /** The schema's enum has already allow-listed the value. */
 export function sortOf<F extends string>(query: PageQuery): Sort<F> {
   const sort = query.sort ?? 'id';
-  return sort.startsWith('-') ? { field: sort.slice(1) as F, descending: true } : { field: sort as F, descending: false };
+  return sort.startsWith('-')
+    ? { field: sort.slice(1) as F, descending: true }
+    : { field: sort as F, descending: false };
 }
 
 /** Params set to null are removed from the request's query. */
@@ -66,7 +73,8 @@ export type ListEnvelope<T> =
  * writes the same JSON directly.
  */
 function serializeAs(reply: FastifyReply, title: 'OffsetPage' | 'CursorPage'): void {
-  const response = reply.request.routeOptions.schema?.response as Record<string, { anyOf?: { title?: string }[] }> | undefined;
+  const response = reply.request.routeOptions.schema?.response as
+    Record<string, { anyOf?: { title?: string }[] }> | undefined;
   const branch = response?.['200']?.anyOf?.find((schema) => schema.title === title);
   if (!branch) return;
   reply.serializer(reply.compileSerializationSchema(branch, '200'));
@@ -85,11 +93,23 @@ export function listResponse<T>(
   if (result.kind === 'cursor' && page.kind === 'cursor') {
     // The anchor's key as read travels with it, so the walk stays put when the anchor is edited (src/db/pagination/cursor.ts).
     if (result.nextCursor !== null) {
-      const next = { after: result.nextCursor, afterKey: result.nextKey, before: null, beforeKey: null, limit: page.limit };
+      const next = {
+        after: result.nextCursor,
+        afterKey: result.nextKey,
+        before: null,
+        beforeKey: null,
+        limit: page.limit,
+      };
       links.push(link(request, next, 'next'));
     }
     if (result.prevCursor !== null) {
-      const prev = { before: result.prevCursor, beforeKey: result.prevKey, after: null, afterKey: null, limit: page.limit };
+      const prev = {
+        before: result.prevCursor,
+        beforeKey: result.prevKey,
+        after: null,
+        afterKey: null,
+        limit: page.limit,
+      };
       links.push(link(request, prev, 'prev'));
     }
     if (links.length) reply.header('link', links.join(', '));

@@ -30,44 +30,46 @@ export default fp(
   async (app) => {
     const parseJson = app.getDefaultJsonParser('error', 'error');
     app.removeAllContentTypeParsers();
-    app.addContentTypeParser(
-      PATCH_MEDIA_TYPES,
-      { parseAs: 'buffer' },
-      (request, body, done) => {
-        if (noBody(request, (body as Buffer).length)) {
-          done(null, undefined);
-          return;
-        }
-        const contentType = request.headers['content-type'] ?? '';
-        if (/^\s*application\/merge-patch\+json/i.test(contentType) && request.method !== 'PATCH') {
-          done(new HttpError(415, 'application/merge-patch+json is only accepted on PATCH'), undefined);
-          return;
-        }
-        const parameters = parametersOf(contentType);
-        if (!parameters) {
-          done(new HttpError(415, 'Content-Type has a malformed or repeated parameter: send application/json; charset=utf-8'), undefined);
-          return;
-        }
-        if (!isUtf8(parameters.get('charset'))) {
-          done(new HttpError(415, 'JSON must be UTF-8: send charset=utf-8 or no charset'), undefined);
-          return;
-        }
-        let text: string;
-        try {
-          text = utf8.decode(body as Buffer);
-        } catch {
-          done(badRequest('body is not valid UTF-8'), undefined);
-          return;
-        }
-        // Fastify's parser calls back; the promise its typing adds carries nothing.
-        void parseJson(request, text, (error, value: unknown) => {
-          if (error) done(badRequest('body is not valid JSON'), undefined);
-          else if (typeof value !== 'object' || value === null || Array.isArray(value))
-            done(badRequest('body must be a JSON object'), undefined);
-          else done(null, value);
-        });
-      },
-    );
+    app.addContentTypeParser(PATCH_MEDIA_TYPES, { parseAs: 'buffer' }, (request, body, done) => {
+      if (noBody(request, (body as Buffer).length)) {
+        done(null, undefined);
+        return;
+      }
+      const contentType = request.headers['content-type'] ?? '';
+      if (/^\s*application\/merge-patch\+json/i.test(contentType) && request.method !== 'PATCH') {
+        done(new HttpError(415, 'application/merge-patch+json is only accepted on PATCH'), undefined);
+        return;
+      }
+      const parameters = parametersOf(contentType);
+      if (!parameters) {
+        done(
+          new HttpError(
+            415,
+            'Content-Type has a malformed or repeated parameter: send application/json; charset=utf-8',
+          ),
+          undefined,
+        );
+        return;
+      }
+      if (!isUtf8(parameters.get('charset'))) {
+        done(new HttpError(415, 'JSON must be UTF-8: send charset=utf-8 or no charset'), undefined);
+        return;
+      }
+      let text: string;
+      try {
+        text = utf8.decode(body as Buffer);
+      } catch {
+        done(badRequest('body is not valid UTF-8'), undefined);
+        return;
+      }
+      // Fastify's parser calls back; the promise its typing adds carries nothing.
+      void parseJson(request, text, (error, value: unknown) => {
+        if (error) done(badRequest('body is not valid JSON'), undefined);
+        else if (typeof value !== 'object' || value === null || Array.isArray(value))
+          done(badRequest('body must be a JSON object'), undefined);
+        else done(null, value);
+      });
+    });
     // Every other media type, and a body sent without one: refused without reading it.
     app.addContentTypeParser('*', (request, _payload, done) => {
       if (noBody(request, request.headers['content-length'])) done(null, undefined);

@@ -32,10 +32,13 @@ export default fp<{ connectionString: string }>(
     const bus = new ChangeBus({ connectionString, pool: app.db, log: app.log });
     app.decorate('changeBus', bus);
     app.decorateRequest('changes', null);
-    app.decorateRequest('changed', function (this: FastifyRequest, how: ChangeKind, collection: string, resource: { id: number }) {
-      this.changes ??= new Set();
-      for (const label of changeLabels(how, collection, resource)) this.changes.add(label);
-    });
+    app.decorateRequest(
+      'changed',
+      function (this: FastifyRequest, how: ChangeKind, collection: string, resource: { id: number }) {
+        this.changes ??= new Set();
+        for (const label of changeLabels(how, collection, resource)) this.changes.add(label);
+      },
+    );
 
     app.addHook('onSend', (request, reply, payload, done) => {
       const changes = request.changes;

@@ -49,7 +49,8 @@ export default fp<DbOptions>(
     const poolOptions = (database: string) => ({
       statementTimeoutMs,
       preparedStatements,
-      onIdleError: (error: Error) => app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it'),
+      onIdleError: (error: Error) =>
+        app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it'),
       onStatementNamesLost: (error: Error) =>
         app.log.warn(
           { database, cause: error.message },
@@ -71,7 +72,12 @@ export default fp<DbOptions>(
         onCheckError: (error, replica) => {
           if (warned.has(replica)) return;
           warned.add(replica);
-          app.log.warn({ err: error, replica }, replica < 0 ? 'could not read the primary WAL position: reads go to the primary' : 'a read replica does not answer: reads go elsewhere');
+          app.log.warn(
+            { err: error, replica },
+            replica < 0
+              ? 'could not read the primary WAL position: reads go to the primary'
+              : 'a read replica does not answer: reads go elsewhere',
+          );
         },
       });
     }
@@ -96,8 +102,15 @@ export const SCHEMA_BEHIND_EXIT = 78;
  * plainly: the service starts all the same and answers 503, readiness
  * included, until the database answers; then readiness checks the schema.
  */
-export async function checkDatabaseAtStart(databaseUrl: string, warn: (message: string) => void = console.warn): Promise<void> {
-  const client = new pg.Client({ connectionString: databaseUrl, connectionTimeoutMillis: 3_000, application_name: APPLICATION_NAME });
+export async function checkDatabaseAtStart(
+  databaseUrl: string,
+  warn: (message: string) => void = console.warn,
+): Promise<void> {
+  const client = new pg.Client({
+    connectionString: databaseUrl,
+    connectionTimeoutMillis: 3_000,
+    application_name: APPLICATION_NAME,
+  });
   client.on('error', () => undefined);
   let state: SchemaState;
   try {
@@ -123,6 +136,8 @@ export async function checkDatabaseAtStart(databaseUrl: string, warn: (message: 
     );
   }
   if (state.unknown.length) {
-    warn(`the database schema is ahead of this version (applied by a newer one: ${state.unknown.join(', ')}); serving, as during a rolling upgrade`);
+    warn(
+      `the database schema is ahead of this version (applied by a newer one: ${state.unknown.join(', ')}); serving, as during a rolling upgrade`,
+    );
   }
 }

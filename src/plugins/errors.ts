@@ -8,7 +8,17 @@ import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import type { FastifyError, FastifyReply, FastifyRequest, FastifySchemaValidationError } from 'fastify';
 import type { ErrorObject } from 'ajv';
-import { ERROR_CODES, HttpError, badRequest, conflict, emailTaken, invalidToken, notFound, serviceUnavailable, validation } from '../errors.js';
+import {
+  ERROR_CODES,
+  HttpError,
+  badRequest,
+  conflict,
+  emailTaken,
+  invalidToken,
+  notFound,
+  serviceUnavailable,
+  validation,
+} from '../errors.js';
 import { POOL_EXHAUSTED, codeOf } from '../db/pool.js';
 import { toFieldErrors } from '../validation.js';
 import { quotedPath, requestPath } from '../http/links.js';
@@ -32,7 +42,12 @@ const UNIQUE_VIOLATIONS = new Map<string, () => HttpError>([['users_email_key', 
  * back (an operator's SQL) while an instance still trusted the token
  * (AUTH_CACHE_MS). The token names no one any more: 401.
  */
-const USER_REFERENCES = new Set(['posts_author_id_fkey', 'comments_author_id_fkey', 'author_post_counts_author_id_fkey', 'tokens_user_id_fkey']);
+const USER_REFERENCES = new Set([
+  'posts_author_id_fkey',
+  'comments_author_id_fkey',
+  'author_post_counts_author_id_fkey',
+  'tokens_user_id_fkey',
+]);
 
 /**
  * Every way the database can fail a request that is not the request's fault,
@@ -50,12 +65,24 @@ interface Failure {
 }
 const unreachable: Failure = { cause: 'the database is unreachable', retryAfter: 5 };
 const restarting: Failure = { cause: 'the database is shutting down or starting up', retryAfter: 5 };
-const refusedLogin: Failure = { cause: "the database refused the service's credentials (authentication failed)", retryAfter: 30 };
-const schemaChanged: Failure = { cause: "the database's schema is not the one this version of the service needs (run npm run migrate)", retryAfter: 30 };
-const collided: Failure = { cause: 'the request collided with concurrent changes and changed nothing', retryAfter: 1, advice: 'send it again' };
+const refusedLogin: Failure = {
+  cause: "the database refused the service's credentials (authentication failed)",
+  retryAfter: 30,
+};
+const schemaChanged: Failure = {
+  cause: "the database's schema is not the one this version of the service needs (run npm run migrate)",
+  retryAfter: 30,
+};
+const collided: Failure = {
+  cause: 'the request collided with concurrent changes and changed nothing',
+  retryAfter: 1,
+  advice: 'send it again',
+};
 const DATABASE_FAILURES = new Map<string, Failure>([
   ['08', unreachable],
-  ...['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN', 'EHOSTUNREACH'].map((code) => [code, unreachable] as const),
+  ...['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN', 'EHOSTUNREACH'].map(
+    (code) => [code, unreachable] as const,
+  ),
   ['3D000', { cause: 'the database is missing (it does not exist on the server)', retryAfter: 30 }],
   ['28000', refusedLogin],
   ['28P01', refusedLogin],
@@ -75,7 +102,10 @@ const DATABASE_FAILURES = new Map<string, Failure>([
   // Outlasted withTransaction's attempts (src/db/pool.ts): nothing changed, the same request can be sent again.
   ['40001', collided],
   ['40P01', collided],
-  [POOL_EXHAUSTED, { cause: 'the service is busy (every database connection of this instance is in use)', retryAfter: 1 }],
+  [
+    POOL_EXHAUSTED,
+    { cause: 'the service is busy (every database connection of this instance is in use)', retryAfter: 1 },
+  ],
 ]);
 
 /** node-postgres reports lost or refused connections with plain Errors. */
@@ -84,7 +114,8 @@ const LOST_CONNECTION =
 
 function failureOf(error: unknown): Failure | undefined {
   const code = codeOf(error);
-  const failure = DATABASE_FAILURES.get(code) ?? (/^[0-9A-Z]{5}$/.test(code) ? DATABASE_FAILURES.get(code.slice(0, 2)) : undefined);
+  const failure =
+    DATABASE_FAILURES.get(code) ?? (/^[0-9A-Z]{5}$/.test(code) ? DATABASE_FAILURES.get(code.slice(0, 2)) : undefined);
   if (failure) return failure;
   return LOST_CONNECTION.test((error as Error | null)?.message ?? '') ? unreachable : undefined;
 }
@@ -115,11 +146,17 @@ const DATA_KINDS: Record<string, (schema: { type?: string; format?: string }) =>
 function dataException(code: string, request: FastifyRequest): HttpError {
   const ofKind = DATA_KINDS[code];
   const blamed: string[] = [];
-  for (const [part, values] of [['querystring', request.query], ['body', request.body]] as const) {
-    const properties = (request.routeOptions.schema?.[part] as { properties?: Record<string, { type?: string; format?: string }> } | undefined)
-      ?.properties;
+  for (const [part, values] of [
+    ['querystring', request.query],
+    ['body', request.body],
+  ] as const) {
+    const properties = (
+      request.routeOptions.schema?.[part] as
+        { properties?: Record<string, { type?: string; format?: string }> } | undefined
+    )?.properties;
     if (!ofKind || !properties || typeof values !== 'object' || values === null) continue;
-    for (const [name, property] of Object.entries(properties)) if (name in values && ofKind(property)) blamed.push(name);
+    for (const [name, property] of Object.entries(properties))
+      if (name in values && ofKind(property)) blamed.push(name);
   }
   if (blamed.length === 1) return validation({ [blamed[0]!]: ['is out of the range the service accepts'] });
   return badRequest('a value in the request is out of the range the service accepts');
@@ -179,7 +216,8 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
   if (error.validation) {
     const context = error.validationContext;
     // A path id that is not a positive integer names no resource.
-    if (context === 'params') return laterPartFailure(request) ?? notFound(`${quotedPath(requestPath(request))} does not exist`);
+    if (context === 'params')
+      return laterPartFailure(request) ?? notFound(`${quotedPath(requestPath(request))} does not exist`);
     return fromValidation(error.validation, context);
   }
   if (isCatalogued(error)) return new HttpError(error.statusCode, error.message, error.fieldErrors, error.headers);
@@ -236,7 +274,11 @@ export default fp(
         return sendError(reply, request, mapped);
       }
       request.log.error({ err: error }, 'unhandled error');
-      return sendError(reply, request, new HttpError(500, 'an internal error occurred; quote the requestId when reporting it'));
+      return sendError(
+        reply,
+        request,
+        new HttpError(500, 'an internal error occurred; quote the requestId when reporting it'),
+      );
     });
 
     // Known paths answer 405 with Allow for the methods they lack; the router below
@@ -263,7 +305,11 @@ export default fp(
       if (match?.store) {
         const allow = [...match.store.methods].sort().join(', ');
         reply.header('allow', allow);
-        return sendError(reply, request, new HttpError(405, `${request.method} is not supported on ${quotedPath(path)}; use ${allow}`));
+        return sendError(
+          reply,
+          request,
+          new HttpError(405, `${request.method} is not supported on ${quotedPath(path)}; use ${allow}`),
+        );
       }
       return sendError(reply, request, notFound(`no route ${request.method} ${quotedPath(path)}`));
     };
@@ -273,7 +319,8 @@ export default fp(
     // carries, or lacks (QUERY without Content-Type), is the body of a method
     // or path that does not exist, so the answer is 405 or 404, never a 400.
     app.addHook('preParsing', (request, reply, payload, done) => {
-      if (request.is404) unrouted(request, reply); // answered: the chain stops here
+      if (request.is404)
+        unrouted(request, reply); // answered: the chain stops here
       else done(null, payload);
     });
     app.setNotFoundHandler(unrouted);

@@ -34,11 +34,19 @@ export default fp(
       const read = request.method === 'GET' || request.method === 'HEAD';
       const status = reply.statusCode;
       if (!reply.hasHeader('cache-control')) {
-        const policy = request.routeOptions.config.cacheControl ?? (read && (status === 200 || status === 304) ? 'no-cache' : 'no-store');
+        const policy =
+          request.routeOptions.config.cacheControl ??
+          (read && (status === 200 || status === 304) ? 'no-cache' : 'no-store');
         reply.header('cache-control', policy);
       }
       // Nothing stores a no-store answer (health), so a validator would never be sent back.
-      if (read && status === 200 && typeof payload === 'string' && !reply.hasHeader('etag') && reply.getHeader('cache-control') !== 'no-store') {
+      if (
+        read &&
+        status === 200 &&
+        typeof payload === 'string' &&
+        !reply.hasHeader('etag') &&
+        reply.getHeader('cache-control') !== 'no-store'
+      ) {
         const etag = bodyEtag(payload);
         reply.header('etag', etag);
         const condition = request.headers['if-none-match'];

@@ -41,8 +41,19 @@ function helmetHeaders(options: HelmetOptions): Record<string, string> {
 
 /** Every response header of the contract a script may need to read (CORS-safelisted ones aside). */
 export const EXPOSED_HEADERS = [
-  'Allow', 'ETag', 'Idempotent-Replayed', 'Link', 'Location', 'Retry-After', 'WWW-Authenticate', 'X-Request-Id',
-  'RateLimit', 'RateLimit-Limit', 'RateLimit-Policy', 'RateLimit-Remaining', 'RateLimit-Reset',
+  'Allow',
+  'ETag',
+  'Idempotent-Replayed',
+  'Link',
+  'Location',
+  'Retry-After',
+  'WWW-Authenticate',
+  'X-Request-Id',
+  'RateLimit',
+  'RateLimit-Limit',
+  'RateLimit-Policy',
+  'RateLimit-Remaining',
+  'RateLimit-Reset',
 ];
 
 export default fp<{ corsOrigins: string[] }>(
@@ -58,7 +69,8 @@ export default fp<{ corsOrigins: string[] }>(
     if (corsOrigins.length === 0) return;
     // Before the CORS hook, which would answer a plain OPTIONS with a text/plain 400.
     app.addHook('onRequest', (request, reply, done) => {
-      if (request.method === 'OPTIONS' && request.headers['access-control-request-method'] === undefined) reply.callNotFound();
+      if (request.method === 'OPTIONS' && request.headers['access-control-request-method'] === undefined)
+        reply.callNotFound();
       else done();
     });
     await app.register(cors, {

@@ -52,7 +52,8 @@ const HEADERS = {
   'RateLimit-Reset': { schema: seconds, description: 'seconds until the window resets' },
   'RateLimit-Policy': {
     schema: { type: 'string', pattern: '^"(default|auth)";q=[0-9]+;w=[0-9]+$', maxLength: 64 },
-    description: 'the quota policy this request spent (draft-ietf-httpapi-ratelimit-headers-11), e.g. "default";q=300;w=60',
+    description:
+      'the quota policy this request spent (draft-ietf-httpapi-ratelimit-headers-11), e.g. "default";q=300;w=60',
   },
   RateLimit: {
     schema: { type: 'string', pattern: '^"(default|auth)";r=[0-9]+;t=[0-9]+$', maxLength: 64 },
@@ -61,7 +62,8 @@ const HEADERS = {
   'Retry-After': { schema: seconds, description: 'seconds to wait before trying again' },
   'WWW-Authenticate': {
     schema: { type: 'string', pattern: '^Bearer( error="invalid_token")?$', maxLength: 64 },
-    description: 'Bearer; with error="invalid_token" when the request sent a token that is malformed, unknown, expired or revoked',
+    description:
+      'Bearer; with error="invalid_token" when the request sent a token that is malformed, unknown, expired or revoked',
   },
   Allow: {
     schema: { type: 'string', pattern: '^[A-Z]+(, [A-Z]+)*$', maxLength: 128 },
@@ -73,8 +75,18 @@ const refs = (...names: HeaderName[]) =>
   Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
 
 const EVERY_RESPONSE: HeaderName[] = ['X-Request-Id', 'Access-Control-Allow-Origin'];
-const RATE_LIMITED: HeaderName[] = ['RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'RateLimit-Policy', 'RateLimit'];
-const BY_STATUS: Record<string, HeaderName[]> = { 401: ['WWW-Authenticate'], 429: ['Retry-After'], 503: ['Retry-After'] };
+const RATE_LIMITED: HeaderName[] = [
+  'RateLimit-Limit',
+  'RateLimit-Remaining',
+  'RateLimit-Reset',
+  'RateLimit-Policy',
+  'RateLimit',
+];
+const BY_STATUS: Record<string, HeaderName[]> = {
+  401: ['WWW-Authenticate'],
+  429: ['Retry-After'],
+  503: ['Retry-After'],
+};
 
 /** Marks, in the document, the operations that are exempt from rate limiting (no RateLimit fields). */
 const NOT_RATE_LIMITED = 'x-rate-limited';
@@ -90,7 +102,10 @@ type Operation = Record<string, unknown> & {
 
 /** Encodings of the document, best first, as Accept-Encoding may ask for them. */
 const ENCODINGS = {
-  br: (json: Buffer) => brotliCompressSync(json, { params: { [zlib.BROTLI_PARAM_QUALITY]: 9, [zlib.BROTLI_PARAM_SIZE_HINT]: json.length } }),
+  br: (json: Buffer) =>
+    brotliCompressSync(json, {
+      params: { [zlib.BROTLI_PARAM_QUALITY]: 9, [zlib.BROTLI_PARAM_SIZE_HINT]: json.length },
+    }),
   gzip: (json: Buffer) => gzipSync(json, { level: 9 }),
 } as const;
 type Encoding = keyof typeof ENCODINGS;
@@ -116,7 +131,10 @@ const OPENAPI_TAGS = [
   { name: 'users', description: 'sign-up, profiles, own profile' },
   { name: 'tokens', description: 'log-in (bearer tokens), own tokens, revocation' },
   { name: 'events', description: 'the change feed and its live stream' },
-  { name: 'webhooks', description: 'webhooks: events POSTed to your URL, signed (Standard Webhooks), and their deliveries' },
+  {
+    name: 'webhooks',
+    description: 'webhooks: events POSTed to your URL, signed (Standard Webhooks), and their deliveries',
+  },
   { name: 'health', description: 'liveness and readiness, not rate limited' },
 ];
 
@@ -172,7 +190,7 @@ export default fp<{ prefix: string }>(
             'A known path answers a method it lacks with 405 and Allow (components.responses.MethodNotAllowed). ' +
             'Reads, sign-up and log-in need no token; one sent there is still checked (a bad one is a 401). ' +
             'The examples fit a database filled by `npm run seed`: log in with the example of POST /tokens, ' +
-            'authorize with the token, and every other example works (ids 1 are that user\'s).',
+            "authorize with the token, and every other example works (ids 1 are that user's).",
         },
         servers: [server],
         tags: OPENAPI_TAGS,
@@ -181,7 +199,9 @@ export default fp<{ prefix: string }>(
         },
       },
       // Shared schemas are named after their $id (Error, User, Post...), not def-0, def-1...
-      refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`) },
+      refResolver: {
+        buildLocalReference: (json, _baseUri, _fragment, i) => (typeof json.$id === 'string' ? json.$id : `def-${i}`),
+      },
       // Paths are documented relative to the server URL, which carries API_PREFIX.
       transform: ({ schema, url, route }) => {
         const documented: Record<string, unknown> = { ...schema };
@@ -197,12 +217,17 @@ export default fp<{ prefix: string }>(
     const documentIn = (encoding: Encoding | 'identity') => {
       let made = encoded.get(encoding);
       if (!made) {
-        const identity = encoded.get('identity') ?? (() => {
-          const json = JSON.stringify(app.swagger());
-          return { body: Buffer.from(json), etag: bodyEtag(json) };
-        })();
+        const identity =
+          encoded.get('identity') ??
+          (() => {
+            const json = JSON.stringify(app.swagger());
+            return { body: Buffer.from(json), etag: bodyEtag(json) };
+          })();
         encoded.set('identity', identity);
-        made = encoding === 'identity' ? identity : { body: ENCODINGS[encoding](identity.body), etag: `${identity.etag.slice(0, -1)}-${encoding}"` };
+        made =
+          encoding === 'identity'
+            ? identity
+            : { body: ENCODINGS[encoding](identity.body), etag: `${identity.etag.slice(0, -1)}-${encoding}"` };
         encoded.set(encoding, made);
       }
       return made;

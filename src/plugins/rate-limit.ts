@@ -122,7 +122,10 @@ function clientKeys(app: FastifyInstance, policyOf: (request: FastifyRequest) =>
     const ip = `${policy}:${ipKey(request)}`;
     if ((limitedIps.get(ip) ?? 0) > Date.now()) return ip;
     // A bad token: counted against the IP; the auth hook answers 401 next.
-    return request.authenticate().then((user) => (user ? `${policy}:user:${user.id}` : ip), () => ip);
+    return request.authenticate().then(
+      (user) => (user ? `${policy}:user:${user.id}` : ip),
+      () => ip,
+    );
   };
   // After auth has judged the token (any response, errors included).
   app.addHook('onResponse', (request, reply, done) => {
@@ -208,7 +211,8 @@ export default fp<RateLimitPluginOptions>(
       sendHeaders(reply, policy, state.remaining, state.ttlInSeconds);
       if (state.remaining === 0) {
         // The next request from this address is over the budget: it need not be looked up to say so.
-        const key = request.headers.authorization === undefined ? `${policy.name}:${ipKey(request)}` : keyOf.get(request);
+        const key =
+          request.headers.authorization === undefined ? `${policy.name}:${ipKey(request)}` : keyOf.get(request);
         if (key?.includes(':ip:')) limited(key, Date.now() + state.ttlInSeconds * 1_000);
       }
       if (state.isExceeded) {

@@ -38,7 +38,10 @@ export function oncePerDatabase<R>(make: (db: Queryable) => R): (db: Queryable) 
 }
 
 /** A route's public reads: `make`'s repository on the request's replica, else on `primary`. */
-export function readRepository<R>(make: (db: Queryable) => R, primary: Queryable): (request: { replica: Queryable | null }) => R {
+export function readRepository<R>(
+  make: (db: Queryable) => R,
+  primary: Queryable,
+): (request: { replica: Queryable | null }) => R {
   const on = oncePerDatabase(make);
   return (request) => on(request.replica ?? primary);
 }
@@ -98,7 +101,8 @@ export default fp(
 
     // After the response cache's hook: a hit never gets here, and a miss it will store says so (cacheEpoch).
     app.addHook('onRequest', (request, _reply, done) => {
-      if (request.method === 'GET' && request.routeOptions.config.cached) request.replica = replicaFor(request, request.cacheEpoch !== null);
+      if (request.method === 'GET' && request.routeOptions.config.cached)
+        request.replica = replicaFor(request, request.cacheEpoch !== null);
       done();
     });
 

@@ -12,7 +12,16 @@ import type { CommentField, CommentSortField } from '../schemas/comments.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
 import { sql, prepared } from '../db/sql.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
-import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, selectList, viewSource } from '../db/views.js';
+import {
+  type Columns,
+  type CreatedRange,
+  type View,
+  type Viewed,
+  createdBetween,
+  listView,
+  selectList,
+  viewSource,
+} from '../db/views.js';
 
 export interface Comment {
   id: number;
@@ -111,7 +120,10 @@ export function commentsRepository(db: Queryable) {
     /** A comment as the view renders it (no version: such a view's ETag is a digest of its body). */
     async read(postId: number, id: number, view: View<CommentField>): Promise<Viewed<Comment> | undefined> {
       const { rows } = await db.query<Viewed<Comment>>(
-        prepared(`SELECT ${selectList(FIELDS, view)} FROM ${viewSource('comments', view)} WHERE id = $1 AND post_id = $2`, [id, postId]),
+        prepared(
+          `SELECT ${selectList(FIELDS, view)} FROM ${viewSource('comments', view)} WHERE id = $1 AND post_id = $2`,
+          [id, postId],
+        ),
       );
       return rows[0];
     },
@@ -119,28 +131,22 @@ export function commentsRepository(db: Queryable) {
     /** Reads and row-locks a comment for a change of its own columns (the post is not involved). */
     async lockForUpdate(postId: number, id: number): Promise<VersionedComment | undefined> {
       const { rows } = await db.query<VersionedComment>(
-        prepared(
-          `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR NO KEY UPDATE`,
-          [id, postId],
-        ),
+        prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR NO KEY UPDATE`, [id, postId]),
       );
       return rows[0];
     },
 
     /** Locks the post, then the comment (see the lock order above); carries the post's author for the delete rule. */
-    async lockForDelete(postId: number, id: number): Promise<(VersionedComment & { postAuthorId: number }) | undefined> {
+    async lockForDelete(
+      postId: number,
+      id: number,
+    ): Promise<(VersionedComment & { postAuthorId: number }) | undefined> {
       const post = await db.query<{ authorId: number }>(
-        prepared(
-          'SELECT author_id AS "authorId" FROM posts WHERE id = $1 FOR NO KEY UPDATE',
-          [postId],
-        ),
+        prepared('SELECT author_id AS "authorId" FROM posts WHERE id = $1 FOR NO KEY UPDATE', [postId]),
       );
       if (!post.rows[0]) return undefined;
       const { rows } = await db.query<VersionedComment>(
-        prepared(
-          `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR UPDATE`,
-          [id, postId],
-        ),
+        prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR UPDATE`, [id, postId]),
       );
       return rows[0] && { ...rows[0], postAuthorId: post.rows[0].authorId };
     },
@@ -149,7 +155,11 @@ export function commentsRepository(db: Queryable) {
      * A real change bumps version and updated_at; an empty one, or one to the
      * body already stored, leaves the comment as it is.
      */
-    async update(postId: number, id: number, changes: { body?: string | undefined }): Promise<VersionedComment | undefined> {
+    async update(
+      postId: number,
+      id: number,
+      changes: { body?: string | undefined },
+    ): Promise<VersionedComment | undefined> {
       if (changes.body === undefined) return find(postId, id);
       const { rows } = await db.query<VersionedComment>(
         prepared(
@@ -162,12 +172,19 @@ export function commentsRepository(db: Queryable) {
     },
 
     async delete(postId: number, id: number): Promise<boolean> {
-      const { rowCount } = await db.query(prepared('DELETE FROM comments WHERE id = $1 AND post_id = $2', [id, postId]));
+      const { rowCount } = await db.query(
+        prepared('DELETE FROM comments WHERE id = $1 AND post_id = $2', [id, postId]),
+      );
       return rowCount === 1;
     },
 
     /** null when the post does not exist. */
-    list(filter: CommentFilter & CreatedRange, sort: Sort<CommentSortField>, page: PageRequest, view: View<CommentField> = {}) {
+    list(
+      filter: CommentFilter & CreatedRange,
+      sort: Sort<CommentSortField>,
+      page: PageRequest,
+      view: View<CommentField> = {},
+    ) {
       const options = { ...listView(FIELDS, 'comments', view), narrow: createdBetween(filter) };
       return runList<Comment, CommentSortField, CommentFilter>(db, list, filter, sort, page, options);
     },

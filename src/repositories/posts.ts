@@ -8,9 +8,28 @@
  */
 import type { Queryable } from '../db/pool.js';
 import type { PostField, PostSortField } from '../schemas/posts.js';
-import { type ListOptions, type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
+import {
+  type ListOptions,
+  type ListSource,
+  type PageRequest,
+  type Sort,
+  idColumn,
+  runList,
+  textColumn,
+  timestampColumn,
+} from '../db/pagination.js';
 import { join, sql, prepared, type SqlFragment } from '../db/sql.js';
-import { type Columns, type CreatedRange, type View, type Viewed, createdBetween, listView, searchMatches, selectList, viewSource } from '../db/views.js';
+import {
+  type Columns,
+  type CreatedRange,
+  type View,
+  type Viewed,
+  createdBetween,
+  listView,
+  searchMatches,
+  selectList,
+  viewSource,
+} from '../db/views.js';
 import { findOne } from '../db/lookups.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
 import { foundPastCap, isCommonSearch, searchSettled } from '../db/search-proofs.js';
@@ -53,8 +72,10 @@ const FIELDS: Columns<PostField> = {
 // serializer rejects items with extra members.
 const LIST_COLUMNS = selectList(FIELDS);
 const COLUMNS = `${LIST_COLUMNS}, version`;
-const ONE = { byId: `SELECT ${COLUMNS} FROM posts WHERE id = $1`, byIds: `SELECT ${COLUMNS} FROM posts WHERE id = ANY($1::bigint[])` };
-
+const ONE = {
+  byId: `SELECT ${COLUMNS} FROM posts WHERE id = $1`,
+  byIds: `SELECT ${COLUMNS} FROM posts WHERE id = ANY($1::bigint[])`,
+};
 
 /**
  * Sorted by id, a recent week would be found by walking the primary key from
@@ -78,11 +99,15 @@ function idBound(range: CreatedRange, sort: Sort<PostSortField>): SqlFragment[] 
   if (!sort.descending) {
     if (createdAfter === undefined) return [];
     const until = createdBefore === undefined ? sql`` : sql` AND hour <= post_hour(${createdBefore}::timestamptz)`;
-    return [sql`id >= (SELECT min(min_id) FROM post_floors WHERE hour >= post_hour(${createdAfter}::timestamptz)${until})`];
+    return [
+      sql`id >= (SELECT min(min_id) FROM post_floors WHERE hour >= post_hour(${createdAfter}::timestamptz)${until})`,
+    ];
   }
   if (createdBefore === undefined) return [];
   // OFFSET 0 keeps max from being planned as a walk of the primary key, the very thing to avoid.
-  return [sql`id <= (SELECT max(id) FROM (SELECT id FROM posts WHERE ${join(createdBetween(range), ' AND ')} OFFSET 0) r)`];
+  return [
+    sql`id <= (SELECT max(id) FROM (SELECT id FROM posts WHERE ${join(createdBetween(range), ' AND ')} OFFSET 0) r)`,
+  ];
 }
 
 /** `primary`: where a search is registered for proven totals (src/db/search-proofs.ts). */
@@ -98,7 +123,13 @@ function narrowing(
     hints: idBound(filter, sort),
     ...(q === undefined
       ? {}
-      : { search: { matches: searchMatches(q, shown), shown, proof: { ready: searchSettled(q), pastCap: (kept: boolean) => foundPastCap(primary, q, kept) } } }),
+      : {
+          search: {
+            matches: searchMatches(q, shown),
+            shown,
+            proof: { ready: searchSettled(q), pastCap: (kept: boolean) => foundPastCap(primary, q, kept) },
+          },
+        }),
   };
 }
 
@@ -131,9 +162,7 @@ const allPosts: ListSource<PostSortField, number | undefined> = {
   ...listBase,
   scope: (author) => (author === undefined ? [] : byAuthor(author)),
   total: (author) =>
-    author === undefined
-      ? sql`SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'posts'`
-      : authorTotal(author),
+    author === undefined ? sql`SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'posts'` : authorTotal(author),
 };
 
 /** GET /users/{userId}/posts: the user is the parent, so a missing one is a 404. */
@@ -170,7 +199,10 @@ const createPosts = batchedWrite<{ authorId: number; title: string; body: string
  * written and not returned. The posts are locked first, so that a shared
  * statement can skip those locked elsewhere; rows are matched to inputs by id.
  */
-const updatePosts = batchedWrite<{ id: number; author: number | undefined; title: string | undefined; body: string | undefined }, VersionedPost>({
+const updatePosts = batchedWrite<
+  { id: number; author: number | undefined; title: string | undefined; body: string | undefined },
+  VersionedPost
+>({
   key: (input) => input.id,
   async run(db, inputs, wait) {
     const { rows } = await db.query<VersionedPost>(
@@ -210,7 +242,9 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
 
     /** Reads and row-locks a post for the rest of the caller's transaction. */
     async lock(id: number, purpose: keyof typeof LOCKS): Promise<VersionedPost | undefined> {
-      const { rows } = await db.query<VersionedPost>(prepared(`SELECT ${COLUMNS} FROM posts WHERE id = $1 ${LOCKS[purpose]}`, [id]));
+      const { rows } = await db.query<VersionedPost>(
+        prepared(`SELECT ${COLUMNS} FROM posts WHERE id = $1 ${LOCKS[purpose]}`, [id]),
+      );
       return rows[0];
     },
 
@@ -240,8 +274,17 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
     },
 
     /** null when the user does not exist. */
-    listOfUser(userId: number, filter: Omit<PostFilter, 'author'>, sort: Sort<PostSortField>, page: PageRequest, view: View<PostField> = {}) {
-      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, { ...listView(FIELDS, 'posts', view), ...narrowing(filter, sort, primary) });
+    listOfUser(
+      userId: number,
+      filter: Omit<PostFilter, 'author'>,
+      sort: Sort<PostSortField>,
+      page: PageRequest,
+      view: View<PostField> = {},
+    ) {
+      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, {
+        ...listView(FIELDS, 'posts', view),
+        ...narrowing(filter, sort, primary),
+      });
     },
   };
 }

@@ -73,7 +73,12 @@ export function tokensRepository(db: Queryable) {
 
     /** After a password change: every other session of that user ends. */
     async revokeAllExcept(userId: number, keepTokenId: number): Promise<void> {
-      await db.query(prepared('UPDATE tokens SET revoked_at = now() WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL', [userId, keepTokenId]));
+      await db.query(
+        prepared('UPDATE tokens SET revoked_at = now() WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL', [
+          userId,
+          keepTokenId,
+        ]),
+      );
     },
 
     list(userId: number, sort: Sort<TokenSortField>, page: PageRequest) {

@@ -2,7 +2,15 @@
 import type { Queryable } from '../db/pool.js';
 import type { UserField, UserSortField } from '../schemas/users.js';
 import { type Columns, type View, type Viewed, listView, selectList } from '../db/views.js';
-import { type ListSource, type PageRequest, type Sort, idColumn, runList, textColumn, timestampColumn } from '../db/pagination.js';
+import {
+  type ListSource,
+  type PageRequest,
+  type Sort,
+  idColumn,
+  runList,
+  textColumn,
+  timestampColumn,
+} from '../db/pagination.js';
 import { join, raw, sql, toQuery, prepared } from '../db/sql.js';
 
 export interface User {
@@ -39,10 +47,11 @@ export function usersRepository(db: Queryable) {
   return {
     async create(input: { name: string; email: string; passwordHash: string }): Promise<User> {
       const { rows } = await db.query<User>(
-        prepared(
-          `INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`,
-          [input.name, input.email, input.passwordHash],
-        ),
+        prepared(`INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`, [
+          input.name,
+          input.email,
+          input.passwordHash,
+        ]),
       );
       return rows[0]!;
     },
@@ -50,22 +59,23 @@ export function usersRepository(db: Queryable) {
     findById,
 
     async read(id: number, view: View<UserField>): Promise<Viewed<User> | undefined> {
-      const { rows } = await db.query<Viewed<User>>(prepared(`SELECT ${selectList(FIELDS, view)} FROM users WHERE id = $1`, [id]));
+      const { rows } = await db.query<Viewed<User>>(
+        prepared(`SELECT ${selectList(FIELDS, view)} FROM users WHERE id = $1`, [id]),
+      );
       return rows[0];
     },
 
     /** Reads and row-locks a user for a change in the caller's transaction (If-Match is checked in between). */
     async lock(id: number): Promise<User | undefined> {
-      const { rows } = await db.query<User>(prepared(`SELECT ${COLUMNS} FROM users WHERE id = $1 FOR NO KEY UPDATE`, [id]));
+      const { rows } = await db.query<User>(
+        prepared(`SELECT ${COLUMNS} FROM users WHERE id = $1 FOR NO KEY UPDATE`, [id]),
+      );
       return rows[0];
     },
 
     async findCredentials(email: string): Promise<{ id: number; passwordHash: string } | undefined> {
       const { rows } = await db.query<{ id: number; passwordHash: string }>(
-        prepared(
-          'SELECT id, password_hash AS "passwordHash" FROM users WHERE lower(email) = lower($1)',
-          [email],
-        ),
+        prepared('SELECT id, password_hash AS "passwordHash" FROM users WHERE lower(email) = lower($1)', [email]),
       );
       return rows[0];
     },
@@ -73,7 +83,10 @@ export function usersRepository(db: Queryable) {
     /** Whether another user has this e-mail address (compared as the unique index does). */
     async emailTaken(email: string, exceptId = 0): Promise<boolean> {
       const { rows } = await db.query<{ taken: boolean }>(
-        prepared('SELECT EXISTS (SELECT 1 FROM users WHERE lower(email) = lower($1) AND id <> $2) AS taken', [email, exceptId]),
+        prepared('SELECT EXISTS (SELECT 1 FROM users WHERE lower(email) = lower($1) AND id <> $2) AS taken', [
+          email,
+          exceptId,
+        ]),
       );
       return rows[0]!.taken;
     },
@@ -83,7 +96,10 @@ export function usersRepository(db: Queryable) {
      * none: the row is not written and version and updated_at stay (a new
      * password hash always differs, so a password change always writes).
      */
-    async update(id: number, changes: { name?: string; email?: string; passwordHash?: string }): Promise<User | undefined> {
+    async update(
+      id: number,
+      changes: { name?: string; email?: string; passwordHash?: string },
+    ): Promise<User | undefined> {
       const fields = [
         ['name', changes.name],
         ['email', changes.email],

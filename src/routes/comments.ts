@@ -33,7 +33,7 @@ import {
 const Comment = WithEtag(CommentSchema, 'the comment');
 const CommentView = WithEtag(
   CommentViewSchema,
-  'the comment; with fields or include, that representation, whose ETag is a digest of it (If-Match takes the full one\'s)',
+  "the comment; with fields or include, that representation, whose ETag is a digest of it (If-Match takes the full one's)",
 );
 const secured = [{ bearerAuth: [] }];
 
@@ -76,7 +76,12 @@ function readRoutes(app: Api) {
       const { query } = request;
       const postId = request.params.postId;
       const page = pageRequest(query);
-      const result = await publicReads(request).list({ postId, author: query.author, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
+      const result = await publicReads(request).list(
+        { postId, author: query.author, ...rangeOf(query) },
+        sortOf(query),
+        page,
+        viewOf(query),
+      );
       if (!result) throw notFound(`post ${postId} does not exist`);
       return listResponse(request, reply, result, page);
     },

@@ -43,8 +43,17 @@ const Ready = Type.Object(
     }),
     eventBacklog: Type.Object(
       {
-        events: Type.Integer({ format: 'int64', minimum: 0, maximum: Number.MAX_SAFE_INTEGER, description: 'committed events not numbered yet' }),
-        oldestSeconds: Type.Number({ minimum: 0, maximum: 1e12, description: 'age of the oldest of them, seconds (0 when none)' }),
+        events: Type.Integer({
+          format: 'int64',
+          minimum: 0,
+          maximum: Number.MAX_SAFE_INTEGER,
+          description: 'committed events not numbered yet',
+        }),
+        oldestSeconds: Type.Number({
+          minimum: 0,
+          maximum: 1e12,
+          description: 'age of the oldest of them, seconds (0 when none)',
+        }),
       },
       { additionalProperties: false, description: 'the event log: near zero unless events stop being numbered' },
     ),
@@ -62,7 +71,11 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     if (now === verdict) return;
     verdict = now;
     if (!failure) app.log.info('ready again');
-    else app.log.warn({ ...(cause instanceof Error && { cause: [codeOf(cause), cause.message].filter(Boolean).join(' ') }) }, `not ready: ${now}`);
+    else
+      app.log.warn(
+        { ...(cause instanceof Error && { cause: [codeOf(cause), cause.message].filter(Boolean).join(' ') }) },
+        `not ready: ${now}`,
+      );
   };
 
   app.get(
@@ -70,7 +83,12 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     // A bad token is a 401 even here (docs/api.md §6); no database, so never a 503.
     {
       config: exempt,
-      schema: { tags: ['health'], operationId: 'getLiveness', summary: 'The process is up', response: { 200: Status, ...errorResponses(401, 422, 500) } },
+      schema: {
+        tags: ['health'],
+        operationId: 'getLiveness',
+        summary: 'The process is up',
+        response: { 200: Status, ...errorResponses(401, 422, 500) },
+      },
     },
     async () => ({ status: 'ok' as const }),
   );
@@ -100,7 +118,11 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       }
       report(failure, cause);
       if (failure) throw failure;
-      return { status: 'ok' as const, cache: app.responseCache.state(), eventBacklog: { events: backlog.unnumbered, oldestSeconds: backlog.oldestSeconds } };
+      return {
+        status: 'ok' as const,
+        cache: app.responseCache.state(),
+        eventBacklog: { events: backlog.unnumbered, oldestSeconds: backlog.oldestSeconds },
+      };
     },
   );
 };

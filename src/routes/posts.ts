@@ -37,7 +37,7 @@ import {
 const Post = WithEtag(PostSchema, 'the post');
 const PostView = WithEtag(
   PostViewSchema,
-  'the post; with fields or include, that representation, whose ETag is a digest of it (If-Match takes the full one\'s)',
+  "the post; with fields or include, that representation, whose ETag is a digest of it (If-Match takes the full one's)",
 );
 const secured = [{ bearerAuth: [] }];
 
@@ -67,7 +67,13 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
  * that writes only a post the user may change (its author's, or any for an
  * admin): changeOwned's direct path.
  */
-async function changePost(posts: PostsRepository, request: FastifyRequest, reply: FastifyReply, id: number, changes: PostChanges) {
+async function changePost(
+  posts: PostsRepository,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  id: number,
+  changes: PostChanges,
+) {
   const changed = (updated: VersionedPost | undefined) => {
     if (updated) request.changed('updated', 'posts', updated);
     return updated;
@@ -78,7 +84,9 @@ async function changePost(posts: PostsRepository, request: FastifyRequest, reply
     rule: ownPost(id),
     etag: postEtag,
     write: async (tx, current) => changed(await postsRepository(tx).update(id, changes)) ?? current,
-    direct: real ? { write: async (ownerId) => changed(await posts.update(id, changes, ownerId)), read: () => posts.findById(id) } : undefined,
+    direct: real
+      ? { write: async (ownerId) => changed(await posts.update(id, changes, ownerId)), read: () => posts.findById(id) }
+      : undefined,
   });
   return withEtag(reply, postEtag(post), post);
 }
@@ -103,7 +111,12 @@ function readRoutes(app: Api) {
     async (request, reply) => {
       const { query } = request;
       const page = pageRequest(query);
-      const result = await publicReads(request).list({ author: query.author, q: query.q, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
+      const result = await publicReads(request).list(
+        { author: query.author, q: query.q, ...rangeOf(query) },
+        sortOf(query),
+        page,
+        viewOf(query),
+      );
       if (!result) throw new Error('posts list has no parent');
       return listResponse(request, reply, result, page);
     },
@@ -156,7 +169,13 @@ function readRoutes(app: Api) {
       const { query } = request;
       const userId = request.params.userId;
       const page = pageRequest(query);
-      const result = await publicReads(request).listOfUser(userId, { q: query.q, ...rangeOf(query) }, sortOf(query), page, viewOf(query));
+      const result = await publicReads(request).listOfUser(
+        userId,
+        { q: query.q, ...rangeOf(query) },
+        sortOf(query),
+        page,
+        viewOf(query),
+      );
       if (!result) throw notFound(`user ${userId} does not exist`);
       return listResponse(request, reply, result, page);
     },
@@ -174,7 +193,10 @@ function createRoute(r: Api) {
         security: secured,
         headers: IdempotentHeaders,
         body: PostBody,
-        response: { 201: Created(PostSchema, 'the new post'), ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 409) },
+        response: {
+          201: Created(PostSchema, 'the new post'),
+          ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 409),
+        },
       },
     },
     async (request, reply) => {

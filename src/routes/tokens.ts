@@ -1,7 +1,14 @@
 /** /tokens: log in (issue a token), list own tokens, revoke one (docs/api.md §4, §6). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
-import { CreateTokenBody, IssuedTokenSchema, TokenList, TokenListQuery, TokenParams, TokenSchema } from '../schemas/tokens.js';
+import {
+  CreateTokenBody,
+  IssuedTokenSchema,
+  TokenList,
+  TokenListQuery,
+  TokenParams,
+  TokenSchema,
+} from '../schemas/tokens.js';
 import { UserSchema } from '../schemas/users.js';
 import { tokensRepository } from '../repositories/tokens.js';
 import { usersRepository } from '../repositories/users.js';
@@ -70,7 +77,7 @@ function ownTokenRoutes(r: Api, tokens: TokensRepository) {
         security: secured,
         querystring: TokenListQuery,
         headers: ConditionalGetHeaders,
-      response: listResponses(TokenList),
+        response: listResponses(TokenList),
       },
     },
     async (request, reply) => {

@@ -217,7 +217,8 @@ function changeRoute(r: Api, users: UsersRepository) {
       // is hashed (~0.1 s of CPU and 32 MiB), then again on the row locked for the write.
       // A PATCH that asks for no change writes nothing.
       const current = await loadForChange(request, users.findById(id), check);
-      if (name === undefined && email === undefined && password === undefined) return withEtag(reply, userEtag(current), current);
+      if (name === undefined && email === undefined && password === undefined)
+        return withEtag(reply, userEtag(current), current);
       if (email !== undefined && (await users.emailTaken(email, id))) throw emailTaken();
       const passwordHash = password === undefined ? undefined : await hashPassword(password);
 
@@ -232,7 +233,8 @@ function changeRoute(r: Api, users: UsersRepository) {
           return changed!;
         },
       });
-      if (passwordHash !== undefined) r.forgetTokens((user) => user.id === id && user.tokenId !== request.user!.tokenId);
+      if (passwordHash !== undefined)
+        r.forgetTokens((user) => user.id === id && user.tokenId !== request.user!.tokenId);
       return withEtag(reply, userEtag(updated), updated);
     },
   );

@@ -41,9 +41,16 @@ export type CommentField = (typeof COMMENT_FIELDS)[number];
 export const CommentViewSchema = ReadView(CommentSchema, 'CommentView', EmbeddedAuthor);
 
 export const CommentBody = Body({ body: CommentBodyText }, { examples: [{ body: 'Nice' }] });
-export const CommentPatchBody = Body({ body: Type.Optional(CommentBodyText) }, { examples: [{ body: 'Nice, edited' }] });
+export const CommentPatchBody = Body(
+  { body: Type.Optional(CommentBodyText) },
+  { examples: [{ body: 'Nice, edited' }] },
+);
 export const CommentParams = Type.Object({ postId: PathId, commentId: PathId });
 const ReadParams = { ...FieldsParam(COMMENT_FIELDS, ['body', 'createdAt']), ...IncludeParam };
 export const CommentQuery = Type.Object(ReadParams, { additionalProperties: false });
-export const CommentListQuery = ListQuery(COMMENT_SORT_FIELDS, { ...AuthorFilter, ...ReadParams, ...CreatedRangeParams });
+export const CommentListQuery = ListQuery(COMMENT_SORT_FIELDS, {
+  ...AuthorFilter,
+  ...ReadParams,
+  ...CreatedRangeParams,
+});
 export const CommentList = ListEnvelope(Type.Ref(CommentViewSchema));

@@ -52,13 +52,21 @@ const BLANK = '\t\n\v\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205
  * in code points as PostgreSQL counts them.
  */
 export const Text = (max: number, description?: string) =>
-  Type.String({ pattern: `[^${BLANK}]`, maxLength: max, 'x-errorMessage': 'must not be blank', allOf: [Storable], description });
+  Type.String({
+    pattern: `[^${BLANK}]`,
+    maxLength: max,
+    'x-errorMessage': 'must not be blank',
+    allOf: [Storable],
+    description,
+  });
 
 export const StringEnum = <T extends string[]>(values: [...T], options: object = {}) =>
   Type.Unsafe<T[number]>({ type: 'string', enum: values, ...options });
 
 const readOnly = (shown: string) =>
-  Type.Optional(Type.Unknown({ readOnly: true, description: `read-only: any value is accepted and ignored (GET shows ${shown})` }));
+  Type.Optional(
+    Type.Unknown({ readOnly: true, description: `read-only: any value is accepted and ignored (GET shows ${shown})` }),
+  );
 /**
  * Read-only members a client may send back unchanged (e.g. PUT what it got from
  * GET): accepted and ignored whatever their value (docs/api.md §2), while any
@@ -83,7 +91,8 @@ export const ErrorSchema = Type.Object(
     message: Type.String({ maxLength: 2000 }),
     fieldErrors: Type.Optional(
       Type.Record(Type.String(), Type.Array(Type.String({ maxLength: 500 }), { minItems: 1, maxItems: 20 }), {
-        description: 'only on 422 and 409: each offending field (body property, query parameter or header) with its problems',
+        description:
+          'only on 422 and 409: each offending field (body property, query parameter or header) with its problems',
       }),
     ),
     requestId: Type.String({ maxLength: 128, description: 'equal to the X-Request-Id header' }),
@@ -133,7 +142,8 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
           minLength: 1,
           maxLength: 200,
           allOf: [Storable],
-          description: 'cursor mode, with before and a sort other than id: the sort key of that item as the prev Link gave it (as afterKey)',
+          description:
+            'cursor mode, with before and a sort other than id: the sort key of that item as the prev Link gave it (as afterKey)',
         }),
       ),
       limit: Type.Optional(SmallInt(1, 100, { description: 'cursor mode, default 20; not with page/perPage (422)' })),
@@ -156,7 +166,8 @@ export function FieldsParam<F extends string>(names: readonly F[], example: F[])
         uniqueItems: true,
         explode: false,
         'x-errorMessage': `must be a comma-separated list of distinct fields among ${names.join(', ')}`,
-        description: 'sparse fieldset, comma-separated: each item holds only these fields, plus id always (and author when included)',
+        description:
+          'sparse fieldset, comma-separated: each item holds only these fields, plus id always (and author when included)',
         examples: [example],
       }),
     ),
@@ -165,7 +176,10 @@ export function FieldsParam<F extends string>(names: readonly F[], example: F[])
 
 export const IncludeParam = {
   include: Type.Optional(
-    StringEnum(['author'], { description: 'author: each item gains author { id, name }, read in the same query', examples: ['author'] }),
+    StringEnum(['author'], {
+      description: 'author: each item gains author { id, name }, read in the same query',
+      examples: ['author'],
+    }),
   ),
 };
 
@@ -190,8 +204,12 @@ const DateTime = (description: string) =>
 
 /** Inclusive of nothing: both bounds are exclusive, compared at the milliseconds the API shows. */
 export const CreatedRangeParams = {
-  createdAfter: DateTime('only items created after this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision'),
-  createdBefore: DateTime('only items created before this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision'),
+  createdAfter: DateTime(
+    'only items created after this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision',
+  ),
+  createdBefore: DateTime(
+    'only items created before this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision',
+  ),
 };
 
 export const SearchParam = {
@@ -213,9 +231,16 @@ export const SearchParam = {
  */
 type OptionalButId<P extends TProperties> = { [K in keyof P]: K extends 'id' ? P[K] : TOptional<P[K]> };
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- no extra members: TypeBox's own spelling
-export function ReadView<P extends TProperties, E extends TProperties = {}>(schema: TObject<P>, id: string, extra: E = {} as E) {
+export function ReadView<P extends TProperties, E extends TProperties = {}>(
+  schema: TObject<P>,
+  id: string,
+  extra: E = {} as E,
+) {
   const properties = Object.fromEntries(
-    Object.entries(schema.properties).map(([name, property]) => [name, name === 'id' ? property : Type.Optional(property)]),
+    Object.entries(schema.properties).map(([name, property]) => [
+      name,
+      name === 'id' ? property : Type.Optional(property),
+    ]),
   ) as OptionalButId<P>;
   return Type.Object(
     { ...properties, ...extra },
@@ -260,7 +285,9 @@ export function CursorPage<T extends TSchema>(item: T, options: object = {}) {
       limit: SmallInt(1, 100),
       hasMore: Type.Boolean(),
       nextCursor: Type.Union([Id, Type.Null()]),
-      prevCursor: Type.Union([Id, Type.Null()], { description: 'id of the first item returned when items precede it, else null' }),
+      prevCursor: Type.Union([Id, Type.Null()], {
+        description: 'id of the first item returned when items precede it, else null',
+      }),
     },
     { additionalProperties: false, title: 'CursorPage', ...options },
   );
@@ -276,7 +303,8 @@ export function ListEnvelope<T extends TSchema>(item: T) {
       totalPages: Count,
       totalCapped: Type.Optional(
         Type.Boolean({
-          description: 'only on lists filtered by q or a date range, counted up to 10 000: true when more match than total says',
+          description:
+            'only on lists filtered by q or a date range, counted up to 10 000: true when more match than total says',
         }),
       ),
     },

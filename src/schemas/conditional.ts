@@ -12,10 +12,9 @@ import { COMMON_ERRORS, ETag, LinkHeader, ListValidationError, errorResponses } 
 
 /** Optional request headers, each validated when present. */
 export const optionalHeaders = (properties: Record<string, TSchema>) =>
-  Type.Object(
-    Object.fromEntries(Object.entries(properties).map(([name, schema]) => [name, Type.Optional(schema)])),
-    { additionalProperties: true },
-  );
+  Type.Object(Object.fromEntries(Object.entries(properties).map(([name, schema]) => [name, Type.Optional(schema)])), {
+    additionalProperties: true,
+  });
 
 // Generous bounds (the OpenAPI document must state one): a real list of tags is far shorter.
 const IfNoneMatch = Type.String({
@@ -42,7 +41,10 @@ export const NotModified = Type.Null({
 /** Every list answers 200, or 304 to an If-None-Match naming its ETag (docs/api.md §11), and the list errors. */
 export const listResponses = <T extends TSchema>(list: T, ...errors: number[]) => ({
   200: list,
-  304: Type.Null({ description: 'Not Modified: If-None-Match matched the ETag of this page; no body', headers: { ETag, Link: LinkHeader } }),
+  304: Type.Null({
+    description: 'Not Modified: If-None-Match matched the ETag of this page; no body',
+    headers: { ETag, Link: LinkHeader },
+  }),
   ...errorResponses(...COMMON_ERRORS, ...errors),
   422: ListValidationError,
 });

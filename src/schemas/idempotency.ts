@@ -31,7 +31,8 @@ export const Created = <T extends TSchema>(schema: T, description: string) =>
       'Idempotent-Replayed': {
         type: 'string',
         enum: ['true'],
-        description: 'present when this is the stored first response to an earlier request with the same Idempotency-Key',
+        description:
+          'present when this is the stored first response to an earlier request with the same Idempotency-Key',
       },
     },
   });

@@ -45,9 +45,15 @@ export type PostField = (typeof POST_FIELDS)[number];
 export const PostViewSchema = ReadView(PostSchema, 'PostView', EmbeddedAuthor);
 
 /** POST and PUT: a complete post. */
-export const PostBody = Body({ title: Title, body: PostBodyText }, { examples: [{ title: 'Hello', body: 'First post' }] });
+export const PostBody = Body(
+  { title: Title, body: PostBodyText },
+  { examples: [{ title: 'Hello', body: 'First post' }] },
+);
 /** PATCH: only the given fields change. */
-export const PostPatchBody = Body({ title: Type.Optional(Title), body: Type.Optional(PostBodyText) }, { examples: [{ title: 'Hello again' }] });
+export const PostPatchBody = Body(
+  { title: Type.Optional(Title), body: Type.Optional(PostBodyText) },
+  { examples: [{ title: 'Hello again' }] },
+);
 export const PostParams = Type.Object({ postId: PathId });
 export const UserPostsParams = Type.Object({ userId: PathId });
 const ReadParams = { ...FieldsParam(POST_FIELDS, ['title', 'createdAt']), ...IncludeParam };

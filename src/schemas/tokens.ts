@@ -14,7 +14,11 @@ export const TokenSchema = Type.Object(
 export const IssuedTokenSchema = Type.Object(
   {
     id: Id,
-    token: Type.String({ pattern: '^pat_[A-Za-z0-9_-]{43}$', maxLength: 47, description: 'the secret; shown once, stored only as a hash' }),
+    token: Type.String({
+      pattern: '^pat_[A-Za-z0-9_-]{43}$',
+      maxLength: 47,
+      description: 'the secret; shown once, stored only as a hash',
+    }),
     tokenType: Type.Literal('Bearer'),
     expiresAt: Timestamp,
     user: Type.Ref(UserSchema),

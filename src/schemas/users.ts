@@ -1,6 +1,17 @@
 /** User contracts (docs/api.md §3, §4). */
 import { Type } from '@sinclair/typebox';
-import { Body, FieldsParam, Id, ListEnvelope, ListQuery, PathId, ReadView, StringEnum, Text, Timestamp } from './common.js';
+import {
+  Body,
+  FieldsParam,
+  Id,
+  ListEnvelope,
+  ListQuery,
+  PathId,
+  ReadView,
+  StringEnum,
+  Text,
+  Timestamp,
+} from './common.js';
 
 /** What a list of users may be sorted by; the repository maps each to its column. */
 export const USER_SORT_FIELDS = ['id', 'createdAt', 'name'] as const;

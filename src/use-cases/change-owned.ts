@@ -36,7 +36,11 @@ export interface OwnedCheck<T> {
 }
 
 /** Every check of a change (404, 403, 412) on the resource as `load` reads it. */
-export async function loadForChange<T>(request: FastifyRequest, load: Promise<T | undefined>, check: OwnedCheck<T>): Promise<T> {
+export async function loadForChange<T>(
+  request: FastifyRequest,
+  load: Promise<T | undefined>,
+  check: OwnedCheck<T>,
+): Promise<T> {
   const resource = await loadOwned(load, request.user!, check.rule);
   requireMatch(request, check.etag(resource));
   return resource;
@@ -69,5 +73,7 @@ export async function changeOwned<T, R>(request: FastifyRequest, change: OwnedCh
     if (written !== undefined) return written;
     return loadOwned<T & R>(direct.read(), user, change.rule);
   }
-  return withTransaction(request.server.db, async (tx) => change.write(tx, await loadForChange(request, change.lock(tx), change)));
+  return withTransaction(request.server.db, async (tx) =>
+    change.write(tx, await loadForChange(request, change.lock(tx), change)),
+  );
 }

@@ -11,7 +11,11 @@ import { linkTo } from '../http/links.js';
 import { conflict, validation } from '../errors.js';
 import { hashPassword, verifyPassword } from '../security.js';
 import { JSON_MEDIA_TYPE } from '../media-types.js';
-import { idempotencyKeysRepository, type IdempotencyRecord, type StoredResponse } from '../repositories/idempotency-keys.js';
+import {
+  idempotencyKeysRepository,
+  type IdempotencyRecord,
+  type StoredResponse,
+} from '../repositories/idempotency-keys.js';
 
 export interface CreatedResource {
   id: number;
@@ -83,11 +87,19 @@ function send(reply: FastifyReply, response: StoredResponse, replayed: boolean):
  * trips (and the database's work for them) on the common path; with a key it
  * runs in the transaction that also stores the response.
  */
-export async function createOnce(request: FastifyRequest, reply: FastifyReply, creation: Creation): Promise<FastifyReply> {
+export async function createOnce(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  creation: Creation,
+): Promise<FastifyReply> {
   const db = request.server.db;
   const respond = async (db: Queryable, passwordHash: string | undefined) => {
     const created = await creation.create(db, passwordHash);
-    const headers = { location: linkTo(request, `/${created.id}`), etag: created.etag, 'content-type': JSON_MEDIA_TYPE };
+    const headers = {
+      location: linkTo(request, `/${created.id}`),
+      etag: created.etag,
+      'content-type': JSON_MEDIA_TYPE,
+    };
     // Serialized by the route's 201 schema now, so a replay sends these exact bytes.
     const body = reply.serializeInput(created.body as Record<string, unknown>, '201') as string;
     return { id: created.id, response: { status: 201, headers, body } satisfies StoredResponse };
@@ -119,7 +131,14 @@ export async function createOnce(request: FastifyRequest, reply: FastifyReply, c
     const stored = await keys.find(scope, key);
     if (stored) return { stored };
     const { id, response: fresh } = await respond(tx, passwordHash);
-    await keys.save({ scope, key, requestHash, resource: `${creation.kind}:${id}`, secretHash: passwordHash ?? null, ...fresh });
+    await keys.save({
+      scope,
+      key,
+      requestHash,
+      resource: `${creation.kind}:${id}`,
+      secretHash: passwordHash ?? null,
+      ...fresh,
+    });
     return { fresh };
   });
   if (outcome.stored) return send(reply, await replay(outcome.stored, requestHash, creation), true);

@@ -13,8 +13,16 @@ import { seed } from '../../src/dev/seed.js';
 import { useTestApp } from '../helpers/factories.js';
 
 const CHROMIUM = '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 
 describe.skipIf(!existsSync(CHROMIUM))('the /docs page in chromium', { timeout: 120_000 }, () => {
   const t = useTestApp();
@@ -34,7 +42,8 @@ describe.skipIf(!existsSync(CHROMIUM))('the /docs page in chromium', { timeout: 
   /** Opens an operation, presses "Try it out" and "Execute", and returns the status and body the page shows. */
   async function tryItOut(id: string): Promise<{ status: number; body: string }> {
     const operation = page.locator(`#${id}`);
-    if (!(await operation.locator('.try-out__btn').isVisible())) await operation.locator('.opblock-summary').first().click();
+    if (!(await operation.locator('.try-out__btn').isVisible()))
+      await operation.locator('.opblock-summary').first().click();
     await operation.locator('.try-out__btn').click();
     await operation.locator('button.execute').click();
     const live = operation.locator('.live-responses-table .response');
@@ -58,7 +67,12 @@ describe.skipIf(!existsSync(CHROMIUM))('the /docs page in chromium', { timeout: 
     expect(status).toBe(200);
     const page1 = JSON.parse(body) as { data: { id: number; title: string; author: { id: number } }[]; total: number };
     expect(page1.total).toBe(20);
-    expect(page1.data[0]).toEqual({ id: 1, title: expect.any(String), createdAt: expect.any(String), author: { id: 1, name: expect.any(String) } });
+    expect(page1.data[0]).toEqual({
+      id: 1,
+      title: expect.any(String),
+      createdAt: expect.any(String),
+      author: { id: 1, name: expect.any(String) },
+    });
   });
 
   it('POST /users signs Ann up; POST /tokens logs the seeded user in', async () => {

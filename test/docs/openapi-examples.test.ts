@@ -54,7 +54,9 @@ function order([path, method]: [string, string, Operation]): number {
 
 it('every operation answers its documented success to what "Try it out" fills in', async () => {
   const operations = Object.entries(doc.paths)
-    .flatMap(([path, item]) => Object.entries(item).map(([method, op]) => [path, method, op] as [string, string, Operation]))
+    .flatMap(([path, item]) =>
+      Object.entries(item).map(([method, op]) => [path, method, op] as [string, string, Operation]),
+    )
     .sort((a, b) => order(a) - order(b));
   expect(operations.length).toBe(32);
 
@@ -72,7 +74,8 @@ it('every operation answers its documented success to what "Try it out" fills in
       }
       const [text = ''] = serialized(parameter, value);
       if (parameter.in === 'path') url = url.replace(`{${parameter.name}}`, encodeURIComponent(text));
-      else if (parameter.in === 'query') for (const each of serialized(parameter, value)) query.append(parameter.name, each);
+      else if (parameter.in === 'query')
+        for (const each of serialized(parameter, value)) query.append(parameter.name, each);
       else headers[parameter.name] = text;
     }
     const content = op.requestBody?.content;
@@ -80,10 +83,13 @@ it('every operation answers its documented success to what "Try it out" fills in
     const body = media?.examples ? Object.values(media.examples)[0]?.value : media?.example;
     if (op.requestBody && body === undefined) failures.push(`${method} ${path}: the body has no example`);
     if (mediaType) headers['content-type'] = mediaType;
-    if (op.security.some((requirement) => 'bearerAuth' in requirement) && token) headers.authorization = `Bearer ${token}`;
+    if (op.security.some((requirement) => 'bearerAuth' in requirement) && token)
+      headers.authorization = `Bearer ${token}`;
 
     const search = query.size ? `?${query.toString()}` : '';
-    const success = Object.keys(op.responses).filter((status) => /^2\d\d$/.test(status)).sort()[0]!;
+    const success = Object.keys(op.responses)
+      .filter((status) => /^2\d\d$/.test(status))
+      .sort()[0]!;
     // An event stream never ends: its answer is taken as it starts.
     const streams = 'text/event-stream' in (op.responses[success]?.content ?? {});
     const res = await t.app.inject({
@@ -95,11 +101,14 @@ it('every operation answers its documented success to what "Try it out" fills in
     });
     if (streams) {
       res.stream().destroy();
-      if (String(res.statusCode) !== success) failures.push(`${method.toUpperCase()} ${url}${search}: ${res.statusCode} (documented ${success})`);
+      if (String(res.statusCode) !== success)
+        failures.push(`${method.toUpperCase()} ${url}${search}: ${res.statusCode} (documented ${success})`);
       continue;
     }
     if (String(res.statusCode) !== success)
-      failures.push(`${method.toUpperCase()} ${url}${search} ${JSON.stringify(body) ?? ''}: ${res.statusCode} (documented ${success}) ${res.body.slice(0, 300)}`);
+      failures.push(
+        `${method.toUpperCase()} ${url}${search} ${JSON.stringify(body) ?? ''}: ${res.statusCode} (documented ${success}) ${res.body.slice(0, 300)}`,
+      );
     if (path === '/tokens' && method === 'post') token = (res.json() as { token?: string }).token;
   }
   expect(failures).toEqual([]);

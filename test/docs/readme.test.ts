@@ -58,7 +58,13 @@ const TIMESTAMP = /\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z/g;
 function shown(text: string): RegExp {
   const parts = text.split(/(…|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)/);
   const source = parts
-    .map((part) => (part === '…' ? '.*' : TIMESTAMP.test((TIMESTAMP.lastIndex = 0, part)) ? TIMESTAMP.source : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+    .map((part) =>
+      part === '…'
+        ? '.*'
+        : TIMESTAMP.test(((TIMESTAMP.lastIndex = 0), part))
+          ? TIMESTAMP.source
+          : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+    )
     .join('');
   return new RegExp(`^${source}$`, 's');
 }
@@ -66,7 +72,9 @@ function shown(text: string): RegExp {
 /** Runs the commands in one bash session (not blocking: the service answers from this process); returns what each printed. */
 async function run(steps: Step[], port: number): Promise<string[]> {
   const marker = '@@@readme-step@@@';
-  const script = steps.map((step) => `printf '\\n${marker}\\n'\n${step.command.replaceAll('localhost:3000', `localhost:${port}`)}`).join('\n');
+  const script = steps
+    .map((step) => `printf '\\n${marker}\\n'\n${step.command.replaceAll('localhost:3000', `localhost:${port}`)}`)
+    .join('\n');
   const { stdout } = await promisify(execFile)('bash', ['-c', script], { encoding: 'utf8', timeout: 60_000 });
   return stdout.split(`\n${marker}\n`).slice(1);
 }
@@ -76,15 +84,21 @@ export function differences(steps: Step[], outputs: string[]): string[] {
   const problems: string[] = [];
   steps.forEach((step, i) => {
     const output = (outputs[i] ?? '').replace(/\r\n/g, '\n');
-    const [head, body] = step.command.includes(' -si ') || step.command.includes(' -i ') ? splitResponse(output) : ['', output];
+    const [head, body] =
+      step.command.includes(' -si ') || step.command.includes(' -i ') ? splitResponse(output) : ['', output];
     const where = step.command.split('\n')[0];
     if (step.status !== undefined) {
       const status = Number(/^HTTP\/[\d.]+ (\d{3})/.exec(head)?.[1]);
-      if (status !== step.status) problems.push(`${where}: the README shows ${step.status}, the service answered ${status}`);
+      if (status !== step.status)
+        problems.push(`${where}: the README shows ${step.status}, the service answered ${status}`);
     }
     for (const [name, value] of step.headers) {
-      const actual = head.split('\n').find((line) => line.toLowerCase().startsWith(`${name}: `))?.slice(name.length + 2);
-      if (actual === undefined || !shown(value).test(actual)) problems.push(`${where}: the README shows ${name}: ${value}, the service sent ${actual}`);
+      const actual = head
+        .split('\n')
+        .find((line) => line.toLowerCase().startsWith(`${name}: `))
+        ?.slice(name.length + 2);
+      if (actual === undefined || !shown(value).test(actual))
+        problems.push(`${where}: the README shows ${name}: ${value}, the service sent ${actual}`);
     }
     if (step.body !== undefined && !shown(step.body).test(body.trim()))
       problems.push(`${where}: the README shows ${step.body}, the service answered ${body.trim()}`);
@@ -120,7 +134,11 @@ it('a README that shows another status, header or body than the service fails th
   const readme = readFileSync('README.md', 'utf8');
   for (const [shownThere, instead, problem] of [
     ['# HTTP/1.1 201 Created', '# HTTP/1.1 200 OK', /the README shows 200, the service answered 201/],
-    ['# location: /users/1', '# location: /users/2', /the README shows location: \/users\/2, the service sent \/users\/1/],
+    [
+      '# location: /users/1',
+      '# location: /users/2',
+      /the README shows location: \/users\/2, the service sent \/users\/1/,
+    ],
     ['"hasMore":false', '"hasMore":true', /the README shows \{"data":\[…\],"limit":10,"hasMore":true/],
   ] as const) {
     expect(readme).toContain(shownThere);

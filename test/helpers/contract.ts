@@ -18,7 +18,8 @@ export interface AnyResponse {
 export function describeResponse(res: AnyResponse, request?: unknown): string {
   let req = '';
   try {
-    if (request !== undefined) req = ` for ${JSON.stringify(request, (_k, v: unknown) => (typeof v === 'string' && v.length > 300 ? `${v.slice(0, 300)}…(${v.length})` : v)).slice(0, 1000)}`;
+    if (request !== undefined)
+      req = ` for ${JSON.stringify(request, (_k, v: unknown) => (typeof v === 'string' && v.length > 300 ? `${v.slice(0, 300)}…(${v.length})` : v)).slice(0, 1000)}`;
   } catch {
     req = ' for a request too deep to print';
   }
@@ -56,11 +57,15 @@ export function expectContractResponse(
     const fieldErrors = body.fieldErrors as Record<string, unknown>;
     expect(Object.keys(fieldErrors).length, context).toBeGreaterThan(0);
     for (const messages of Object.values(fieldErrors)) {
-      expect(Array.isArray(messages) && messages.length > 0 && messages.every((m) => typeof m === 'string' && m !== ''), context).toBe(true);
+      expect(
+        Array.isArray(messages) && messages.length > 0 && messages.every((m) => typeof m === 'string' && m !== ''),
+        context,
+      ).toBe(true);
     }
   }
   if (res.statusCode === 401) expect(String(res.headers['www-authenticate']), context).toMatch(/^Bearer/);
   if (res.statusCode === 405) expect(res.headers.allow, context).toBeDefined();
-  if (res.statusCode === 429 || res.statusCode === 503) expect(String(res.headers['retry-after']), context).toMatch(/^[0-9]+$/);
+  if (res.statusCode === 429 || res.statusCode === 503)
+    expect(String(res.headers['retry-after']), context).toMatch(/^[0-9]+$/);
   return body as ReturnType<typeof expectContractResponse>;
 }

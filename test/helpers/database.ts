@@ -50,7 +50,10 @@ export async function createTestDatabase(name = testDatabaseName(), { empty = fa
   return {
     url: testDatabaseUrl(name),
     // FORCE ends connections a test forgot to close (e.g. a pool still open).
-    drop: () => withAdmin(adminUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`)),
+    drop: () =>
+      withAdmin(adminUrl, (client) =>
+        client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`),
+      ),
   };
 }
 

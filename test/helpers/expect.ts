@@ -10,7 +10,12 @@ export const iso = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}
 /** The whole error body: exactly these members, requestId equal to the X-Request-Id header. */
 export function expectError(res: Response, status: number, error: string, message: string, fieldErrors?: object) {
   expect(res.statusCode).toBe(status);
-  expect(res.json()).toEqual({ error, message, ...(fieldErrors && { fieldErrors }), requestId: res.headers['x-request-id'] });
+  expect(res.json()).toEqual({
+    error,
+    message,
+    ...(fieldErrors && { fieldErrors }),
+    requestId: res.headers['x-request-id'],
+  });
 }
 export const expect422 = (res: Response, fieldErrors: object, message = 'request is invalid') =>
   expectError(res, 422, 'validation', message, fieldErrors);

@@ -76,14 +76,60 @@ export function blamedFields(body: Record<string, unknown>, rules: Record<string
 // ---------------------------------------------------------------- generators
 
 const EDGE_CHARS = [
-  '\u0000', '\ud800', '\udbff', '\udc00', '\udfff', // NUL, lone surrogates
-  '\u0301', 'e\u0301', '\u0345', // combining marks
-  '\u202e', '\u200f', '\u05d0', '\u0627\u0644', // RTL override/mark, Hebrew, Arabic
-  '😀', '👨‍👩‍👧', '🇩🇪', '\u{10FFFF}', '\u{1D11E}', // 4-byte characters, ZWJ sequence, flag
-  '\u200b', '\u2060', '\ufffd', '\uffff', '\u00ad', // invisible, replacement, non-character
-  '\'', '"', '\\', '%', '$1', '--', ';', '<', '\r\n', 'a', 'Z', '0',
+  '\u0000',
+  '\ud800',
+  '\udbff',
+  '\udc00',
+  '\udfff', // NUL, lone surrogates
+  '\u0301',
+  'e\u0301',
+  '\u0345', // combining marks
+  '\u202e',
+  '\u200f',
+  '\u05d0',
+  '\u0627\u0644', // RTL override/mark, Hebrew, Arabic
+  '😀',
+  '👨‍👩‍👧',
+  '🇩🇪',
+  '\u{10FFFF}',
+  '\u{1D11E}', // 4-byte characters, ZWJ sequence, flag
+  '\u200b',
+  '\u2060',
+  '\ufffd',
+  '\uffff',
+  '\u00ad', // invisible, replacement, non-character
+  "'",
+  '"',
+  '\\',
+  '%',
+  '$1',
+  '--',
+  ';',
+  '<',
+  '\r\n',
+  'a',
+  'Z',
+  '0',
 ];
-const WHITESPACE = [' ', '\t', '\n', '\r', '\u000b', '\f', '\u0085', '\u00a0', '\u1680', '\u2000', '\u200a', '\u2028', '\u2029', '\u202f', '\u205f', '\u3000', '\ufeff'];
+const WHITESPACE = [
+  ' ',
+  '\t',
+  '\n',
+  '\r',
+  '\u000b',
+  '\f',
+  '\u0085',
+  '\u00a0',
+  '\u1680',
+  '\u2000',
+  '\u200a',
+  '\u2028',
+  '\u2029',
+  '\u202f',
+  '\u205f',
+  '\u3000',
+  '\ufeff',
+];
 
 const char = fc.oneof(
   { weight: 3, arbitrary: fc.constantFrom(...EDGE_CHARS, ...WHITESPACE) },
@@ -94,7 +140,11 @@ const char = fc.oneof(
 /** Strings around the limit, measured in code points, built by repeating a short motif. */
 const aroundLimit = (max: number) =>
   fc
-    .tuple(fc.integer({ min: Math.max(0, max - 1), max: max + 1 }), fc.array(char, { minLength: 1, maxLength: 3 }), fc.option(char, { nil: undefined }))
+    .tuple(
+      fc.integer({ min: Math.max(0, max - 1), max: max + 1 }),
+      fc.array(char, { minLength: 1, maxLength: 3 }),
+      fc.option(char, { nil: undefined }),
+    )
     .map(([n, motif, odd]) => {
       const points = motif.flatMap((c) => [...c]);
       const out: string[] = [];
@@ -133,7 +183,20 @@ const notAString = fc.oneof(
 const fieldValue = (max: number) => fc.oneof({ weight: 6, arbitrary: text(max) }, { weight: 1, arbitrary: notAString });
 
 /** Names clients get wrong, and names that are also properties of every JS object. */
-const UNKNOWN_KEYS = ['Title', 'titel', 'role', 'password_hash', 'constructor', 'toString', 'hasOwnProperty', 'valueOf', 'a.b', 'x/y', '😀', ' title'];
+const UNKNOWN_KEYS = [
+  'Title',
+  'titel',
+  'role',
+  'password_hash',
+  'constructor',
+  'toString',
+  'hasOwnProperty',
+  'valueOf',
+  'a.b',
+  'x/y',
+  '😀',
+  ' title',
+];
 
 /** A body with the given fields, maybe read-only members sent back, maybe an unknown member. */
 function bodyOf(fields: Record<string, number>) {
@@ -141,7 +204,10 @@ function bodyOf(fields: Record<string, number>) {
   return fc
     .tuple(
       fc.record(shape, { requiredKeys: [] }),
-      fc.option(fc.record(Object.fromEntries(READ_ONLY.map((k) => [k, fc.jsonValue({ maxDepth: 2 })])), { requiredKeys: [] }), { nil: undefined }),
+      fc.option(
+        fc.record(Object.fromEntries(READ_ONLY.map((k) => [k, fc.jsonValue({ maxDepth: 2 })])), { requiredKeys: [] }),
+        { nil: undefined },
+      ),
       fc.option(fc.tuple(fc.constantFrom(...UNKNOWN_KEYS), fc.jsonValue({ maxDepth: 1 })), { freq: 4, nil: undefined }),
     )
     .map(([main, readOnly, unknown]) => {
@@ -177,7 +243,11 @@ const rawBody = fc.oneof(
   fc.constant(null).map(() => `{"title":"t","body":"b","id":${'['.repeat(50_000)}${']'.repeat(50_000)}}`),
   fc.constant(null).map(() => `{"title":"t","body":"${'x'.repeat(1_100_000)}"}`),
   // Bytes that are not UTF-8 (a Latin-1 "é", a truncated sequence, an overlong "/").
-  fc.constantFrom(Buffer.from([0x7b, 0x22, 0x74, 0x69, 0x74, 0x6c, 0x65, 0x22, 0x3a, 0x22, 0xe9, 0x22, 0x7d]), Buffer.from('{"title":"\xf0\x9f","body":"b"}', 'latin1'), Buffer.from('{"title":"\xc0\xaf","body":"b"}', 'latin1')),
+  fc.constantFrom(
+    Buffer.from([0x7b, 0x22, 0x74, 0x69, 0x74, 0x6c, 0x65, 0x22, 0x3a, 0x22, 0xe9, 0x22, 0x7d]),
+    Buffer.from('{"title":"\xf0\x9f","body":"b"}', 'latin1'),
+    Buffer.from('{"title":"\xc0\xaf","body":"b"}', 'latin1'),
+  ),
 );
 
 const CONTENT_TYPES = [
@@ -206,31 +276,132 @@ const queryValue = fc.oneof(
   fc.integer({ min: -5, max: 120 }).map(String),
   fc.bigInt({ min: -(2n ** 80n), max: 2n ** 80n }).map(String),
   fc.constantFrom(
-    '', '0', '01', '1.0', '1.5', '1e3', '0x10', ' 1', '1 ', '+1', '-0', 'NaN', 'Infinity', '9007199254740991', '9007199254740992',
-    '9223372036854775807', '9223372036854775808', '1e400', 'null', 'true', '[]', '{}',
-    'id', '-id', 'title', '-title', 'createdAt', 'updatedAt', 'name', '--id', 'id desc', 'id;DROP TABLE posts', "id' OR '1'='1",
-    '1 OR 1=1', '1); DELETE FROM users; --', '$1', '%00', '\u0000', '😀', '\ud800', 'é', 'password_hash', 'author_id',
+    '',
+    '0',
+    '01',
+    '1.0',
+    '1.5',
+    '1e3',
+    '0x10',
+    ' 1',
+    '1 ',
+    '+1',
+    '-0',
+    'NaN',
+    'Infinity',
+    '9007199254740991',
+    '9007199254740992',
+    '9223372036854775807',
+    '9223372036854775808',
+    '1e400',
+    'null',
+    'true',
+    '[]',
+    '{}',
+    'id',
+    '-id',
+    'title',
+    '-title',
+    'createdAt',
+    'updatedAt',
+    'name',
+    '--id',
+    'id desc',
+    'id;DROP TABLE posts',
+    "id' OR '1'='1",
+    '1 OR 1=1',
+    '1); DELETE FROM users; --',
+    '$1',
+    '%00',
+    '\u0000',
+    '😀',
+    '\ud800',
+    'é',
+    'password_hash',
+    'author_id',
   ),
   fc.string({ unit: char, maxLength: 8 }),
 );
-const QUERY_KEYS = ['sort', 'page', 'perPage', 'after', 'before', 'limit', 'author', 'q', 'fields', 'include', 'createdAfter', 'Sort', 'per_page', 'offset', 'constructor', '__proto__', 'toString', 'page[]', 'a.b'];
+const QUERY_KEYS = [
+  'sort',
+  'page',
+  'perPage',
+  'after',
+  'before',
+  'limit',
+  'author',
+  'q',
+  'fields',
+  'include',
+  'createdAfter',
+  'Sort',
+  'per_page',
+  'offset',
+  'constructor',
+  '__proto__',
+  'toString',
+  'page[]',
+  'a.b',
+];
 const queryString = fc
   .array(fc.tuple(fc.constantFrom(...QUERY_KEYS), queryValue, fc.boolean()), { maxLength: 4 })
   .map((pairs) =>
     // Mostly encoded; sometimes raw, as a careless client sends it (inject then encodes what it must).
-    pairs.map(([k, v, encode]) => (encode ? `${encodeLoosely(k)}=${encodeLoosely(v)}` : `${k}=${v.replace(/[#&\s%]|[^\x00-\x7f]/gu, encodeLoosely)}`)).join('&'),
+    pairs
+      .map(([k, v, encode]) =>
+        encode
+          ? `${encodeLoosely(k)}=${encodeLoosely(v)}`
+          : `${k}=${v.replace(/[#&\s%]|[^\x00-\x7f]/gu, encodeLoosely)}`,
+      )
+      .join('&'),
   );
 
 /** Path ids: canonical, out of range, non-canonical spellings of numbers, injections. */
 const pathId = fc.oneof(
-    fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }).map(String),
-    fc.constantFrom('0', '-1', '01', '1.0', '1e3', '0x1', '+1', ' 1', '9007199254740991', '9007199254740993', '99999999999999999999999', '1;DROP TABLE posts', "1' OR '1'='1", 'null', 'me', '😀', '%00', '\u0000', 'é'),
-    fc.string({ unit: char, minLength: 1, maxLength: 6 }),
-  );
+  fc.bigInt({ min: -(2n ** 70n), max: 2n ** 70n }).map(String),
+  fc.constantFrom(
+    '0',
+    '-1',
+    '01',
+    '1.0',
+    '1e3',
+    '0x1',
+    '+1',
+    ' 1',
+    '9007199254740991',
+    '9007199254740993',
+    '99999999999999999999999',
+    '1;DROP TABLE posts',
+    "1' OR '1'='1",
+    'null',
+    'me',
+    '😀',
+    '%00',
+    '\u0000',
+    'é',
+  ),
+  fc.string({ unit: char, minLength: 1, maxLength: 6 }),
+);
 
 const headerValue = fc.oneof(
   fc.string({ unit: 'grapheme-ascii', maxLength: 30 }),
-  fc.constantFrom('', ' ', '*', 'W/"x"', '"p1-1-0"', 'Bearer', 'Bearer ', 'bearer pat_x', 'Basic YTpi', 'Bearer a b', `Bearer ${'A'.repeat(600)}`, 'a'.repeat(2000), 'null', '1; DROP TABLE tokens', 'ümlaut'),
+  fc.constantFrom(
+    '',
+    ' ',
+    '*',
+    'W/"x"',
+    '"p1-1-0"',
+    'Bearer',
+    'Bearer ',
+    'bearer pat_x',
+    'Basic YTpi',
+    'Bearer a b',
+    `Bearer ${'A'.repeat(600)}`,
+    'a'.repeat(2000),
+    'null',
+    '1; DROP TABLE tokens',
+    'ümlaut',
+  ),
 );
 
 /**
@@ -242,7 +413,9 @@ function encodeLoosely(s: string): string {
     .map((c) => {
       if (!/\p{Cs}/u.test(c)) return encodeURIComponent(c);
       const u = c.charCodeAt(0);
-      return [0xe0 | (u >> 12), 0x80 | ((u >> 6) & 0x3f), 0x80 | (u & 0x3f)].map((b) => `%${b.toString(16).toUpperCase()}`).join('');
+      return [0xe0 | (u >> 12), 0x80 | ((u >> 6) & 0x3f), 0x80 | (u & 0x3f)]
+        .map((b) => `%${b.toString(16).toUpperCase()}`)
+        .join('');
     })
     .join('');
 }
@@ -324,21 +497,32 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
 
     it('PATCH and PUT /posts/{postId}: 422 before 404 before 403', async () => {
       await fc.assert(
-        fc.asyncProperty(fc.boolean(), actor, fc.boolean(), bodyOf({ title: 200, body: 50_000 }), async (put, who, missing, body) => {
-          const before = (await inject({ method: 'GET', url: `/posts/${postId}` })).json();
-          const url = `/posts/${missing ? 987_654_321 : postId}`;
-          const res = await inject({ method: put ? 'PUT' : 'PATCH', url, headers: actors()[who].auth, payload: body });
-          const blamed = blamedFields(body, put ? postRules : patchRules);
-          const expected = poisoned(body) ? 400 : blamed.length ? 422 : missing ? 404 : who === 'other' ? 403 : 200;
-          expect(res.statusCode, describeResponse(res, { put, who, body })).toBe(expected);
-          if (expected === 422) expect(Object.keys(res.json().fieldErrors).sort()).toEqual(blamed);
-          const after = (await inject({ method: 'GET', url: `/posts/${postId}` })).json();
-          const changed = expected === 200 && !missing;
-          expect([after.title, after.body]).toEqual([
-            changed ? (body.title ?? before.title) : before.title,
-            changed ? (body.body ?? before.body) : before.body,
-          ]);
-        }),
+        fc.asyncProperty(
+          fc.boolean(),
+          actor,
+          fc.boolean(),
+          bodyOf({ title: 200, body: 50_000 }),
+          async (put, who, missing, body) => {
+            const before = (await inject({ method: 'GET', url: `/posts/${postId}` })).json();
+            const url = `/posts/${missing ? 987_654_321 : postId}`;
+            const res = await inject({
+              method: put ? 'PUT' : 'PATCH',
+              url,
+              headers: actors()[who].auth,
+              payload: body,
+            });
+            const blamed = blamedFields(body, put ? postRules : patchRules);
+            const expected = poisoned(body) ? 400 : blamed.length ? 422 : missing ? 404 : who === 'other' ? 403 : 200;
+            expect(res.statusCode, describeResponse(res, { put, who, body })).toBe(expected);
+            if (expected === 422) expect(Object.keys(res.json().fieldErrors).sort()).toEqual(blamed);
+            const after = (await inject({ method: 'GET', url: `/posts/${postId}` })).json();
+            const changed = expected === 200 && !missing;
+            expect([after.title, after.body]).toEqual([
+              changed ? (body.title ?? before.title) : before.title,
+              changed ? (body.body ?? before.body) : before.body,
+            ]);
+          },
+        ),
         runs(numRuns),
       );
     });
@@ -347,7 +531,12 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
       await fc.assert(
         fc.asyncProperty(fc.boolean(), actor, bodyOf({ body: 10_000 }), async (patch, who, body) => {
           const url = patch ? `/posts/${postId}/comments/${commentId}` : `/posts/${postId}/comments`;
-          const res = await inject({ method: patch ? 'PATCH' : 'POST', url, headers: actors()[who].auth, payload: body });
+          const res = await inject({
+            method: patch ? 'PATCH' : 'POST',
+            url,
+            headers: actors()[who].auth,
+            payload: body,
+          });
           const blamed = blamedFields(body, { body: { max: 10_000, required: !patch } });
           const expected = poisoned(body) ? 400 : blamed.length ? 422 : !patch ? 201 : who === 'other' ? 403 : 200;
           expect(res.statusCode, describeResponse(res, { patch, who, body })).toBe(expected);
@@ -363,38 +552,54 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
 
     it('PATCH /users/{userId}: name rules, e-mail shape, uniqueness (409 on a taken one, in any case)', async () => {
       const email = fc.oneof(
-        fc.nat().map((n) => ({ value: `fuzz-${n}-${Math.random().toString(36).slice(2)}@example.com`, kind: 'new' as const })),
+        fc.nat().map((n) => ({
+          value: `fuzz-${n}-${Math.random().toString(36).slice(2)}@example.com`,
+          kind: 'new' as const,
+        })),
         fc.constant(null).map(() => ({ value: bob.user.email.toUpperCase(), kind: 'taken' as const })),
-        fc.constantFrom('no-at-sign', 'a@', '@b.c', 'a b@c.d', 'a\u0000@b.cd', `${'a'.repeat(250)}@b.cd`, '').map((value) => ({ value, kind: 'invalid' as const })),
+        fc
+          .constantFrom('no-at-sign', 'a@', '@b.c', 'a b@c.d', 'a\u0000@b.cd', `${'a'.repeat(250)}@b.cd`, '')
+          .map((value) => ({ value, kind: 'invalid' as const })),
         fc.string({ unit: char, maxLength: 12 }).map((value) => ({ value, kind: 'unknown' as const })),
       );
       await fc.assert(
-        fc.asyncProperty(actor, fc.option(fieldValue(100), { nil: undefined }), fc.option(email, { nil: undefined }), fc.option(fc.oneof(fc.string({ maxLength: 7 }), notAString), { freq: 5, nil: undefined }), async (who, name, mail, password) => {
-          const body: Record<string, unknown> = {};
-          if (name !== undefined) body.name = name;
-          if (mail !== undefined) body.email = mail.value;
-          if (password !== undefined) body.password = password; // never valid: a valid one would cost a hash
-          const res = await inject({ method: 'PATCH', url: `/users/${ann.user.id}`, headers: actors()[who].auth, payload: body });
-          const context = describeResponse(res, { who, body });
-          if (poisoned(body)) return void expect(res.statusCode, context).toBe(400);
-          const nameBad = name !== undefined && !textIsValid(name, 100);
-          const mailBad = mail?.kind === 'invalid';
-          if (nameBad || mailBad || password !== undefined) {
-            expect(res.statusCode, context).toBe(422);
-            const fields = Object.keys(res.json().fieldErrors);
-            if (nameBad) expect(fields, context).toContain('name');
-            if (mailBad) expect(fields, context).toContain('email');
-            return;
-          }
-          if (mail?.kind === 'unknown') return void expect([200, 403, 409, 422], context).toContain(res.statusCode);
-          if (who === 'other') return void expect(res.statusCode, context).toBe(403);
-          if (mail?.kind === 'taken') {
-            expect(res.statusCode, context).toBe(409);
-            return void expect(res.json().fieldErrors).toEqual({ email: ['is already registered'] });
-          }
-          expect(res.statusCode, context).toBe(200);
-          if (name !== undefined) expect(res.json().name).toBe(name);
-        }),
+        fc.asyncProperty(
+          actor,
+          fc.option(fieldValue(100), { nil: undefined }),
+          fc.option(email, { nil: undefined }),
+          fc.option(fc.oneof(fc.string({ maxLength: 7 }), notAString), { freq: 5, nil: undefined }),
+          async (who, name, mail, password) => {
+            const body: Record<string, unknown> = {};
+            if (name !== undefined) body.name = name;
+            if (mail !== undefined) body.email = mail.value;
+            if (password !== undefined) body.password = password; // never valid: a valid one would cost a hash
+            const res = await inject({
+              method: 'PATCH',
+              url: `/users/${ann.user.id}`,
+              headers: actors()[who].auth,
+              payload: body,
+            });
+            const context = describeResponse(res, { who, body });
+            if (poisoned(body)) return void expect(res.statusCode, context).toBe(400);
+            const nameBad = name !== undefined && !textIsValid(name, 100);
+            const mailBad = mail?.kind === 'invalid';
+            if (nameBad || mailBad || password !== undefined) {
+              expect(res.statusCode, context).toBe(422);
+              const fields = Object.keys(res.json().fieldErrors);
+              if (nameBad) expect(fields, context).toContain('name');
+              if (mailBad) expect(fields, context).toContain('email');
+              return;
+            }
+            if (mail?.kind === 'unknown') return void expect([200, 403, 409, 422], context).toContain(res.statusCode);
+            if (who === 'other') return void expect(res.statusCode, context).toBe(403);
+            if (mail?.kind === 'taken') {
+              expect(res.statusCode, context).toBe(409);
+              return void expect(res.json().fieldErrors).toEqual({ email: ['is already registered'] });
+            }
+            expect(res.statusCode, context).toBe(200);
+            if (name !== undefined) expect(res.json().name).toBe(name);
+          },
+        ),
         runs(numRuns),
       );
     });
@@ -404,7 +609,11 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
         fc.asyncProperty(
           fc.boolean(),
           fieldValue(100),
-          fc.oneof(fc.nat().map((n) => `signup-${n}-${Math.random().toString(36).slice(2)}@example.com`), fc.string({ unit: char, maxLength: 12 }), notAString),
+          fc.oneof(
+            fc.nat().map((n) => `signup-${n}-${Math.random().toString(36).slice(2)}@example.com`),
+            fc.string({ unit: char, maxLength: 12 }),
+            notAString,
+          ),
           fc.oneof(fc.constant('long-enough-password'), fc.string({ unit: char, maxLength: 12 }), notAString),
           async (login, name, email, password) => {
             const payload = login ? { email, password } : { name, email, password };
@@ -422,40 +631,54 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
 
   describe('raw bodies and content types, on every route that takes a body', () => {
     it('parse failures are 400, foreign media types and charsets 415, oversize 413; never a 500', async () => {
-      const routes = () => [
-        { method: 'POST', url: '/posts', auth: true },
-        { method: 'PUT', url: `/posts/${postId}`, auth: true },
-        { method: 'PATCH', url: `/posts/${postId}`, auth: true },
-        { method: 'POST', url: `/posts/${postId}/comments`, auth: true },
-        { method: 'PATCH', url: `/posts/${postId}/comments/${commentId}`, auth: true },
-        { method: 'PATCH', url: `/users/${ann.user.id}`, auth: true },
-        { method: 'POST', url: '/users', auth: false },
-        { method: 'POST', url: '/tokens', auth: false },
-      ] as const;
+      const routes = () =>
+        [
+          { method: 'POST', url: '/posts', auth: true },
+          { method: 'PUT', url: `/posts/${postId}`, auth: true },
+          { method: 'PATCH', url: `/posts/${postId}`, auth: true },
+          { method: 'POST', url: `/posts/${postId}/comments`, auth: true },
+          { method: 'PATCH', url: `/posts/${postId}/comments/${commentId}`, auth: true },
+          { method: 'PATCH', url: `/users/${ann.user.id}`, auth: true },
+          { method: 'POST', url: '/users', auth: false },
+          { method: 'POST', url: '/tokens', auth: false },
+        ] as const;
       await fc.assert(
-        fc.asyncProperty(fc.nat(7), rawBody, fc.constantFrom(...CONTENT_TYPES), fc.boolean(), async (i, payload, contentType, anonymous) => {
-          const route = routes()[i]!;
-          const headers: Record<string, string> = anonymous ? {} : { ...ann.auth };
-          if (contentType !== undefined) headers['content-type'] = contentType;
-          const res = await inject({ method: route.method, url: route.url, headers, payload });
-          const context = describeResponse(res, { route, contentType, payload: String(payload).slice(0, 200) });
-          if (route.auth && anonymous) return void expect(res.statusCode, context).toBe(401);
-          const mediaType = contentType?.split(';')[0]?.trim().toLowerCase();
-          const charset = /charset="?([^";]+)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
-          const json = mediaType === 'application/json' || (mediaType === 'application/merge-patch+json' && route.method === 'PATCH');
-          const oversized = Buffer.byteLength(payload) > 1_048_576;
-          // 400, 413 and 415 rank alike (docs/api.md §2): an oversized body of a foreign type may get either.
-          if (!json || (charset !== undefined && charset !== 'utf-8')) return void expect(oversized ? [413, 415] : [400, 415], context).toContain(res.statusCode);
-          if (oversized) return void expect(res.statusCode, context).toBe(413);
-          let parsed: unknown;
-          try {
-            parsed = typeof payload === 'string' ? JSON.parse(payload.replace(/^\ufeff/, '')) : new TextDecoder('utf-8', { fatal: true }).decode(payload) && undefined;
-          } catch {
-            return void expect(res.statusCode, context).toBe(400);
-          }
-          if (parsed !== undefined && (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))) return void expect(res.statusCode, context).toBe(400);
-          expect([200, 201, 400, 401, 403, 409, 422], context).toContain(res.statusCode);
-        }),
+        fc.asyncProperty(
+          fc.nat(7),
+          rawBody,
+          fc.constantFrom(...CONTENT_TYPES),
+          fc.boolean(),
+          async (i, payload, contentType, anonymous) => {
+            const route = routes()[i]!;
+            const headers: Record<string, string> = anonymous ? {} : { ...ann.auth };
+            if (contentType !== undefined) headers['content-type'] = contentType;
+            const res = await inject({ method: route.method, url: route.url, headers, payload });
+            const context = describeResponse(res, { route, contentType, payload: String(payload).slice(0, 200) });
+            if (route.auth && anonymous) return void expect(res.statusCode, context).toBe(401);
+            const mediaType = contentType?.split(';')[0]?.trim().toLowerCase();
+            const charset = /charset="?([^";]+)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
+            const json =
+              mediaType === 'application/json' ||
+              (mediaType === 'application/merge-patch+json' && route.method === 'PATCH');
+            const oversized = Buffer.byteLength(payload) > 1_048_576;
+            // 400, 413 and 415 rank alike (docs/api.md §2): an oversized body of a foreign type may get either.
+            if (!json || (charset !== undefined && charset !== 'utf-8'))
+              return void expect(oversized ? [413, 415] : [400, 415], context).toContain(res.statusCode);
+            if (oversized) return void expect(res.statusCode, context).toBe(413);
+            let parsed: unknown;
+            try {
+              parsed =
+                typeof payload === 'string'
+                  ? JSON.parse(payload.replace(/^\ufeff/, ''))
+                  : new TextDecoder('utf-8', { fatal: true }).decode(payload) && undefined;
+            } catch {
+              return void expect(res.statusCode, context).toBe(400);
+            }
+            if (parsed !== undefined && (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)))
+              return void expect(res.statusCode, context).toBe(400);
+            expect([200, 201, 400, 401, 403, 409, 422], context).toContain(res.statusCode);
+          },
+        ),
         runs(numRuns),
       );
     });
@@ -481,30 +704,42 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
             return;
           }
           const sent = new URLSearchParams(query);
-          for (const field of Object.keys(res.json().fieldErrors)) expect(sent.has(field) || field === '(root)', context).toBe(true);
+          for (const field of Object.keys(res.json().fieldErrors))
+            expect(sent.has(field) || field === '(root)', context).toBe(true);
         }),
         runs(numRuns),
       );
     });
 
     it('valid values: always 200 in the mode they select', async () => {
-      const sortable = () => [
-        ['/posts', ['id', 'createdAt', 'updatedAt', 'title']],
-        ['/users', ['id', 'createdAt', 'name']],
-        [`/users/${ann.user.id}/posts`, ['id', 'createdAt', 'updatedAt', 'title']],
-        [`/posts/${postId}/comments`, ['id', 'createdAt']],
-        ['/tokens', ['id', 'createdAt']],
-      ] as const;
+      const sortable = () =>
+        [
+          ['/posts', ['id', 'createdAt', 'updatedAt', 'title']],
+          ['/users', ['id', 'createdAt', 'name']],
+          [`/users/${ann.user.id}/posts`, ['id', 'createdAt', 'updatedAt', 'title']],
+          [`/posts/${postId}/comments`, ['id', 'createdAt']],
+          ['/tokens', ['id', 'createdAt']],
+        ] as const;
       await fc.assert(
-        fc.asyncProperty(fc.nat(4), fc.boolean(), fc.nat(3), fc.boolean(), fc.integer({ min: 1, max: 100 }), fc.integer({ min: 1, max: 100_000 }), async (i, cursor, s, desc, size, page) => {
-          const [url, fields] = sortable()[i]!;
-          const sort = `${desc ? '-' : ''}${fields[s % fields.length]}`;
-          const first = (await inject({ method: 'GET', url, headers: ann.auth })).json().data as { id: number }[];
-          const query = cursor ? `sort=${sort}&limit=${size}${first[0] ? `&after=${first[0].id}` : ''}` : `sort=${sort}&page=${page}&perPage=${size}`;
-          const res = await inject({ method: 'GET', url: `${url}?${query}`, headers: ann.auth });
-          expect(res.statusCode, describeResponse(res, query)).toBe(200);
-          expect('nextCursor' in res.json()).toBe(cursor);
-        }),
+        fc.asyncProperty(
+          fc.nat(4),
+          fc.boolean(),
+          fc.nat(3),
+          fc.boolean(),
+          fc.integer({ min: 1, max: 100 }),
+          fc.integer({ min: 1, max: 100_000 }),
+          async (i, cursor, s, desc, size, page) => {
+            const [url, fields] = sortable()[i]!;
+            const sort = `${desc ? '-' : ''}${fields[s % fields.length]}`;
+            const first = (await inject({ method: 'GET', url, headers: ann.auth })).json().data as { id: number }[];
+            const query = cursor
+              ? `sort=${sort}&limit=${size}${first[0] ? `&after=${first[0].id}` : ''}`
+              : `sort=${sort}&page=${page}&perPage=${size}`;
+            const res = await inject({ method: 'GET', url: `${url}?${query}`, headers: ann.auth });
+            expect(res.statusCode, describeResponse(res, query)).toBe(200);
+            expect('nextCursor' in res.json()).toBe(cursor);
+          },
+        ),
         // Pages of up to 100 posts with 50 000-character bodies are costly to serve; the domain is small.
         runs(Math.min(numRuns, 300)),
       );
@@ -514,7 +749,11 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
       await fc.assert(
         fc.asyncProperty(fc.nat(4), fc.constantFrom('sort', 'page', 'perPage', 'after', 'limit'), async (i, key) => {
           const value = key === 'sort' ? 'id' : '1';
-          const res = await inject({ method: 'GET', url: `${lists()[i]}?${key}=${value}&${key}=${value}`, headers: ann.auth });
+          const res = await inject({
+            method: 'GET',
+            url: `${lists()[i]}?${key}=${value}&${key}=${value}`,
+            headers: ann.auth,
+          });
           expect(res.statusCode).toBe(422);
           expect(Object.keys(res.json().fieldErrors)).toContain(key);
         }),
@@ -552,11 +791,17 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
           const headers = tokens ? await freshToken(dan) : ann.auth;
           // A PUT body must be complete: {} is a 422, which the contract ranks before 404.
           const bodyInvalid = route.method === 'PUT';
-          const res = await inject({ method: route.method, url: route.path(segment), headers, ...(route.method === 'PATCH' || route.method === 'PUT' ? { payload: {} } : {}) });
+          const res = await inject({
+            method: route.method,
+            url: route.path(segment),
+            headers,
+            ...(route.method === 'PATCH' || route.method === 'PUT' ? { payload: {} } : {}),
+          });
           const context = describeResponse(res, { route: route.path(':id'), method: route.method, raw, segment });
           const canonical = /^[1-9][0-9]*$/.test(raw) && Number(raw) <= Number.MAX_SAFE_INTEGER;
           // GET /users/me is a route of its own; PATCH /users/me is PATCH /users/{userId} with an id that names nothing.
-          if (raw === 'me' && route.path(':id') === '/users/:id') return void expect(route.method === 'GET' ? 200 : 404, context).toBe(res.statusCode);
+          if (raw === 'me' && route.path(':id') === '/users/:id')
+            return void expect(route.method === 'GET' ? 200 : 404, context).toBe(res.statusCode);
           // Sent raw, some segments change the path itself (a backslash is a slash to URL parsers): no route, 404.
           if (bodyInvalid) return void expect(encode ? [400, 422] : [400, 404, 422], context).toContain(res.statusCode);
           if (!canonical) return void expect([400, 404], context).toContain(res.statusCode);
@@ -578,17 +823,41 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
         { method: 'GET', url: '/users/me' },
         { method: 'GET', url: '/no/such/route' },
       ];
-      const headerNames = ['authorization', 'x-request-id', 'accept', 'if-match', 'if-none-match', 'idempotency-key', 'accept-encoding', 'x-forwarded-for', 'origin'];
+      const headerNames = [
+        'authorization',
+        'x-request-id',
+        'accept',
+        'if-match',
+        'if-none-match',
+        'idempotency-key',
+        'accept-encoding',
+        'x-forwarded-for',
+        'origin',
+      ];
       await fc.assert(
-        fc.asyncProperty(fc.nat(6), fc.dictionary(fc.constantFrom(...headerNames), headerValue, { maxKeys: 4 }), fc.boolean(), async (i, headers, withToken) => {
-          const route = routes()[i]!;
-          const all: Record<string, string> = { ...(withToken && !('authorization' in headers) ? ann.auth : {}), ...headers };
-          const res = await inject({ method: route.method, url: route.url, headers: all, ...(route.payload ? { payload: route.payload } : {}) });
-          const context = describeResponse(res, { route, headers: all });
-          expect([200, 201, 304, 401, 403, 404, 409, 412, 422], context).toContain(res.statusCode);
-          const id = all['x-request-id'];
-          if (id !== undefined && /^[A-Za-z0-9._:-]{1,128}$/.test(id)) expect(res.headers['x-request-id'], context).toBe(id);
-        }),
+        fc.asyncProperty(
+          fc.nat(6),
+          fc.dictionary(fc.constantFrom(...headerNames), headerValue, { maxKeys: 4 }),
+          fc.boolean(),
+          async (i, headers, withToken) => {
+            const route = routes()[i]!;
+            const all: Record<string, string> = {
+              ...(withToken && !('authorization' in headers) ? ann.auth : {}),
+              ...headers,
+            };
+            const res = await inject({
+              method: route.method,
+              url: route.url,
+              headers: all,
+              ...(route.payload ? { payload: route.payload } : {}),
+            });
+            const context = describeResponse(res, { route, headers: all });
+            expect([200, 201, 304, 401, 403, 404, 409, 412, 422], context).toContain(res.statusCode);
+            const id = all['x-request-id'];
+            if (id !== undefined && /^[A-Za-z0-9._:-]{1,128}$/.test(id))
+              expect(res.headers['x-request-id'], context).toBe(id);
+          },
+        ),
         runs(numRuns),
       );
     });
@@ -621,7 +890,10 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
       expect(me.statusCode).toBe(200);
       const { token, hash } = newToken();
       const issued = await tokensRepository(t.app.db).create(ann.user.id, hash, 60);
-      expect((await inject({ method: 'DELETE', url: `/tokens/${issued.id}`, headers: { authorization: `Bearer ${token}` } })).statusCode).toBe(204);
+      expect(
+        (await inject({ method: 'DELETE', url: `/tokens/${issued.id}`, headers: { authorization: `Bearer ${token}` } }))
+          .statusCode,
+      ).toBe(204);
     });
   });
 }

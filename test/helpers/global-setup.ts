@@ -80,7 +80,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
 async function obtainServer(): Promise<Server> {
   const external = process.env.TEST_DATABASE_URL;
   if (external !== undefined && external !== '') {
-    return { source: `TEST_DATABASE_URL (${redact(external)})`, adminUrl: external, throwaway: false, stop: async () => {} };
+    return {
+      source: `TEST_DATABASE_URL (${redact(external)})`,
+      adminUrl: external,
+      throwaway: false,
+      stop: async () => {},
+    };
   }
   const container = await tryContainer();
   if (container !== undefined) return container;
@@ -102,7 +107,9 @@ async function tryContainer(): Promise<Server | undefined> {
     };
   } catch (error) {
     // E.g. offline and the image is not pulled yet: the embedded server still works.
-    console.warn(`[test db] Docker answers but the container did not start (${(error as Error).message}); falling back`);
+    console.warn(
+      `[test db] Docker answers but the container did not start (${(error as Error).message}); falling back`,
+    );
     return undefined;
   }
 }
@@ -129,7 +136,11 @@ async function startEmbedded(): Promise<Server> {
   // postgres user, which must be able to enter it.
   await chmod(dir, 0o755);
   try {
-    const pg = await startEmbeddedPostgres({ dataDir: join(dir, 'data'), port: await freePort(), database: 'postgres' });
+    const pg = await startEmbeddedPostgres({
+      dataDir: join(dir, 'data'),
+      port: await freePort(),
+      database: 'postgres',
+    });
     return {
       source: `embedded PostgreSQL on 127.0.0.1:${new URL(pg.url).port}`,
       adminUrl: pg.url,

@@ -21,7 +21,8 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse as InjectRe
 import { expect } from 'vitest';
 
 type AddFormats = (ajv: Ajv2020, formats: string[]) => Ajv2020;
-const addFormats = ((addFormatsModule as unknown as { default?: AddFormats }).default ?? (addFormatsModule as unknown as AddFormats));
+const addFormats =
+  (addFormatsModule as unknown as { default?: AddFormats }).default ?? (addFormatsModule as unknown as AddFormats);
 
 interface Header {
   schema: object;
@@ -43,14 +44,26 @@ interface Document {
 
 /** Response headers the contract names: wherever one is sent, the document must say so. */
 const CONTRACT_HEADERS = [
-  'allow', 'etag', 'idempotent-replayed', 'link', 'location', 'retry-after', 'www-authenticate', 'x-request-id',
-  'ratelimit', 'ratelimit-limit', 'ratelimit-policy', 'ratelimit-remaining', 'ratelimit-reset',
+  'allow',
+  'etag',
+  'idempotent-replayed',
+  'link',
+  'location',
+  'retry-after',
+  'www-authenticate',
+  'x-request-id',
+  'ratelimit',
+  'ratelimit-limit',
+  'ratelimit-policy',
+  'ratelimit-remaining',
+  'ratelimit-reset',
 ];
 const JSON_TYPE = 'application/json; charset=utf-8';
 type DocumentMethod = 'get' | 'put' | 'post' | 'delete' | 'patch';
 
 /** A JSON pointer (RFC 6901) to the member of the document the segments name. */
-const pointer = (...segments: string[]) => segments.map((s) => `/${s.replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
+const pointer = (...segments: string[]) =>
+  segments.map((s) => `/${s.replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
 
 export class Conformance {
   private readonly ajv = new Ajv2020({ strict: false, allErrors: true, validateSchema: false });
@@ -96,22 +109,29 @@ export class Conformance {
     if (operation) {
       response = operation.responses[status];
       location = pointer('paths', found!.store.path, docMethod, 'responses', status);
-      expect(response, `status ${status} is not documented for ${docMethod.toUpperCase()} ${found!.store.path}: ${where}`).toBeDefined();
+      expect(
+        response,
+        `status ${status} is not documented for ${docMethod.toUpperCase()} ${found!.store.path}: ${where}`,
+      ).toBeDefined();
     } else if (found && res.statusCode === 405) {
       response = this.doc.components.responses.MethodNotAllowed;
       location = pointer('components', 'responses', 'MethodNotAllowed');
     } else {
       // Not an operation of the document (unknown route, /docs, a method the path lacks
       // answered otherwise, e.g. 429 first): errors still have the one body.
-      if (res.statusCode >= 400 && method !== 'HEAD') this.body(this.validator('/components/schemas/Error'), res, where);
+      if (res.statusCode >= 400 && method !== 'HEAD')
+        this.body(this.validator('/components/schemas/Error'), res, where);
       return;
     }
     if (!response) return;
 
     const sent = Object.keys(res.headers).map((h) => h.toLowerCase());
-    const documented = new Map(Object.entries(response.headers ?? {}).map(([name, h]) => [name.toLowerCase(), this.header(h)]));
+    const documented = new Map(
+      Object.entries(response.headers ?? {}).map(([name, h]) => [name.toLowerCase(), this.header(h)]),
+    );
     for (const name of sent) {
-      if (CONTRACT_HEADERS.includes(name)) expect(documented.has(name), `header ${name} is not documented at ${location}: ${where}`).toBe(true);
+      if (CONTRACT_HEADERS.includes(name))
+        expect(documented.has(name), `header ${name} is not documented at ${location}: ${where}`).toBe(true);
       const header = documented.get(name);
       if (header) this.headerValue(name, header, res.headers[name], where);
     }
@@ -123,7 +143,8 @@ export class Conformance {
       return;
     }
     // An event stream (GET /events/stream) never ends: its media type is all there is to check.
-    if (media.includes('text/event-stream') && String(res.headers['content-type']).startsWith('text/event-stream')) return;
+    if (media.includes('text/event-stream') && String(res.headers['content-type']).startsWith('text/event-stream'))
+      return;
     expect(media, `no content documented at ${location}: ${where}`).toContain('application/json');
     expect(res.headers['content-type'], where).toBe(JSON_TYPE);
     if (method === 'HEAD') return;
@@ -140,7 +161,9 @@ export class Conformance {
       validate = this.ajv.compile(header.schema);
       this.validators.set(key, validate);
     }
-    expect(validate(typed), `header ${name}: ${text} does not match ${JSON.stringify(header.schema)}: ${where}`).toBe(true);
+    expect(validate(typed), `header ${name}: ${text} does not match ${JSON.stringify(header.schema)}: ${where}`).toBe(
+      true,
+    );
   }
 
   private body(validate: ValidateFunction, res: InjectResponse, where: string) {
@@ -151,7 +174,9 @@ export class Conformance {
       expect.fail(`body is not JSON: ${where}`);
     }
     const ok = validate(body);
-    expect(ok, `body does not match the document: ${JSON.stringify(validate.errors?.slice(0, 3))}: ${where}`).toBe(true);
+    expect(ok, `body does not match the document: ${JSON.stringify(validate.errors?.slice(0, 3))}: ${where}`).toBe(
+      true,
+    );
   }
 }
 
@@ -163,7 +188,10 @@ export async function checkAgainstDocument(app: FastifyInstance): Promise<void> 
   const checked = async (options: InjectOptions | string) => {
     const res = await inject(options);
     const { method = 'GET', url = '/' } = typeof options === 'string' ? { url: options } : options;
-    const target = typeof url === 'string' ? url : `${url.pathname ?? '/'}${url.query ? `?${new URLSearchParams(url.query as Record<string, string>)}` : ''}`;
+    const target =
+      typeof url === 'string'
+        ? url
+        : `${url.pathname ?? '/'}${url.query ? `?${new URLSearchParams(url.query as Record<string, string>)}` : ''}`;
     conformance.check(method.toUpperCase(), target, res);
     return res;
   };

@@ -20,7 +20,9 @@ export function freePort(): Promise<number> {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -33,7 +35,11 @@ export interface Finished {
 }
 
 /** Runs a command to its end and collects what it printed; SIGKILL after `timeoutMs`. */
-export function runToEnd(command: string, args: string[], options: SpawnOptions & { timeoutMs?: number } = {}): Promise<Finished> {
+export function runToEnd(
+  command: string,
+  args: string[],
+  options: SpawnOptions & { timeoutMs?: number } = {},
+): Promise<Finished> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -50,7 +56,12 @@ export function runToEnd(command: string, args: string[], options: SpawnOptions 
 }
 
 /** Polls `check` until it returns true; fails after `attempts` tries, `intervalMs` apart. */
-export async function waitUntil(what: string, check: () => Promise<boolean> | boolean, attempts = 200, intervalMs = 50): Promise<void> {
+export async function waitUntil(
+  what: string,
+  check: () => Promise<boolean> | boolean,
+  attempts = 200,
+  intervalMs = 50,
+): Promise<void> {
   for (let i = 0; i < attempts; i++) {
     if (await check()) return;
     await sleep(intervalMs);
@@ -139,7 +150,9 @@ export async function startRedis(): Promise<RedisServer> {
   const port = await freePort();
   let child: ChildProcess | undefined;
   const start = async () => {
-    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+      stdio: 'ignore',
+    });
     await waitUntil(`redis-server listens on ${port}`, () => accepts(port));
   };
   await start();

@@ -62,7 +62,9 @@ describe('checked tokens', () => {
     const bob = await signUp(t.app);
     expect((await me(t.app, bob.auth)).statusCode).toBe(200);
     expect((await me(other, bob.auth)).statusCode).toBe(200);
-    expect((await t.app.inject({ method: 'DELETE', url: `/tokens/${bob.tokenId}`, headers: bob.auth })).statusCode).toBe(204);
+    expect(
+      (await t.app.inject({ method: 'DELETE', url: `/tokens/${bob.tokenId}`, headers: bob.auth })).statusCode,
+    ).toBe(204);
     expect((await me(t.app, bob.auth)).statusCode).toBe(401);
     await sleep(BOUND_MS + 50);
     expect((await me(other, bob.auth)).statusCode).toBe(401);
@@ -70,7 +72,11 @@ describe('checked tokens', () => {
 
   it('a password change ends the other sessions at once on this instance, keeps the one that made it', async () => {
     const cy = await signUp(t.app);
-    const login = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: cy.user.email, password: cy.password } });
+    const login = await t.app.inject({
+      method: 'POST',
+      url: '/tokens',
+      payload: { email: cy.user.email, password: cy.password },
+    });
     const second = { authorization: `Bearer ${login.json().token as string}` };
     expect((await me(t.app, second)).statusCode).toBe(200);
     const change = await t.app.inject({
@@ -105,7 +111,7 @@ describe('checked tokens', () => {
     }
   });
 
-  describe('whose user is deleted behind the service\'s back (an operator\'s SQL) while the token is trusted', () => {
+  describe("whose user is deleted behind the service's back (an operator's SQL) while the token is trusted", () => {
     let trusting: FastifyInstance;
     beforeAll(async () => {
       const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', AUTH_CACHE_MS: '60000' });
@@ -132,16 +138,33 @@ describe('checked tokens', () => {
 
     it('POST /posts (a foreign key to the author) is a 401, and the token is trusted no more', async () => {
       const gone = await deletedUser();
-      expectInvalidToken(await trusting.inject({ method: 'POST', url: '/posts', headers: gone.auth, payload: { title: 'T', body: 'B' } }));
+      expectInvalidToken(
+        await trusting.inject({
+          method: 'POST',
+          url: '/posts',
+          headers: gone.auth,
+          payload: { title: 'T', body: 'B' },
+        }),
+      );
       expectInvalidToken(await trusting.inject({ url: '/posts', headers: gone.auth }));
-      expect((await sqlCount('SELECT count(*)::int AS n FROM posts WHERE author_id = $1', [gone.user.id]))).toBe(0);
+      expect(await sqlCount('SELECT count(*)::int AS n FROM posts WHERE author_id = $1', [gone.user.id])).toBe(0);
     });
 
     it('a comment is a 401', async () => {
       const ann = await signUp(t.app);
-      const post = await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'T', body: 'B' } });
+      const post = await t.app.inject({
+        method: 'POST',
+        url: '/posts',
+        headers: ann.auth,
+        payload: { title: 'T', body: 'B' },
+      });
       const gone = await deletedUser();
-      const res = await trusting.inject({ method: 'POST', url: `/posts/${post.json().id as number}/comments`, headers: gone.auth, payload: { body: 'c' } });
+      const res = await trusting.inject({
+        method: 'POST',
+        url: `/posts/${post.json().id as number}/comments`,
+        headers: gone.auth,
+        payload: { body: 'c' },
+      });
       expectInvalidToken(res);
     });
 

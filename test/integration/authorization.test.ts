@@ -75,12 +75,20 @@ const MATRIX: Row[] = [
   },
   {
     endpoint: 'PATCH /posts/{postId}',
-    request: async () => ({ method: 'PATCH', url: `/posts/${(await createPost(t.app, owner)).id}`, payload: { title: 'changed' } }),
+    request: async () => ({
+      method: 'PATCH',
+      url: `/posts/${(await createPost(t.app, owner)).id}`,
+      payload: { title: 'changed' },
+    }),
     expected: { ...unauthenticated, other: 403, owner: 200, admin: 200 },
   },
   {
     endpoint: 'PUT /posts/{postId}',
-    request: async () => ({ method: 'PUT', url: `/posts/${(await createPost(t.app, owner)).id}`, payload: { title: 'put', body: 'put' } }),
+    request: async () => ({
+      method: 'PUT',
+      url: `/posts/${(await createPost(t.app, owner)).id}`,
+      payload: { title: 'put', body: 'put' },
+    }),
     expected: { ...unauthenticated, other: 403, owner: 200, admin: 200 },
   },
   {
@@ -90,7 +98,11 @@ const MATRIX: Row[] = [
   },
   {
     endpoint: 'POST /posts/{postId}/comments',
-    request: async () => ({ method: 'POST', url: `/posts/${(await createPost(t.app, postAuthor)).id}/comments`, payload: { body: 'c' } }),
+    request: async () => ({
+      method: 'POST',
+      url: `/posts/${(await createPost(t.app, postAuthor)).id}/comments`,
+      payload: { body: 'c' },
+    }),
     expected: { ...unauthenticated, other: 201, owner: 201, admin: 201, postAuthor: 201 },
   },
   {
@@ -147,7 +159,9 @@ describe('authorization matrix', () => {
       expect(error?.error).toBe(ERROR_CODE[status]);
       // A missing token asks for one; a bad one says it is invalid (RFC 6750 §3).
       if (status === 401) {
-        expect(res.headers['www-authenticate']).toBe(caller === 'anonymous' ? 'Bearer' : 'Bearer error="invalid_token"');
+        expect(res.headers['www-authenticate']).toBe(
+          caller === 'anonymous' ? 'Bearer' : 'Bearer error="invalid_token"',
+        );
       }
     }
   });
@@ -158,7 +172,10 @@ describe('authorization matrix', () => {
         expect(row.expected[caller], `${row.endpoint} as ${caller}`).toBeDefined();
       }
     }
-    for (const endpoint of ['PATCH /posts/{postId}/comments/{commentId}', 'DELETE /posts/{postId}/comments/{commentId}']) {
+    for (const endpoint of [
+      'PATCH /posts/{postId}/comments/{commentId}',
+      'DELETE /posts/{postId}/comments/{commentId}',
+    ]) {
       expect(MATRIX.find((r) => r.endpoint === endpoint)?.expected.postAuthor).toBeDefined();
     }
   });

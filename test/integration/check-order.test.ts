@@ -91,7 +91,11 @@ describe('rate limit before token lookup', () => {
 
   it('a revoked token no longer counts against its user after its 401', async () => {
     const app = await limitedApp();
-    const login = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: bob.user.email, password: bob.password } });
+    const login = await t.app.inject({
+      method: 'POST',
+      url: '/tokens',
+      payload: { email: bob.user.email, password: bob.password },
+    });
     const { id, token } = login.json() as { id: number; token: string };
     expect((await get(app, '10.9.0.4', `Bearer ${token}`)).statusCode).toBe(200);
     await t.app.inject({ method: 'DELETE', url: `/tokens/${id}`, headers: { authorization: `Bearer ${token}` } });
@@ -109,12 +113,18 @@ const patchUser = (id: number | string, who: SignedUp, payload: object, headers:
   t.app.inject({ method: 'PATCH', url: `/users/${id}`, headers: { ...who.auth, ...headers }, payload });
 
 const rowOf = async (id: number) =>
-  (await t.app.db.query<{ version: number; xmin: string }>('SELECT version, xmin::text FROM users WHERE id = $1', [id])).rows[0]!;
+  (await t.app.db.query<{ version: number; xmin: string }>('SELECT version, xmin::text FROM users WHERE id = $1', [id]))
+    .rows[0]!;
 
 describe('PATCH /users/{id} with a new password', () => {
   it('hashes nothing for a 404, 403, 412 or 409', async () => {
     expect404(await patchUser(999_999, ann, { password: 'a-new-password' }), 'user 999999 does not exist');
-    expectError(await patchUser(bob.user.id, ann, { password: 'a-new-password' }), 403, 'forbidden', 'you may only change your own profile');
+    expectError(
+      await patchUser(bob.user.id, ann, { password: 'a-new-password' }),
+      403,
+      'forbidden',
+      'you may only change your own profile',
+    );
     const stale = await patchUser(ann.user.id, ann, { password: 'a-new-password' }, { 'if-match': '"u1-stale"' });
     expectError(stale, 412, 'precondition_failed', 'If-Match does not match the current ETag');
     const taken = await patchUser(ann.user.id, ann, { email: bob.user.email, password: 'a-new-password' });
@@ -126,7 +136,11 @@ describe('PATCH /users/{id} with a new password', () => {
     const res = await patchUser(ann.user.id, ann, { password: 'a-new-password' });
     expect(res.statusCode).toBe(200);
     expect(hashed).toHaveBeenCalledTimes(1);
-    const login = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: ann.user.email, password: 'a-new-password' } });
+    const login = await t.app.inject({
+      method: 'POST',
+      url: '/tokens',
+      payload: { email: ann.user.email, password: 'a-new-password' },
+    });
     expect(login.statusCode).toBe(201);
   });
 });
@@ -134,7 +148,12 @@ describe('PATCH /users/{id} with a new password', () => {
 describe('POST /users', () => {
   const body = { name: 'Zoe', email: 'zoe@example.com', password: 'password-zoe' };
   const signUpWith = (key: string | undefined, payload: object) =>
-    t.app.inject({ method: 'POST', url: '/users', headers: key === undefined ? {} : { 'idempotency-key': key }, payload });
+    t.app.inject({
+      method: 'POST',
+      url: '/users',
+      headers: key === undefined ? {} : { 'idempotency-key': key },
+      payload,
+    });
 
   it('a sign-up with an Idempotency-Key hashes once; its replay verifies once and hashes nothing', async () => {
     const first = await signUpWith('zoe-1', body);
@@ -151,7 +170,9 @@ describe('POST /users', () => {
     expect(verified).toHaveBeenCalledTimes(1);
 
     const other = await signUpWith('zoe-1', { ...body, password: 'another-password' });
-    expectError(other, 422, 'validation', 'request is invalid', { 'Idempotency-Key': ['was already used for a different request'] });
+    expectError(other, 422, 'validation', 'request is invalid', {
+      'Idempotency-Key': ['was already used for a different request'],
+    });
     expect(hashed).not.toHaveBeenCalled();
   });
 
@@ -253,16 +274,28 @@ describe('a PATCH that changes nothing writes nothing', () => {
     expect(same.statusCode).toBe(200);
     expect(await rowOf(bob.user.id)).toEqual(before);
 
-    const post = (await t.app.inject({ method: 'POST', url: '/posts', headers: bob.auth, payload: { title: 'T', body: 'B' } })).json();
+    const post = (
+      await t.app.inject({ method: 'POST', url: '/posts', headers: bob.auth, payload: { title: 'T', body: 'B' } })
+    ).json();
     const put = await t.app.inject({ method: 'PUT', url: `/posts/${post.id}`, headers: bob.auth, payload: post });
     expect(put.json()).toEqual(post);
     expect(put.headers.etag).toBe(`"p${post.id}-1-0"`);
-    const changed = await t.app.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: bob.auth, payload: { title: 'T2' } });
+    const changed = await t.app.inject({
+      method: 'PATCH',
+      url: `/posts/${post.id}`,
+      headers: bob.auth,
+      payload: { title: 'T2' },
+    });
     expect(changed.headers.etag).toBe(`"p${post.id}-2-0"`);
 
     const url = `/posts/${post.id}/comments`;
     const comment = (await t.app.inject({ method: 'POST', url, headers: bob.auth, payload: { body: 'c' } })).json();
-    const patched = await t.app.inject({ method: 'PATCH', url: `${url}/${comment.id}`, headers: bob.auth, payload: { body: 'c' } });
+    const patched = await t.app.inject({
+      method: 'PATCH',
+      url: `${url}/${comment.id}`,
+      headers: bob.auth,
+      payload: { body: 'c' },
+    });
     expect(patched.json()).toEqual(comment);
     expect(patched.headers.etag).toBe(`"c${comment.id}-1"`);
   });

@@ -21,7 +21,6 @@ const get = (url: string) => t.app.inject({ method: 'GET', url });
 const postComment = (who: SignedUp | null, postId: number, payload: object) =>
   t.app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: who?.auth ?? {}, payload });
 
-
 const commentCount = async (postId: number) => (await get(`/posts/${postId}`)).json().commentCount as number;
 const counted = async (postId: number) =>
   (await t.app.db.query('SELECT count(*)::int AS n FROM comments WHERE post_id = $1', [postId])).rows[0].n as number;
@@ -56,7 +55,14 @@ describe('creating and reading comments', () => {
     });
     expect(res.statusCode).toBe(201);
     const created = res.json();
-    expect(created).toEqual({ id: expect.any(Number), postId, authorId: bob.user.id, body: 'First!', createdAt: iso, updatedAt: created.createdAt });
+    expect(created).toEqual({
+      id: expect.any(Number),
+      postId,
+      authorId: bob.user.id,
+      body: 'First!',
+      createdAt: iso,
+      updatedAt: created.createdAt,
+    });
     expect(res.headers.location).toBe(`/posts/${postId}/comments/${created.id}`);
     const read = await get(`/posts/${postId}/comments/${created.id}`);
     expect(read.statusCode).toBe(200);
@@ -86,14 +92,20 @@ describe('creating and reading comments', () => {
     [{ body: 'x'.repeat(10_001) }, { body: ['must be at most 10000 characters'] }],
     [{ body: 42 }, { body: ['must be a string'] }],
     [{ body: 'ok', text: 'typo' }, { text: ['is not allowed'] }],
-    [{ text: 'typo', title: 'no' }, { body: ['is required'], text: ['is not allowed'], title: ['is not allowed'] }],
+    [
+      { text: 'typo', title: 'no' },
+      { body: ['is required'], text: ['is not allowed'], title: ['is not allowed'] },
+    ],
   ])('422 on %j', async (payload, fieldErrors) => {
     expect422(await postComment(bob, postId, payload), fieldErrors);
   });
 
   it('a comment exists only under its own post', async () => {
     const mine = await createComment(t.app, bob, postId);
-    expect404(await get(`/posts/${otherPostId}/comments/${mine.id}`), `comment ${mine.id} of post ${otherPostId} does not exist`);
+    expect404(
+      await get(`/posts/${otherPostId}/comments/${mine.id}`),
+      `comment ${mine.id} of post ${otherPostId} does not exist`,
+    );
     expect404(await get(`/posts/99999999/comments/${mine.id}`), `comment ${mine.id} of post 99999999 does not exist`);
     expect404(await get(`/posts/${postId}/comments/99999999`), `comment 99999999 of post ${postId} does not exist`);
     for (const method of ['PATCH', 'DELETE'] as const) {
@@ -175,11 +187,24 @@ describe('changing and deleting comments', () => {
   });
 
   it("DELETE: its author, the post's author, an admin; 403 for others, 401 anonymous", async () => {
-    const [byAuthor, byPostAuthor, byAdmin] = [await createComment(t.app, bob, postId), await createComment(t.app, bob, postId), await createComment(t.app, bob, postId)];
+    const [byAuthor, byPostAuthor, byAdmin] = [
+      await createComment(t.app, bob, postId),
+      await createComment(t.app, bob, postId),
+      await createComment(t.app, bob, postId),
+    ];
     const before = await commentCount(postId);
     expect401(await del(null, byAuthor.id));
-    expectError(await del(cat, byAuthor.id), 403, 'forbidden', "only its author, the post's author or an admin may delete this comment");
-    for (const [who, c] of [[bob, byAuthor], [ann, byPostAuthor], [admin, byAdmin]] as const) {
+    expectError(
+      await del(cat, byAuthor.id),
+      403,
+      'forbidden',
+      "only its author, the post's author or an admin may delete this comment",
+    );
+    for (const [who, c] of [
+      [bob, byAuthor],
+      [ann, byPostAuthor],
+      [admin, byAdmin],
+    ] as const) {
       const res = await del(who, c.id);
       expect(res.statusCode).toBe(204);
       expect(res.body).toBe('');
@@ -191,12 +216,13 @@ describe('changing and deleting comments', () => {
     expect404(await del(cat, byAuthor.id), `comment ${byAuthor.id} of post ${postId} does not exist`);
   });
 
-  it("deleting the post deletes its comments", async () => {
+  it('deleting the post deletes its comments', async () => {
     const doomed = (await createPost(t.app, cat)).id;
     const cs = [await createComment(t.app, bob, doomed), await createComment(t.app, ann, doomed)];
     expect((await t.app.inject({ method: 'DELETE', url: `/posts/${doomed}`, headers: cat.auth })).statusCode).toBe(204);
     expect(await counted(doomed)).toBe(0);
-    for (const c of cs) expect404(await get(`/posts/${doomed}/comments/${c.id}`), `comment ${c.id} of post ${doomed} does not exist`);
+    for (const c of cs)
+      expect404(await get(`/posts/${doomed}/comments/${c.id}`), `comment ${c.id} of post ${doomed} does not exist`);
     expect404(await postComment(bob, doomed, { body: 'too late' }), `post ${doomed} does not exist`);
   });
 });
@@ -252,20 +278,28 @@ describe('comment lists', () => {
     expect(annNone.json()).toEqual({ data: [], limit: 3, hasMore: false, nextCursor: null, prevCursor: null });
   });
 
-  it.each(['id', '-id', 'createdAt', '-createdAt'])('sort=%s: offset order is right and cursor walks equal it', async (sort) => {
-    const ids = all.map((c) => c.id);
-    const offset = await idsOf(t.app, `/posts/${postId}/comments?sort=${sort}&perPage=100`);
-    expect(offset).toEqual(expected(ids, sort));
-    expect(await walk(t.app, `/posts/${postId}/comments?sort=${sort}&limit=4`)).toEqual(offset);
-    expect(await walk(t.app, `/posts/${postId}/comments?sort=${sort}&limit=25`)).toEqual(offset);
-    const bobs = ids.filter((id) => all.find((c) => c.id === id)!.authorId === bob.user.id);
-    expect(await walk(t.app, `/posts/${postId}/comments?author=${bob.user.id}&sort=${sort}&limit=3`)).toEqual(expected(bobs, sort));
-  });
+  it.each(['id', '-id', 'createdAt', '-createdAt'])(
+    'sort=%s: offset order is right and cursor walks equal it',
+    async (sort) => {
+      const ids = all.map((c) => c.id);
+      const offset = await idsOf(t.app, `/posts/${postId}/comments?sort=${sort}&perPage=100`);
+      expect(offset).toEqual(expected(ids, sort));
+      expect(await walk(t.app, `/posts/${postId}/comments?sort=${sort}&limit=4`)).toEqual(offset);
+      expect(await walk(t.app, `/posts/${postId}/comments?sort=${sort}&limit=25`)).toEqual(offset);
+      const bobs = ids.filter((id) => all.find((c) => c.id === id)!.authorId === bob.user.id);
+      expect(await walk(t.app, `/posts/${postId}/comments?author=${bob.user.id}&sort=${sort}&limit=3`)).toEqual(
+        expected(bobs, sort),
+      );
+    },
+  );
 
   it('a deleted comment still anchors a cursor; a comment of another post never does', async () => {
     const order = await idsOf(t.app, `/posts/${postId}/comments?sort=-createdAt&perPage=100`);
     const gone = order[6]!;
-    expect((await t.app.inject({ method: 'DELETE', url: `/posts/${postId}/comments/${gone}`, headers: ann.auth })).statusCode).toBe(204);
+    expect(
+      (await t.app.inject({ method: 'DELETE', url: `/posts/${postId}/comments/${gone}`, headers: ann.auth }))
+        .statusCode,
+    ).toBe(204);
     const res = await get(`/posts/${postId}/comments?sort=-createdAt&after=${gone}&limit=5`);
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({
@@ -281,8 +315,12 @@ describe('comment lists', () => {
       [order[11]],
     );
     const afterKey = encodeURIComponent(rows[0].k);
-    expect(res.headers.link).toContain(`</posts/${postId}/comments?sort=-createdAt&after=${order[11]}&limit=5&afterKey=${afterKey}>; rel="next"`);
-    expect(res.headers.link).toContain(`</posts/${postId}/comments?sort=-createdAt&limit=5&before=${order[7]}&beforeKey=`);
+    expect(res.headers.link).toContain(
+      `</posts/${postId}/comments?sort=-createdAt&after=${order[11]}&limit=5&afterKey=${afterKey}>; rel="next"`,
+    );
+    expect(res.headers.link).toContain(
+      `</posts/${postId}/comments?sort=-createdAt&limit=5&before=${order[7]}&beforeKey=`,
+    );
     const [foreign] = await idsOf(t.app, `/posts/${otherPostId}/comments`);
     const after = ['does not name an item of this list'];
     expect422(await get(`/posts/${postId}/comments?after=${foreign}`), { after });
@@ -320,7 +358,11 @@ describe('commentCount under concurrency', () => {
     const results = await Promise.all([
       ...Array.from({ length: 20 }, (_, i) => postComment([bob, cat, admin][i % 3]!, postId, { body: `burst ${i}` })),
       ...existing.map((c, i) =>
-        t.app.inject({ method: 'DELETE', url: `/posts/${postId}/comments/${c.id}`, headers: (i % 2 ? ann : admin).auth }),
+        t.app.inject({
+          method: 'DELETE',
+          url: `/posts/${postId}/comments/${c.id}`,
+          headers: (i % 2 ? ann : admin).auth,
+        }),
       ),
     ]);
     expect(results.map((r) => r.statusCode)).toEqual([...Array(20).fill(201), ...Array(10).fill(204)]);
@@ -335,8 +377,12 @@ describe('commentCount under concurrency', () => {
     const existing: Comment[] = [];
     for (let i = 0; i < 6; i++) existing.push(await createComment(t.app, bob, postId));
     const results = await Promise.all([
-      ...Array.from({ length: 10 }, (_, i) => postComment(i % 2 ? bob : cat, i % 3 ? postId : neighbour, { body: `x${i}` })),
-      ...existing.map((c) => t.app.inject({ method: 'DELETE', url: `/posts/${postId}/comments/${c.id}`, headers: bob.auth })),
+      ...Array.from({ length: 10 }, (_, i) =>
+        postComment(i % 2 ? bob : cat, i % 3 ? postId : neighbour, { body: `x${i}` }),
+      ),
+      ...existing.map((c) =>
+        t.app.inject({ method: 'DELETE', url: `/posts/${postId}/comments/${c.id}`, headers: bob.auth }),
+      ),
       t.app.inject({ method: 'DELETE', url: `/posts/${postId}`, headers: ann.auth }),
     ]);
     const statuses = results.map((r) => r.statusCode);

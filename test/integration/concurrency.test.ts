@@ -32,9 +32,18 @@ const newPostId = async (who: SignedUp, title?: string) => (await createPost(t.a
 
 describe('sign-ups racing for one e-mail', () => {
   it('in different letter cases: exactly one 201, every other one the contract’s 409', async () => {
-    const variants = ['race@example.com', 'RACE@example.com', 'Race@Example.com', 'race@EXAMPLE.COM', 'rAcE@example.com', 'RACE@EXAMPLE.COM'];
+    const variants = [
+      'race@example.com',
+      'RACE@example.com',
+      'Race@Example.com',
+      'race@EXAMPLE.COM',
+      'rAcE@example.com',
+      'RACE@EXAMPLE.COM',
+    ];
     const results = await Promise.all(
-      variants.map((email, i) => call('POST', '/users', undefined, { name: `Racer ${i}`, email, password: 'racing-1234' })),
+      variants.map((email, i) =>
+        call('POST', '/users', undefined, { name: `Racer ${i}`, email, password: 'racing-1234' }),
+      ),
     );
     expect(results.map((r) => r.statusCode).sort()).toEqual([201, 409, 409, 409, 409, 409]);
     for (const res of results.filter((r) => r.statusCode === 409)) {
@@ -45,7 +54,9 @@ describe('sign-ups racing for one e-mail', () => {
         requestId: res.headers['x-request-id'],
       });
     }
-    const { rows } = await t.app.db.query("SELECT count(*)::int AS n FROM users WHERE lower(email) = 'race@example.com'");
+    const { rows } = await t.app.db.query(
+      "SELECT count(*)::int AS n FROM users WHERE lower(email) = 'race@example.com'",
+    );
     expect(rows[0].n).toBe(1);
   });
 });
@@ -54,19 +65,29 @@ describe('commentCount under racing creates, deletes and edits', () => {
   it('equals COUNT(*) for every post afterwards', async () => {
     const posts = await Promise.all([newPostId(ann), newPostId(bob), newPostId(cat)]);
     const seed = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => call('POST', `/posts/${posts[i % 3]}/comments`, [ann, bob, cat][i % 3], { body: `seed ${i}` })),
+      Array.from({ length: 12 }, (_, i) =>
+        call('POST', `/posts/${posts[i % 3]}/comments`, [ann, bob, cat][i % 3], { body: `seed ${i}` }),
+      ),
     );
     const seeded = seed.map((r) => ({ postId: r.json().postId as number, id: r.json().id as number }));
     const writers = [ann, bob, cat];
 
     const results = await Promise.all([
       // 30 creates spread over the posts,
-      ...Array.from({ length: 30 }, (_, i) => call('POST', `/posts/${posts[i % 3]}/comments`, writers[(i + 1) % 3], { body: `burst ${i}` })),
+      ...Array.from({ length: 30 }, (_, i) =>
+        call('POST', `/posts/${posts[i % 3]}/comments`, writers[(i + 1) % 3], { body: `burst ${i}` }),
+      ),
       // every seeded comment deleted by its post's author (allowed), some of them twice,
       ...seeded.map((c) => call('DELETE', `/posts/${c.postId}/comments/${c.id}`, writers[posts.indexOf(c.postId)])),
-      ...seeded.slice(0, 4).map((c) => call('DELETE', `/posts/${c.postId}/comments/${c.id}`, writers[posts.indexOf(c.postId)])),
+      ...seeded
+        .slice(0, 4)
+        .map((c) => call('DELETE', `/posts/${c.postId}/comments/${c.id}`, writers[posts.indexOf(c.postId)])),
       // and edits of comments that may already be gone.
-      ...seeded.slice(4, 8).map((c) => call('PATCH', `/posts/${c.postId}/comments/${c.id}`, writers[seeded.indexOf(c) % 3], { body: 'edited' })),
+      ...seeded
+        .slice(4, 8)
+        .map((c) =>
+          call('PATCH', `/posts/${c.postId}/comments/${c.id}`, writers[seeded.indexOf(c) % 3], { body: 'edited' }),
+        ),
     ]);
     const statuses = results.map((r) => r.statusCode);
     expect(statuses.slice(0, 30)).toEqual(Array(30).fill(201));
@@ -108,7 +129,9 @@ describe('post totals under racing creates and deletes by one author', () => {
         }),
       ),
       ...victims.map((id) => call('DELETE', `/posts/${id}`, writer)),
-      ...Array.from({ length: 10 }, (_, i) => call('POST', '/posts', [ann, bob][i % 2], { title: `other ${i}`, body: 'b' })),
+      ...Array.from({ length: 10 }, (_, i) =>
+        call('POST', '/posts', [ann, bob][i % 2], { title: `other ${i}`, body: 'b' }),
+      ),
     ]);
     expect(results.map((r) => r.statusCode).sort()).toEqual([...Array(10).fill(204), ...Array(40).fill(201)].sort());
 
@@ -137,7 +160,8 @@ describe('racing PATCHes', () => {
     const statuses = results.map((r) => r.statusCode);
     expect(statuses).toEqual([...Array(16).fill(200), ...Array(4).fill(403), ...Array(4).fill(422)]);
     // Each success answered with a state that was one of the submitted ones, as a whole.
-    for (const res of results.slice(0, 16)) expect(submitted).toContainEqual({ title: res.json().title, body: res.json().body });
+    for (const res of results.slice(0, 16))
+      expect(submitted).toContainEqual({ title: res.json().title, body: res.json().body });
 
     const final = (await call('GET', `/posts/${postId}`)).json();
     expect(submitted).toContainEqual({ title: final.title, body: final.body });
@@ -179,7 +203,12 @@ describe('cursor walks while items are inserted and deleted', () => {
    * cursor names (as `owner`, who may delete any item of the list). Returns
    * what the walk saw and which items it deleted.
    */
-  async function walkDuring(url: string, writer: () => Promise<void>, deleteUrl: (id: number) => string, owner: SignedUp) {
+  async function walkDuring(
+    url: string,
+    writer: () => Promise<void>,
+    deleteUrl: (id: number) => string,
+    owner: SignedUp,
+  ) {
     const seen: Item[] = [];
     const deletedByWalker: number[] = [];
     let writing = true;
@@ -242,22 +271,34 @@ describe('cursor walks while items are inserted and deleted', () => {
             }),
       ]);
     };
-    const { seen, deletedByWalker } = await walkDuring(`/users/${author.user.id}/posts?sort=${sort}&limit=4`, writer, (id) => `/posts/${id}`, author);
+    const { seen, deletedByWalker } = await walkDuring(
+      `/users/${author.user.id}/posts?sort=${sort}&limit=4`,
+      writer,
+      (id) => `/posts/${id}`,
+      author,
+    );
     // The walker deletes the item its cursor names; when that was a doomed one, it may have come first.
-    expect(missed.filter((id) => !deletedByWalker.includes(id)), 'a delete found nothing to delete').toEqual([]);
+    expect(
+      missed.filter((id) => !deletedByWalker.includes(id)),
+      'a delete found nothing to delete',
+    ).toEqual([]);
 
     const ids = seen.map((item) => item.id);
     expect(new Set(ids).size, 'an item was repeated').toBe(ids.length);
     const gone = new Set([...doomed, ...deletedByWalker]);
     const survivors = initial.filter((id) => !gone.has(id));
-    expect(survivors.filter((id) => !ids.includes(id)), 'items present all along were skipped').toEqual([]);
+    expect(
+      survivors.filter((id) => !ids.includes(id)),
+      'items present all along were skipped',
+    ).toEqual([]);
     expectMonotonic(seen, sort);
   });
 
   it.each(['id', '-id', 'createdAt', '-createdAt'])('comments of one post, sort=%s', async (sort) => {
     const postId = await newPostId(ann);
     const initial: number[] = [];
-    for (let i = 0; i < 30; i++) initial.push((await call('POST', `/posts/${postId}/comments`, bob, { body: `c${i}` })).json().id);
+    for (let i = 0; i < 30; i++)
+      initial.push((await call('POST', `/posts/${postId}/comments`, bob, { body: `c${i}` })).json().id);
     const doomed = initial.filter((_, i) => i % 4 === 2);
     const pending = [...doomed];
     const writer = async () => {
@@ -267,11 +308,19 @@ describe('cursor walks while items are inserted and deleted', () => {
         victim === undefined ? undefined : call('DELETE', `/posts/${postId}/comments/${victim}`, bob),
       ]);
     };
-    const { seen, deletedByWalker } = await walkDuring(`/posts/${postId}/comments?sort=${sort}&limit=4`, writer, (id) => `/posts/${postId}/comments/${id}`, ann);
+    const { seen, deletedByWalker } = await walkDuring(
+      `/posts/${postId}/comments?sort=${sort}&limit=4`,
+      writer,
+      (id) => `/posts/${postId}/comments/${id}`,
+      ann,
+    );
     const ids = seen.map((item) => item.id);
     expect(new Set(ids).size, 'an item was repeated').toBe(ids.length);
     const gone = new Set([...doomed, ...deletedByWalker]);
-    expect(initial.filter((id) => !gone.has(id) && !ids.includes(id)), 'items present all along were skipped').toEqual([]);
+    expect(
+      initial.filter((id) => !gone.has(id) && !ids.includes(id)),
+      'items present all along were skipped',
+    ).toEqual([]);
     expectMonotonic(seen, sort);
   });
 });

@@ -14,12 +14,18 @@ const bob = t.user({ name: 'Bob' });
 const admin = t.admin({ name: 'Root' });
 
 type Method = 'GET' | 'HEAD' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
-const send = (method: Method, url: string, who: SignedUp | null, headers: Record<string, string> = {}, payload?: object) =>
-  t.app.inject({ method, url, headers: { ...who?.auth, ...headers }, ...(payload && { payload }) });
+const send = (
+  method: Method,
+  url: string,
+  who: SignedUp | null,
+  headers: Record<string, string> = {},
+  payload?: object,
+) => t.app.inject({ method, url, headers: { ...who?.auth, ...headers }, ...(payload && { payload }) });
 
 const etagOf = async (url: string, who: SignedUp | null = null) => (await send('GET', url, who)).headers.etag as string;
 
-const expect412 = (res: Response) => expectError(res, 412, 'precondition_failed', 'If-Match does not match the current ETag');
+const expect412 = (res: Response) =>
+  expectError(res, 412, 'precondition_failed', 'If-Match does not match the current ETag');
 
 /** A 304: no body, but the ETag and the request id. */
 function expect304(res: Response, etag: string) {
@@ -93,7 +99,13 @@ describe('ETag on single resources', () => {
   });
 
   it('sign-up answers with the ETag of the view with e-mail', async () => {
-    const res = await send('POST', '/users', null, {}, { name: 'Dee', email: 'dee@example.com', password: 'password-dee' });
+    const res = await send(
+      'POST',
+      '/users',
+      null,
+      {},
+      { name: 'Dee', email: 'dee@example.com', password: 'password-dee' },
+    );
     expect(res.statusCode).toBe(201);
     const { id } = res.json();
     const login = await send('POST', '/tokens', null, {}, { email: 'dee@example.com', password: 'password-dee' });
@@ -177,10 +189,22 @@ describe('If-Match on PATCH, PUT and DELETE', () => {
     const unchanged = await send('GET', url, null);
     expect(unchanged.json()).toEqual(current.json());
 
-    const patched = await send('PATCH', url, ann, { 'if-match': `"other", ${current.headers.etag}` }, { title: 'Mine' });
+    const patched = await send(
+      'PATCH',
+      url,
+      ann,
+      { 'if-match': `"other", ${current.headers.etag}` },
+      { title: 'Mine' },
+    );
     expect(patched.statusCode).toBe(200);
     expect(patched.json().title).toBe('Mine');
-    const put = await send('PUT', url, ann, { 'if-match': patched.headers.etag as string }, { title: 'Put', body: 'b' });
+    const put = await send(
+      'PUT',
+      url,
+      ann,
+      { 'if-match': patched.headers.etag as string },
+      { title: 'Put', body: 'b' },
+    );
     expect(put.statusCode).toBe(200);
     expect((await send('PATCH', url, ann, { 'if-match': '*' }, { title: 'Star' })).statusCode).toBe(200);
     const deleted = await send('DELETE', url, ann, { 'if-match': '*' });
@@ -196,7 +220,10 @@ describe('If-Match on PATCH, PUT and DELETE', () => {
   });
 
   it('order: 404, then 403, then 412', async () => {
-    expect404(await send('PATCH', '/posts/999999', ann, { 'if-match': '"x"' }, { title: 'T' }), 'post 999999 does not exist');
+    expect404(
+      await send('PATCH', '/posts/999999', ann, { 'if-match': '"x"' }, { title: 'T' }),
+      'post 999999 does not exist',
+    );
     expect404(await send('DELETE', '/posts/999999', ann, { 'if-match': '*' }), 'post 999999 does not exist');
     const post = await createPost(t.app, ann);
     expectError(

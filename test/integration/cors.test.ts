@@ -31,7 +31,11 @@ describe('a plain OPTIONS (no preflight headers) is routed like any method a pat
     const res = await cors.app.inject({
       method: 'OPTIONS',
       url: '/posts/1',
-      headers: { origin: ORIGIN, 'access-control-request-method': 'PATCH', 'access-control-request-headers': 'if-match, content-type' },
+      headers: {
+        origin: ORIGIN,
+        'access-control-request-method': 'PATCH',
+        'access-control-request-headers': 'if-match, content-type',
+      },
     });
     expect(res.statusCode).toBe(204);
     expect(res.headers['access-control-allow-origin']).toBe(ORIGIN);
@@ -61,8 +65,19 @@ describe('Access-Control-Expose-Headers', () => {
     const exposed = String(res.headers['access-control-expose-headers']).split(/,\s*/).sort();
     expect(exposed).toEqual(
       [
-        'Allow', 'ETag', 'Idempotent-Replayed', 'Link', 'Location', 'Retry-After', 'WWW-Authenticate', 'X-Request-Id',
-        'RateLimit', 'RateLimit-Limit', 'RateLimit-Policy', 'RateLimit-Remaining', 'RateLimit-Reset',
+        'Allow',
+        'ETag',
+        'Idempotent-Replayed',
+        'Link',
+        'Location',
+        'Retry-After',
+        'WWW-Authenticate',
+        'X-Request-Id',
+        'RateLimit',
+        'RateLimit-Limit',
+        'RateLimit-Policy',
+        'RateLimit-Remaining',
+        'RateLimit-Reset',
       ].sort(),
     );
   });

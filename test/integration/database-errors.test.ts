@@ -20,7 +20,13 @@ import type { FastifyInstance, InjectOptions } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { createPool, TRANSACTION_ATTEMPTS, withTransaction } from '../../src/db/pool.js';
-import { createTestDatabase, onTopology, testDatabaseName, testDatabaseUrl, type TestDatabase } from '../helpers/database.js';
+import {
+  createTestDatabase,
+  onTopology,
+  testDatabaseName,
+  testDatabaseUrl,
+  type TestDatabase,
+} from '../helpers/database.js';
 import { createPost, signUp } from '../helpers/factories.js';
 import { expect422, expectError } from '../helpers/expect.js';
 
@@ -86,7 +92,12 @@ describe('statement timeout (57014)', () => {
     await other.query('BEGIN');
     await other.query('SELECT 1 FROM posts WHERE id = $1 FOR UPDATE', [post.id]);
 
-    const res = await api.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: author.auth, payload: { title: 'new' } });
+    const res = await api.inject({
+      method: 'PATCH',
+      url: `/posts/${post.id}`,
+      headers: author.auth,
+      payload: { title: 'new' },
+    });
     expectError(res, 503, 'service_unavailable', 'the database did not answer in time; try again shortly');
     expect(res.headers['retry-after']).toBe('5');
     expect(lines.some((l) => l.msg === 'the database did not answer in time; try again shortly')).toBe(true);
@@ -95,7 +106,12 @@ describe('statement timeout (57014)', () => {
     await other.query('ROLLBACK');
     const ready = await api.inject({ url: '/health/ready' });
     expect(ready.statusCode).toBe(200);
-    const retried = await api.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: author.auth, payload: { title: 'new' } });
+    const retried = await api.inject({
+      method: 'PATCH',
+      url: `/posts/${post.id}`,
+      headers: author.auth,
+      payload: { title: 'new' },
+    });
     expect(retried.statusCode).toBe(200);
     expect(retried.json().title).toBe('new');
   });
@@ -107,7 +123,11 @@ describe('deadlock (40P01)', () => {
     const { app: api } = await app(db.url);
     const user = await signUp(api);
     // A second token: the password change below revokes it (UPDATE tokens), after locking the user.
-    const second = await api.inject({ method: 'POST', url: '/tokens', payload: { email: user.user.email, password: user.password } });
+    const second = await api.inject({
+      method: 'POST',
+      url: '/tokens',
+      payload: { email: user.user.email, password: user.password },
+    });
     const secondTokenId = second.json().id as number;
 
     const other = await client(db.url);
@@ -129,9 +149,16 @@ describe('deadlock (40P01)', () => {
 
     const res = await patch;
     expect(res.statusCode).toBe(200);
-    const login = await api.inject({ method: 'POST', url: '/tokens', payload: { email: user.user.email, password: 'a-new-password' } });
+    const login = await api.inject({
+      method: 'POST',
+      url: '/tokens',
+      payload: { email: user.user.email, password: 'a-new-password' },
+    });
     expect(login.statusCode).toBe(201);
-    const revoked = await api.inject({ url: '/users/me', headers: { authorization: `Bearer ${second.json().token as string}` } });
+    const revoked = await api.inject({
+      url: '/users/me',
+      headers: { authorization: `Bearer ${second.json().token as string}` },
+    });
     expect(revoked.statusCode).toBe(401);
   });
 });
@@ -142,7 +169,9 @@ describe('serialization failure (40001)', () => {
     const admin = await client(db.url);
     // The API's transactions default to READ COMMITTED, which never fails this way;
     // a database set to REPEATABLE READ (as an operator may) makes them.
-    await admin.query(`ALTER DATABASE "${new URL(db.url).pathname.slice(1)}" SET default_transaction_isolation = 'repeatable read'`);
+    await admin.query(
+      `ALTER DATABASE "${new URL(db.url).pathname.slice(1)}" SET default_transaction_isolation = 'repeatable read'`,
+    );
     const { app: api } = await app(db.url);
     const author = await signUp(api);
     const post = await createPost(api, author);
@@ -150,7 +179,12 @@ describe('serialization failure (40001)', () => {
     const other = await client(db.url);
     await other.query('BEGIN');
     await other.query("UPDATE posts SET body = 'from elsewhere', version = version + 1 WHERE id = $1", [post.id]);
-    const patch = api.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: author.auth, payload: { title: 'mine' } });
+    const patch = api.inject({
+      method: 'PATCH',
+      url: `/posts/${post.id}`,
+      headers: author.auth,
+      payload: { title: 'mine' },
+    });
     await apiWaitsOnLock(other);
     await other.query('COMMIT');
 
@@ -172,7 +206,12 @@ describe('serialization failure (40001)', () => {
     );
     const res = await api.inject({ method: 'POST', url: '/test/always-conflicts' });
     expect(attempts).toBe(TRANSACTION_ATTEMPTS);
-    expectError(res, 503, 'service_unavailable', 'the request collided with concurrent changes and changed nothing; send it again');
+    expectError(
+      res,
+      503,
+      'service_unavailable',
+      'the request collided with concurrent changes and changed nothing; send it again',
+    );
     expect(res.headers['retry-after']).toBe('1');
   });
 });
@@ -227,10 +266,19 @@ describe('a database that cannot serve: 503 naming the cause, in answers and in 
   it('missing database (3D000)', async () => {
     const missing = testDatabaseUrl(testDatabaseName());
     const { app: api, lines } = await app(onTopology(missing).databaseListenUrl ?? missing, { RESPONSE_CACHE_MB: '0' });
-    await expectUnavailable(api, { url: '/posts' }, 'the database is missing (it does not exist on the server); try again later', '30');
+    await expectUnavailable(
+      api,
+      { url: '/posts' },
+      'the database is missing (it does not exist on the server); try again later',
+      '30',
+    );
     // The request's log line names the cause without a stack.
-    const logged = lines.filter((l) => l.msg === 'the database is missing (it does not exist on the server); try again later' && 'cause' in l);
-    expect(logged).toEqual([expect.objectContaining({ status: 503, cause: expect.stringMatching(/^3D000 database ".*" does not exist$/) })]);
+    const logged = lines.filter(
+      (l) => l.msg === 'the database is missing (it does not exist on the server); try again later' && 'cause' in l,
+    );
+    expect(logged).toEqual([
+      expect.objectContaining({ status: 503, cause: expect.stringMatching(/^3D000 database ".*" does not exist$/) }),
+    ]);
     expect(JSON.stringify(logged)).not.toContain('stack');
   });
 
@@ -239,7 +287,12 @@ describe('a database that cannot serve: 503 naming the cause, in answers and in 
     const url = new URL(db.url);
     url.username = `nobody_${randomBytes(4).toString('hex')}`;
     const { app: api } = await app(url.toString(), { RESPONSE_CACHE_MB: '0' });
-    await expectUnavailable(api, { url: '/posts' }, "the database refused the service's credentials (authentication failed); try again later", '30');
+    await expectUnavailable(
+      api,
+      { url: '/posts' },
+      "the database refused the service's credentials (authentication failed); try again later",
+      '30',
+    );
   });
 
   /** Signs a user up, then sets `setting` on the database: the app returned opens its sessions after that. */
@@ -257,8 +310,18 @@ describe('a database that cannot serve: 503 naming the cause, in answers and in 
 
   it('read-only (25006): writes are 503s, reads still served', async () => {
     const { api, author } = await afterSetting('default_transaction_read_only = on');
-    const res = await api.inject({ method: 'POST', url: '/posts', headers: author.auth, payload: { title: 'T', body: 'B' } });
-    expectError(res, 503, 'service_unavailable', 'the database is read-only (a standby, or a failover under way); try again shortly');
+    const res = await api.inject({
+      method: 'POST',
+      url: '/posts',
+      headers: author.auth,
+      payload: { title: 'T', body: 'B' },
+    });
+    expectError(
+      res,
+      503,
+      'service_unavailable',
+      'the database is read-only (a standby, or a failover under way); try again shortly',
+    );
     expect(res.headers['retry-after']).toBe('5');
     expect((await api.inject({ url: '/posts' })).statusCode).toBe(200);
   });
@@ -268,8 +331,18 @@ describe('a database that cannot serve: 503 naming the cause, in answers and in 
     const other = await client(db.url);
     await other.query('BEGIN');
     await other.query('SELECT 1 FROM posts WHERE id = $1 FOR UPDATE', [post.id]);
-    const res = await api.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: author.auth, payload: { title: 'new' } });
-    expectError(res, 503, 'service_unavailable', 'what the request needs is locked by another transaction (lock not available); try again shortly');
+    const res = await api.inject({
+      method: 'PATCH',
+      url: `/posts/${post.id}`,
+      headers: author.auth,
+      payload: { title: 'new' },
+    });
+    expectError(
+      res,
+      503,
+      'service_unavailable',
+      'what the request needs is locked by another transaction (lock not available); try again shortly',
+    );
     expect(res.headers['retry-after']).toBe('1');
     await other.query('ROLLBACK');
   });
@@ -280,7 +353,12 @@ describe('a database that cannot serve: 503 naming the cause, in answers and in 
     expect((await api.inject({ url: '/posts' })).statusCode).toBe(200);
     const held = await api.db.connect();
     try {
-      await expectUnavailable(api, { url: '/posts' }, 'the service is busy (every database connection of this instance is in use); try again shortly', '1');
+      await expectUnavailable(
+        api,
+        { url: '/posts' },
+        'the service is busy (every database connection of this instance is in use); try again shortly',
+        '1',
+      );
     } finally {
       held.release();
     }
@@ -292,11 +370,18 @@ describe('a database that cannot serve: 503 naming the cause, in answers and in 
     ['53200', 'out_of_memory', 'the database is out of resources (memory or another limit); try again shortly', '5'],
     ['57P01', 'admin_shutdown', 'the database is shutting down or starting up; try again shortly', '5'],
     ['57P03', 'cannot_connect_now', 'the database is shutting down or starting up; try again shortly', '5'],
-    ['54000', 'program_limit_exceeded', 'the request ran into a limit of the database (program limit exceeded); try again later', '30'],
+    [
+      '54000',
+      'program_limit_exceeded',
+      'the request ran into a limit of the database (program limit exceeded); try again later',
+      '30',
+    ],
   ])('%s (%s), raised by PostgreSQL', async (code, name, message, retryAfter) => {
     const db = await database();
     const { app: api } = await app(db.url);
-    api.get('/test/raise', async () => api.db.query(`DO $$ BEGIN RAISE EXCEPTION 'raised' USING ERRCODE = '${name}'; END $$`));
+    api.get('/test/raise', async () =>
+      api.db.query(`DO $$ BEGIN RAISE EXCEPTION 'raised' USING ERRCODE = '${name}'; END $$`),
+    );
     const res = await api.inject({ url: '/test/raise' });
     expectError(res, 503, 'service_unavailable', message);
     expect(res.headers['retry-after']).toBe(retryAfter);
@@ -340,7 +425,12 @@ describe('a connection closed under a query', () => {
       await closed.end();
       return closed.query('SELECT 1');
     });
-    expectError(await api.inject({ url: '/test/closed' }), 503, 'service_unavailable', 'the database is unreachable; try again shortly');
+    expectError(
+      await api.inject({ url: '/test/closed' }),
+      503,
+      'service_unavailable',
+      'the database is unreachable; try again shortly',
+    );
   });
 });
 
@@ -356,7 +446,12 @@ describe('a post deleted between the check and the insert (23503 on comments.pos
       BEGIN SET session_replication_role = replica; DELETE FROM posts WHERE id = NEW.post_id;
             SET session_replication_role = DEFAULT; RETURN NEW; END $$`);
     await admin.query('CREATE TRIGGER vanish BEFORE INSERT ON comments FOR EACH ROW EXECUTE FUNCTION vanish()');
-    const res = await api.inject({ method: 'POST', url: `/posts/${post.id}/comments`, headers: author.auth, payload: { body: 'hi' } });
+    const res = await api.inject({
+      method: 'POST',
+      url: `/posts/${post.id}/comments`,
+      headers: author.auth,
+      payload: { body: 'hi' },
+    });
     expectError(res, 404, 'not_found', `post ${post.id} does not exist`);
     await admin.query('DROP TRIGGER vanish ON comments');
     expect((await admin.query('SELECT count(*)::int AS n FROM comments')).rows[0].n).toBe(0);
@@ -365,7 +460,7 @@ describe('a post deleted between the check and the insert (23503 on comments.pos
 });
 
 describe('data exceptions (class 22)', () => {
-  it('a date-time PostgreSQL cannot take is a 422 naming the field, without the database\'s words', async () => {
+  it("a date-time PostgreSQL cannot take is a 422 naming the field, without the database's words", async () => {
     const db = await database();
     const { app: api } = await app(db.url);
     // The posts schema now refuses year 0 itself; a route whose schema takes any RFC 3339
@@ -375,7 +470,9 @@ describe('data exceptions (class 22)', () => {
       { schema: { querystring: { type: 'object', properties: { at: { type: 'string', format: 'date-time' } } } } },
       async (request) => api.db.query('SELECT $1::timestamptz', [(request.query as { at: string }).at]),
     );
-    expect422(await api.inject({ url: '/test/at?at=0000-01-01T00:00:00Z' }), { at: ['is out of the range the service accepts'] });
+    expect422(await api.inject({ url: '/test/at?at=0000-01-01T00:00:00Z' }), {
+      at: ['is out of the range the service accepts'],
+    });
     // An offset beyond PostgreSQL's (22009), however the schema comes to treat it: a 422 on that field.
     const offset = await api.inject({ url: '/posts?createdAfter=2020-01-01T00:00:00%2B19:26' });
     expect(offset.statusCode).toBe(422);
@@ -401,8 +498,11 @@ describe('broken clients', () => {
       `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'posts-api'
        AND state = 'idle'`,
     );
-    for (let i = 0; i < 100 && !lines.some((l) => l.msg?.startsWith('an idle database connection failed')); i++) await sleep(20);
-    expect(lines.filter((l) => l.msg === 'an idle database connection failed; the pool replaces it').length).toBeGreaterThan(0);
+    for (let i = 0; i < 100 && !lines.some((l) => l.msg?.startsWith('an idle database connection failed')); i++)
+      await sleep(20);
+    expect(
+      lines.filter((l) => l.msg === 'an idle database connection failed; the pool replaces it').length,
+    ).toBeGreaterThan(0);
     expect((await api.inject({ url: '/posts' })).statusCode).toBe(200);
   });
 

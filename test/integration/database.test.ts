@@ -36,7 +36,9 @@ it('drops cleanly, even with a connection still open', async () => {
   await open.connect();
   open.on('error', () => {}); // the forced drop terminates this session
   await other.drop();
-  const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [new URL(other.url).pathname.slice(1)]);
+  const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [
+    new URL(other.url).pathname.slice(1),
+  ]);
   expect(rowCount).toBe(0);
   await open.end().catch(() => {});
 });

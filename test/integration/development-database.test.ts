@@ -48,7 +48,8 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-const npmRun = (script: string, args: string[]) => runToEnd('npm', ['run', '-s', script, '--', ...args], { cwd: ROOT, env, timeoutMs: 60_000 });
+const npmRun = (script: string, args: string[]) =>
+  runToEnd('npm', ['run', '-s', script, '--', ...args], { cwd: ROOT, env, timeoutMs: 60_000 });
 
 /** PID of the PostgreSQL running on the data folder, if any. */
 async function postmasterPid(): Promise<number | undefined> {
@@ -59,7 +60,9 @@ async function postmasterPid(): Promise<number | undefined> {
 it('npm run seed without DATABASE_URL starts the embedded database, migrates, seeds and stops it', async () => {
   const { code, stdout, stderr } = await npmRun('seed', ['--posts', '20']);
   expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
-  expect(stdout).toContain(`DATABASE_URL is unset: started the embedded PostgreSQL of ${join(dir, 'pg')} on port ${pgPort} (stopped when done)\n`);
+  expect(stdout).toContain(
+    `DATABASE_URL is unset: started the embedded PostgreSQL of ${join(dir, 'pg')} on port ${pgPort} (stopped when done)\n`,
+  );
   expect(stdout).toContain('seeded 2 users, 20 posts, 40 comments in ');
   seededEmail = /log in with (\S+)\n/.exec(stdout)![1]!;
   expect(await postmasterPid()).toBeUndefined();
@@ -76,8 +79,15 @@ async function npmStart(detached: boolean) {
   await waitUntil('npm start serves', () => output.includes('"msg":"listening on ') || npm.exitCode !== null, 1200);
   const server = Number(/"pid":(\d+)/.exec(output)?.[1]);
   const postgres = await postmasterPid();
-  for (const [pid, signal] of [[server, 'SIGKILL'], [postgres, 'SIGQUIT']] as const) if (Number.isInteger(pid) && pid! > 0) leftovers.push({ pid: pid!, signal });
-  expect({ server: Number.isInteger(server), postgres: Number.isInteger(postgres) }, output).toEqual({ server: true, postgres: true });
+  for (const [pid, signal] of [
+    [server, 'SIGKILL'],
+    [postgres, 'SIGQUIT'],
+  ] as const)
+    if (Number.isInteger(pid) && pid! > 0) leftovers.push({ pid: pid!, signal });
+  expect({ server: Number.isInteger(server), postgres: Number.isInteger(postgres) }, output).toEqual({
+    server: true,
+    postgres: true,
+  });
   return { npm, exited, server, postgres: postgres!, output: () => output };
 }
 
@@ -93,7 +103,9 @@ describe('npm start', () => {
     const started = await npmStart(false);
     const grant = await npmRun('admin:grant', [seededEmail]);
     expect(grant).toMatchObject({ code: 0, stderr: '' });
-    expect(grant.stdout).toContain(`DATABASE_URL is unset: using the running embedded PostgreSQL of ${join(dir, 'pg')}\n`);
+    expect(grant.stdout).toContain(
+      `DATABASE_URL is unset: using the running embedded PostgreSQL of ${join(dir, 'pg')}\n`,
+    );
     expect(grant.stdout).toContain(`(${seededEmail}) is now an admin\n`);
     expect(alive(started.postgres)).toBe(true);
 
@@ -111,15 +123,21 @@ describe('npm start', () => {
   }, 120_000);
 });
 
-it.runIf(process.getuid?.() === 0)('run as root, a folder the postgres user cannot enter is named, not "spawn initdb EACCES"', async () => {
-  const closed = join(dir, 'closed');
-  await mkdir(closed, { mode: 0o700 });
-  const { code, stderr } = await runToEnd('npm', ['run', '-s', 'migrate'], { cwd: ROOT, env: { ...env, EMBEDDED_PG_DATA: join(closed, 'pg') } });
-  expect({ code, stderr }).toEqual({
-    code: 1,
-    stderr:
-      `embedded PostgreSQL runs as the "postgres" OS user (Node runs as root), which cannot enter ${closed} (mode 0700). ` +
-      `Fix: \`chmod o+x ${closed}\`, move the project to a folder others can enter, ` +
-      'or set DATABASE_URL (TEST_DATABASE_URL for tests) to use an existing PostgreSQL server.\n',
-  });
-});
+it.runIf(process.getuid?.() === 0)(
+  'run as root, a folder the postgres user cannot enter is named, not "spawn initdb EACCES"',
+  async () => {
+    const closed = join(dir, 'closed');
+    await mkdir(closed, { mode: 0o700 });
+    const { code, stderr } = await runToEnd('npm', ['run', '-s', 'migrate'], {
+      cwd: ROOT,
+      env: { ...env, EMBEDDED_PG_DATA: join(closed, 'pg') },
+    });
+    expect({ code, stderr }).toEqual({
+      code: 1,
+      stderr:
+        `embedded PostgreSQL runs as the "postgres" OS user (Node runs as root), which cannot enter ${closed} (mode 0700). ` +
+        `Fix: \`chmod o+x ${closed}\`, move the project to a folder others can enter, ` +
+        'or set DATABASE_URL (TEST_DATABASE_URL for tests) to use an existing PostgreSQL server.\n',
+    });
+  },
+);

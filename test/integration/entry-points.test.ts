@@ -50,7 +50,10 @@ function databaseEnv(url: string): Record<string, string> {
 
 /** `node --import tsx src/<entry>.ts args`, from `dir`. */
 const node = (entry: 'server' | 'cli', args: string[], env: Record<string, string> = {}, dir = cwd) =>
-  runToEnd(process.execPath, ['--import', TSX, join(ROOT, `src/${entry}.ts`), ...args], { cwd: dir, env: { ...BARE_ENV, ...env } });
+  runToEnd(process.execPath, ['--import', TSX, join(ROOT, `src/${entry}.ts`), ...args], {
+    cwd: dir,
+    env: { ...BARE_ENV, ...env },
+  });
 
 /** A working directory of its own holding `.env`. */
 async function withEnvFile(name: string, text: string): Promise<string> {
@@ -61,7 +64,8 @@ async function withEnvFile(name: string, text: string): Promise<string> {
 }
 
 /** `npm run -s <script> -- args` in the project. */
-const npm = (script: string, args: string[]) => runToEnd('npm', ['run', '-s', script, '--', ...args], { cwd: ROOT, env: BARE_ENV });
+const npm = (script: string, args: string[]) =>
+  runToEnd('npm', ['run', '-s', script, '--', ...args], { cwd: ROOT, env: BARE_ENV });
 
 // Processes apart: these run side by side.
 describe.concurrent('--help and usage', () => {
@@ -78,7 +82,10 @@ describe.concurrent('--help and usage', () => {
   });
 
   it('--help without npm names the file run, exit 0', async () => {
-    const { code, stdout } = await runToEnd(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate', '--help'], { cwd: ROOT, env: BARE_ENV });
+    const { code, stdout } = await runToEnd(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate', '--help'], {
+      cwd: ROOT,
+      env: BARE_ENV,
+    });
     expect(code).toBe(0);
     expect(stdout.startsWith('usage: npx tsx src/cli.ts migrate\n\nApplies pending migrations')).toBe(true);
   });
@@ -96,25 +103,41 @@ describe.concurrent('--help and usage', () => {
 
   it.each([
     ['server', ['--port', '3000'], "Unknown option '--port'", 'npx tsx src/server.ts [--help]'],
-    ['cli', ['seed', '--posts', 'many'], "--posts must be a non-negative integer, not 'many'", 'npx tsx src/cli.ts seed --posts N [--comments N] [--users N]'],
+    [
+      'cli',
+      ['seed', '--posts', 'many'],
+      "--posts must be a non-negative integer, not 'many'",
+      'npx tsx src/cli.ts seed --posts N [--comments N] [--users N]',
+    ],
     ['cli', ['admin:grant'], 'missing argument: <email>', 'npx tsx src/cli.ts admin:grant <email>'],
     ['cli', ['migrate', 'now'], "unexpected argument 'now'", 'npx tsx src/cli.ts migrate'],
   ] as const)('%s %j is a usage error, exit 64', async (entry, args, reason, usage) => {
     // Run from the project, as a user would type it without npm.
-    const result = await runToEnd(process.execPath, ['--import', 'tsx', `src/${entry}.ts`, ...args], { cwd: ROOT, env: BARE_ENV });
+    const result = await runToEnd(process.execPath, ['--import', 'tsx', `src/${entry}.ts`, ...args], {
+      cwd: ROOT,
+      env: BARE_ENV,
+    });
     expect(result).toMatchObject({ code: 64, stdout: '', stderr: `${reason}\nusage: ${usage}\n(--help for more)\n` });
   });
 
   it('an unknown command prints the command list, exit 64', async () => {
     expect(await node('cli', ['grant'])).toMatchObject({
       code: 64,
-      stderr: expect.stringMatching(/^unknown command 'grant'\nusage: npx tsx .*cli\.ts <migrate\|admin:grant\|seed> \[--help\]\n$/),
+      stderr: expect.stringMatching(
+        /^unknown command 'grant'\nusage: npx tsx .*cli\.ts <migrate\|admin:grant\|seed> \[--help\]\n$/,
+      ),
     });
   });
 });
 
 describe.concurrent('configuration errors', () => {
-  const bad = { LOG_LEVEL: 'loud', PORT: 'x', CORS_ORIGINS: 'foo', TRUST_PROXY: '/^(true|false)$/', DATABASE_URL: 'mysql://app:s3cret@db/x' };
+  const bad = {
+    LOG_LEVEL: 'loud',
+    PORT: 'x',
+    CORS_ORIGINS: 'foo',
+    TRUST_PROXY: '/^(true|false)$/',
+    DATABASE_URL: 'mysql://app:s3cret@db/x',
+  };
   const report =
     'configuration error (environment variables and .env):\n' +
     '  DATABASE_URL="mysql://app:***@db/x": must be a postgres:// or postgresql:// URL\n' +
@@ -128,14 +151,20 @@ describe.concurrent('configuration errors', () => {
   });
 
   it('so do the commands', async () => {
-    expect(await node('cli', ['seed', '--posts', '1'], bad)).toEqual({ code: 78, signal: null, stdout: '', stderr: report });
+    expect(await node('cli', ['seed', '--posts', '1'], bad)).toEqual({
+      code: 78,
+      signal: null,
+      stdout: '',
+      stderr: report,
+    });
   });
 
   it('a malformed .env names its line, exit 78', async () => {
     const dir = await withEnvFile('malformed', '# settings\nRATE_LIMIT_MAX 7\n');
     expect(await node('server', [], {}, dir)).toMatchObject({
       code: 78,
-      stderr: 'configuration error (environment variables and .env):\n  .env line 2: expected NAME=value, found "RATE_LIMIT_MAX 7"\n',
+      stderr:
+        'configuration error (environment variables and .env):\n  .env line 2: expected NAME=value, found "RATE_LIMIT_MAX 7"\n',
     });
   });
 });
@@ -152,12 +181,21 @@ async function startServer(env: Record<string, string>, dir = cwd) {
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  await waitUntil('the server has started', () => output.includes('"msg":"listening on ') || child.exitCode !== null, 400);
+  await waitUntil(
+    'the server has started',
+    () => output.includes('"msg":"listening on ') || child.exitCode !== null,
+    400,
+  );
   const stop = async () => {
     child.kill('SIGTERM');
     return exited;
   };
-  return { get output() { return output; }, stop };
+  return {
+    get output() {
+      return output;
+    },
+    stop,
+  };
 }
 
 function get(port: number, path: string): Promise<http.IncomingMessage> {
@@ -235,7 +273,11 @@ describe('start-up', () => {
     const port = await freePort();
     await new Promise<void>((resolve) => holder.listen(port, '127.0.0.1', resolve));
     try {
-      const { code, stderr } = await node('server', [], { ...databaseEnv(db.url), PORT: String(port), LOG_LEVEL: 'warn' });
+      const { code, stderr } = await node('server', [], {
+        ...databaseEnv(db.url),
+        PORT: String(port),
+        LOG_LEVEL: 'warn',
+      });
       expect({ code, stderr }).toEqual({
         code: 1,
         stderr: `cannot listen on HOST=127.0.0.1 PORT=${port}: the port is already in use; stop what uses it or set another PORT\n`,

@@ -16,15 +16,21 @@ const t = useTestApp({ BODY_LIMIT: '2048' });
 const ann = t.user();
 const bob = t.user();
 
-
-function expectError(res: { statusCode: number; headers: Record<string, unknown>; json(): unknown }, status: number, error: string) {
+function expectError(
+  res: { statusCode: number; headers: Record<string, unknown>; json(): unknown },
+  status: number,
+  error: string,
+) {
   expect(res.statusCode).toBe(status);
   expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
   const body = res.json() as Record<string, unknown>;
   expect(body.error).toBe(error);
   expect(typeof body.message).toBe('string');
   expect(body.requestId).toBe(res.headers['x-request-id']);
-  const allowed = status === 422 || status === 409 ? ['error', 'message', 'requestId', 'fieldErrors'] : ['error', 'message', 'requestId'];
+  const allowed =
+    status === 422 || status === 409
+      ? ['error', 'message', 'requestId', 'fieldErrors']
+      : ['error', 'message', 'requestId'];
   expect(Object.keys(body).every((k) => allowed.includes(k))).toBe(true);
   return body;
 }
@@ -48,7 +54,12 @@ describe('400 bad_request', () => {
     ['a string', '"hello"', 'body must be a JSON object'],
     ['null', 'null', 'body must be a JSON object'],
   ])('body that is %s', async (_what, payload, message) => {
-    const res = await t.app.inject({ method: 'POST', url: '/users', payload, headers: { 'content-type': 'application/json' } });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/users',
+      payload,
+      headers: { 'content-type': 'application/json' },
+    });
     expect(expectError(res, 400, 'bad_request').message).toBe(message);
   });
 
@@ -80,7 +91,13 @@ describe('401 unauthorized', () => {
   });
 
   it('a token that could never have been issued is refused without a database query', async () => {
-    const malformed = ['pat_unknown', `pat_${'a'.repeat(42)}`, `pat_${'a'.repeat(44)}`, `tok_${'a'.repeat(43)}`, 'a'.repeat(47)];
+    const malformed = [
+      'pat_unknown',
+      `pat_${'a'.repeat(42)}`,
+      `pat_${'a'.repeat(44)}`,
+      `tok_${'a'.repeat(43)}`,
+      'a'.repeat(47),
+    ];
     const query = vi.spyOn(t.app.db, 'query');
     try {
       for (const token of malformed) {
@@ -111,7 +128,12 @@ describe('401 unauthorized', () => {
 
 describe('403, 404, 405', () => {
   it('403 changing another user', async () => {
-    const res = await t.app.inject({ method: 'PATCH', url: `/users/${ann.user.id}`, headers: bob.auth, payload: { name: 'x' } });
+    const res = await t.app.inject({
+      method: 'PATCH',
+      url: `/users/${ann.user.id}`,
+      headers: bob.auth,
+      payload: { name: 'x' },
+    });
     expectError(res, 403, 'forbidden');
   });
 
@@ -121,7 +143,9 @@ describe('403, 404, 405', () => {
   });
 
   it('a malformed URL is a 400, an over-long path segment a 404, both with the body', async () => {
-    expect(expectError(await t.app.inject({ url: '/users/%zz' }), 400, 'bad_request').message).toBe('the URL is malformed');
+    expect(expectError(await t.app.inject({ url: '/users/%zz' }), 400, 'bad_request').message).toBe(
+      'the URL is malformed',
+    );
     expectError(await t.app.inject({ url: `/users/${'9'.repeat(150)}` }), 404, 'not_found');
   });
 
@@ -153,7 +177,12 @@ describe('413, 415', () => {
   });
 
   it('415 for a body that is not JSON', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/users', payload: 'name=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/users',
+      payload: 'name=x',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     expectError(res, 415, 'unsupported_media_type');
   });
 
@@ -209,7 +238,11 @@ describe('422 validation', () => {
   });
 
   it('wrong JSON types in a body', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/users', payload: { name: 5, email: ['a'], password: true } });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/users',
+      payload: { name: 5, email: ['a'], password: true },
+    });
     expect(expectError(res, 422, 'validation').fieldErrors).toEqual({
       name: ['must be a string'],
       email: ['must be a string'],
@@ -268,7 +301,11 @@ describe('503 while the database is unreachable, recovery without restart', () =
       expect(ready.headers['retry-after']).toBe('5');
       const list = await app.inject({ url: '/users' });
       expectError(list, 503, 'service_unavailable');
-      const write = await app.inject({ method: 'POST', url: '/users', payload: { name: 'Zed', email: 'zed@example.com', password: '12345678' } });
+      const write = await app.inject({
+        method: 'POST',
+        url: '/users',
+        payload: { name: 'Zed', email: 'zed@example.com', password: '12345678' },
+      });
       expectError(write, 503, 'service_unavailable');
       expect((await app.inject({ url: '/health/live' })).statusCode).toBe(200);
 

@@ -69,8 +69,20 @@ describe('the feed', () => {
     const { email: _b, ...bobShown } = bob.user;
     expect(first).toEqual({
       data: [
-        { id: 1, type: 'user.created', createdAt: iso, resource: { type: 'user', id: ann.user.id, path: `/users/${ann.user.id}` }, data: annShown },
-        { id: 2, type: 'user.created', createdAt: iso, resource: { type: 'user', id: bob.user.id, path: `/users/${bob.user.id}` }, data: bobShown },
+        {
+          id: 1,
+          type: 'user.created',
+          createdAt: iso,
+          resource: { type: 'user', id: ann.user.id, path: `/users/${ann.user.id}` },
+          data: annShown,
+        },
+        {
+          id: 2,
+          type: 'user.created',
+          createdAt: iso,
+          resource: { type: 'user', id: bob.user.id, path: `/users/${bob.user.id}` },
+          data: bobShown,
+        },
       ],
       limit: 2,
       hasMore: false,
@@ -86,14 +98,28 @@ describe('the feed', () => {
     const post = await createPost(ann, 'first');
     const next = await page('/events?limit=2&after=2');
     expect(next).toEqual({
-      data: [{ id: 3, type: 'post.created', createdAt: iso, resource: { type: 'post', id: post.id, path: `/posts/${post.id}` }, data: post }],
+      data: [
+        {
+          id: 3,
+          type: 'post.created',
+          createdAt: iso,
+          resource: { type: 'post', id: post.id, path: `/posts/${post.id}` },
+          data: post,
+        },
+      ],
       limit: 2,
       hasMore: false,
       nextCursor: 3,
       prevCursor: null,
     });
     // An empty page keeps the cursor where it was.
-    expect(await page('/events?after=3')).toEqual({ data: [], limit: 20, hasMore: false, nextCursor: 3, prevCursor: null });
+    expect(await page('/events?after=3')).toEqual({
+      data: [],
+      limit: 20,
+      hasMore: false,
+      nextCursor: 3,
+      prevCursor: null,
+    });
   });
 
   it('hasMore while a full page is followed by more', async () => {
@@ -102,14 +128,24 @@ describe('the feed', () => {
     expect(p.data.map((e) => e.id)).toEqual([1]);
   });
 
-  it('a comment\'s path is under its post; type= and post= filter', async () => {
+  it("a comment's path is under its post; type= and post= filter", async () => {
     const start = await head();
     const mine = await createPost(ann, 'mine');
     const other = await createPost(bob, 'other');
     const comment = (
-      await t.app.inject({ method: 'POST', url: `/posts/${mine.id}/comments`, headers: bob.auth, payload: { body: 'hi' } })
+      await t.app.inject({
+        method: 'POST',
+        url: `/posts/${mine.id}/comments`,
+        headers: bob.auth,
+        payload: { body: 'hi' },
+      })
     ).json();
-    await t.app.inject({ method: 'POST', url: `/posts/${other.id}/comments`, headers: ann.auth, payload: { body: 'there' } });
+    await t.app.inject({
+      method: 'POST',
+      url: `/posts/${other.id}/comments`,
+      headers: ann.auth,
+      payload: { body: 'there' },
+    });
 
     const ofMine = (await readOn(start, `&post=${mine.id}`)).events;
     expect(ofMine.map((e) => [e.type, e.resource.id])).toEqual([
@@ -129,7 +165,9 @@ describe('the feed', () => {
     expect422(await get('/events?type=post.created,post.exploded'), {
       type: [expect.stringContaining('must be a comma-separated list of distinct event types among post.created')],
     });
-    expect422(await get('/events?after=-1'), { after: ['must be written in plain decimal digits (no sign, leading zero, exponent or spaces)'] });
+    expect422(await get('/events?after=-1'), {
+      after: ['must be written in plain decimal digits (no sign, leading zero, exponent or spaces)'],
+    });
     expect422(await get('/events?limit=101'), { limit: ['must be at most 100'] });
     expect422(await get('/events?page=2'), { page: [expect.any(String)] });
   });
@@ -152,7 +190,9 @@ describe('no gaps, no repeats', () => {
 
       await held.query('COMMIT');
       const after = await readOn(before.cursor);
-      expect(after.events.map((e) => [e.id, e.type, e.resource.id, e.data.title])).toEqual([[start + 2, 'post.updated', post.id, 'held']]);
+      expect(after.events.map((e) => [e.id, e.type, e.resource.id, e.data.title])).toEqual([
+        [start + 2, 'post.updated', post.id, 'held'],
+      ]);
       expect((await readOn(after.cursor)).events).toEqual([]);
     } finally {
       await held.end();
@@ -185,14 +225,21 @@ describe('no gaps, no repeats', () => {
       for (let i = 0; i < 30; i++) {
         const post = await createPost(who, `w${w}-${i}`);
         if (i % 3 === 0) {
-          await t.app.inject({ method: 'PATCH', url: `/posts/${post.id}`, headers: who.auth, payload: { title: `w${w}-${i}!` } });
+          await t.app.inject({
+            method: 'PATCH',
+            url: `/posts/${post.id}`,
+            headers: who.auth,
+            payload: { title: `w${w}-${i}!` },
+          });
         }
       }
     });
     const direct = clients.map(async (c) => {
       for (let i = 0; i < 20; i++) {
         await c.query('BEGIN');
-        await c.query("INSERT INTO posts (author_id, title, body) VALUES ($1, 'direct', 'x'), ($1, 'direct', 'y')", [ann.user.id]);
+        await c.query("INSERT INTO posts (author_id, title, body) VALUES ($1, 'direct', 'x'), ($1, 'direct', 'y')", [
+          ann.user.id,
+        ]);
         await sleep(Math.random() * 30);
         await c.query('COMMIT');
       }
@@ -202,7 +249,9 @@ describe('no gaps, no repeats', () => {
     await consumer;
     await Promise.all(clients.map((c) => c.end()));
 
-    const { rows } = await t.app.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE id > $1', [start]);
+    const { rows } = await t.app.db.query<{ n: number }>('SELECT count(*)::int AS n FROM events WHERE id > $1', [
+      start,
+    ]);
     const expected = 24 * 30 + 24 * 10 + 8 * 20 * 2;
     expect(rows[0]!.n).toBe(expected);
     expect(seen.map((e) => e.id)).toEqual(Array.from({ length: expected }, (_, i) => start + 1 + i));
@@ -221,12 +270,24 @@ describe('the sequencer held up', () => {
       await createPost(bob, 'waits too');
       const ready = await get('/health/ready');
       expect(ready.statusCode).toBe(200);
-      expect(ready.json()).toEqual({ status: 'ok', cache: 'on', eventBacklog: { events: 2, oldestSeconds: expect.any(Number) } });
-      expect(await page(`/events?after=${start}`)).toEqual({ data: [], limit: 20, hasMore: false, nextCursor: start, prevCursor: null });
+      expect(ready.json()).toEqual({
+        status: 'ok',
+        cache: 'on',
+        eventBacklog: { events: 2, oldestSeconds: expect.any(Number) },
+      });
+      expect(await page(`/events?after=${start}`)).toEqual({
+        data: [],
+        limit: 20,
+        hasMore: false,
+        nextCursor: start,
+        prevCursor: null,
+      });
     } finally {
       await blocker.end();
     }
-    await expect.poll(async () => (await page(`/events?after=${start}`)).data.map((e) => e.data.title)).toEqual(['waits', 'waits too']);
+    await expect
+      .poll(async () => (await page(`/events?after=${start}`)).data.map((e) => e.data.title))
+      .toEqual(['waits', 'waits too']);
     expect((await get('/health/ready')).json().eventBacklog).toEqual({ events: 0, oldestSeconds: 0 });
   });
 });

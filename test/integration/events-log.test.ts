@@ -63,7 +63,9 @@ describe('write routes make exactly their event', () => {
   it('POST /users: user.created with public fields only (no e-mail)', async () => {
     const cat = await signUp(t.app, { name: 'Cat' });
     const { email: _email, ...shown } = cat.user;
-    expect(await newEvents()).toEqual([{ type: 'user.created', resourceType: 'user', resourceId: cat.user.id, postId: null, data: shown }]);
+    expect(await newEvents()).toEqual([
+      { type: 'user.created', resourceType: 'user', resourceId: cat.user.id, postId: null, data: shown },
+    ]);
     expect(JSON.stringify(await newEvents())).not.toContain('@example.com');
   });
 
@@ -71,7 +73,9 @@ describe('write routes make exactly their event', () => {
     const res = await send('PATCH', `/users/${ann.user.id}`, ann, { name: 'Ann B' });
     expect(res.statusCode).toBe(200);
     const { email: _email, ...shown } = res.json();
-    expect(await newEvents()).toEqual([{ type: 'user.updated', resourceType: 'user', resourceId: ann.user.id, postId: null, data: shown }]);
+    expect(await newEvents()).toEqual([
+      { type: 'user.updated', resourceType: 'user', resourceId: ann.user.id, postId: null, data: shown },
+    ]);
 
     await markNow();
     expect((await send('PATCH', `/users/${ann.user.id}`, ann, { name: 'Ann B' })).statusCode).toBe(200);
@@ -79,13 +83,21 @@ describe('write routes make exactly their event', () => {
 
     expect((await send('PATCH', `/users/${ann.user.id}`, ann, { email: 'ann.b@example.com' })).statusCode).toBe(200);
     const [changed] = await newEvents();
-    expect(changed).toEqual({ type: 'user.updated', resourceType: 'user', resourceId: ann.user.id, postId: null, data: shown });
+    expect(changed).toEqual({
+      type: 'user.updated',
+      resourceType: 'user',
+      resourceId: ann.user.id,
+      postId: null,
+      data: shown,
+    });
   });
 
   it('POST /posts: post.created with the GET body', async () => {
     const post = await newPost();
     const shown = (await t.app.inject({ method: 'GET', url: `/posts/${post.id}` })).json();
-    expect(await newEvents()).toEqual([{ type: 'post.created', resourceType: 'post', resourceId: post.id, postId: post.id, data: shown }]);
+    expect(await newEvents()).toEqual([
+      { type: 'post.created', resourceType: 'post', resourceId: post.id, postId: post.id, data: shown },
+    ]);
   });
 
   it('PATCH and PUT /posts/{id}: post.updated each; a no-op PATCH and PUT none', async () => {
@@ -110,10 +122,12 @@ describe('write routes make exactly their event', () => {
     const post = await newPost();
     await markNow();
     expect((await send('DELETE', `/posts/${post.id}`, ann)).statusCode).toBe(204);
-    expect(await newEvents()).toEqual([{ type: 'post.deleted', resourceType: 'post', resourceId: post.id, postId: post.id, data: { id: post.id } }]);
+    expect(await newEvents()).toEqual([
+      { type: 'post.deleted', resourceType: 'post', resourceId: post.id, postId: post.id, data: { id: post.id } },
+    ]);
   });
 
-  it('comments: created, updated, deleted, each exactly once (the post\'s commentCount moves no post event)', async () => {
+  it("comments: created, updated, deleted, each exactly once (the post's commentCount moves no post event)", async () => {
     const post = await newPost();
     await markNow();
     const created = await send('POST', `/posts/${post.id}/comments`, bob, { body: 'first' });
@@ -121,7 +135,9 @@ describe('write routes make exactly their event', () => {
     const comment = created.json();
     const patched = await send('PATCH', `/posts/${post.id}/comments/${comment.id}`, bob, { body: 'edited' });
     expect(patched.statusCode).toBe(200);
-    expect((await send('PATCH', `/posts/${post.id}/comments/${comment.id}`, bob, { body: 'edited' })).statusCode).toBe(200);
+    expect((await send('PATCH', `/posts/${post.id}/comments/${comment.id}`, bob, { body: 'edited' })).statusCode).toBe(
+      200,
+    );
     expect((await send('DELETE', `/posts/${post.id}/comments/${comment.id}`, bob)).statusCode).toBe(204);
     const resource = { resourceType: 'comment', resourceId: comment.id, postId: post.id };
     expect(await newEvents()).toEqual([
@@ -161,7 +177,15 @@ describe('writes that change nothing make nothing', () => {
       payload: { title: 'late' },
     });
     expect(stale.statusCode).toBe(412);
-    expect((await t.app.inject({ method: 'POST', url: '/users', payload: { name: 'Dup', email: bob.user.email, password: 'long enough' } })).statusCode).toBe(409);
+    expect(
+      (
+        await t.app.inject({
+          method: 'POST',
+          url: '/users',
+          payload: { name: 'Dup', email: bob.user.email, password: 'long enough' },
+        })
+      ).statusCode,
+    ).toBe(409);
     expect(await newEvents()).toEqual([]);
   });
 
@@ -182,14 +206,16 @@ describe('writes that change nothing make nothing', () => {
 });
 
 describe('SQL run directly', () => {
-  it('makes one event per changed row, in the same shape as the API\'s', async () => {
+  it("makes one event per changed row, in the same shape as the API's", async () => {
     const post = await newPost('by sql');
     await markNow();
     const { rows } = await sql.query(
       "INSERT INTO posts (author_id, title, body) VALUES ($1, 'sql one', 'x'), ($1, 'sql two', 'y') RETURNING id::int",
       [bob.user.id],
     );
-    await sql.query("UPDATE posts SET title = title || '!', updated_at = now() WHERE id = ANY($1)", [[post.id, rows[0].id]]);
+    await sql.query("UPDATE posts SET title = title || '!', updated_at = now() WHERE id = ANY($1)", [
+      [post.id, rows[0].id],
+    ]);
     await sql.query('DELETE FROM posts WHERE id = $1', [rows[1].id]);
     const events = await newEvents();
     expect(events.map((e) => [e.type, e.resourceId])).toEqual([

@@ -59,8 +59,11 @@ class SseClient {
       const block = this.buffer.slice(0, end);
       this.buffer = this.buffer.slice(end + 2);
       if (block === ': heartbeat') this.settle(() => this.heartbeats++);
-      const fields = Object.fromEntries(block.split('\n').map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 2)]));
-      if (fields.data !== undefined) this.settle(() => this.frames.push({ id: fields.id!, event: fields.event!, data: JSON.parse(fields.data!) }));
+      const fields = Object.fromEntries(
+        block.split('\n').map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 2)]),
+      );
+      if (fields.data !== undefined)
+        this.settle(() => this.frames.push({ id: fields.id!, event: fields.event!, data: JSON.parse(fields.data!) }));
     }
   }
   /** Waits until `done()` holds, at most `ms`. */
@@ -123,7 +126,13 @@ describe('a stream', () => {
       expect(frame).toEqual({
         id: String(frame.data.id),
         event: 'post.created',
-        data: { id: Number(frame.id), type: 'post.created', createdAt: iso, resource: { type: 'post', id: post.id, path: `/posts/${post.id}` }, data: post },
+        data: {
+          id: Number(frame.id),
+          type: 'post.created',
+          createdAt: iso,
+          resource: { type: 'post', id: post.id, path: `/posts/${post.id}` },
+          data: post,
+        },
       });
     }
     // Only new events: nothing from before it opened.
@@ -142,9 +151,13 @@ describe('a stream', () => {
     await resumed.until(() => resumed.frames.some((f) => (f.data.data as { id: number }).id === later.id));
     const all = resumed.frames.map((f) => Number(f.id));
     // Every event after lastSeen, once each, in order: the rest of the backlog, the missed ones, the new one.
-    const expected = (await t.app.inject({ method: 'GET', url: `/events?after=${lastSeen}&limit=100` })).json().data.map((e: { id: number }) => e.id);
+    const expected = (await t.app.inject({ method: 'GET', url: `/events?after=${lastSeen}&limit=100` }))
+      .json()
+      .data.map((e: { id: number }) => e.id);
     expect(all).toEqual(expected);
-    const posts = resumed.frames.filter((f) => f.event === 'post.created').map((f) => (f.data.data as { id: number }).id);
+    const posts = resumed.frames
+      .filter((f) => f.event === 'post.created')
+      .map((f) => (f.data.data as { id: number }).id);
     expect(posts.slice(-3)).toEqual([...missed.map((p) => p.id), later.id]);
   });
 
@@ -153,7 +166,12 @@ describe('a stream', () => {
     const byPost = await openStream(bBase, `/events/stream?post=${post.id}&after=0`);
     const comments = await openStream(bBase, '/events/stream?type=comment.created');
     await sleep(200);
-    const comment = await t.app.inject({ method: 'POST', url: `/posts/${post.id}/comments`, headers: ann.auth, payload: { body: 'c' } });
+    const comment = await t.app.inject({
+      method: 'POST',
+      url: `/posts/${post.id}/comments`,
+      headers: ann.auth,
+      payload: { body: 'c' },
+    });
     await createPost('not this one');
     await byPost.until(() => byPost.frames.length >= 2);
     await comments.until(() => comments.frames.length >= 1);
@@ -191,7 +209,12 @@ describe('an instance', () => {
       const one = await openStream(base, '/events/stream');
       await openStream(base, '/events/stream');
       const refused = await app.inject({ method: 'GET', url: '/events/stream' });
-      expectError(refused, 503, 'service_unavailable', 'this instance serves its most event streams (2); retry shortly');
+      expectError(
+        refused,
+        503,
+        'service_unavailable',
+        'this instance serves its most event streams (2); retry shortly',
+      );
       expect(refused.headers['retry-after']).toBe('5');
       one.close();
       await sleep(100);

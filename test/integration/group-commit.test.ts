@@ -14,7 +14,6 @@ const t = useTestApp();
 const ann = t.user({ name: 'Ann' });
 const bob = t.user({ name: 'Bob' });
 
-
 /** Counts the statements sent on the app's pool whose text includes `marker`, while `fn` runs. */
 async function countingStatements<T>(marker: string, fn: () => Promise<T>): Promise<{ result: T; statements: number }> {
   const db = t.app.db as pg.Pool;
@@ -41,7 +40,12 @@ describe('concurrent creates', () => {
     const { result: answers, statements } = await countingStatements('INSERT INTO posts', () =>
       Promise.all(
         writers.map((who, i) =>
-          t.app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title: `Post ${i}`, body: `body ${i}` } }),
+          t.app.inject({
+            method: 'POST',
+            url: '/posts',
+            headers: who.auth,
+            payload: { title: `Post ${i}`, body: `body ${i}` },
+          }),
         ),
       ),
     );
@@ -70,7 +74,16 @@ describe('concurrent creates', () => {
 
   it('comments: a missing post is a 404 for its comments only; the others land on their posts, counted', async () => {
     const posts = await Promise.all(
-      [1, 2, 3].map(async (i) => (await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: `On ${i}`, body: 'x' } })).json()),
+      [1, 2, 3].map(async (i) =>
+        (
+          await t.app.inject({
+            method: 'POST',
+            url: '/posts',
+            headers: ann.auth,
+            payload: { title: `On ${i}`, body: 'x' },
+          })
+        ).json(),
+      ),
     );
     // Deleted before the comments arrive: it is missing for the whole statement its comments share.
     const gone = posts[2].id as number;
@@ -79,7 +92,12 @@ describe('concurrent creates', () => {
     const { result: answers, statements } = await countingStatements('INSERT INTO comments', () =>
       Promise.all(
         targets.map((postId, i) =>
-          t.app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: bob.auth, payload: { body: `comment ${i}` } }),
+          t.app.inject({
+            method: 'POST',
+            url: `/posts/${postId}/comments`,
+            headers: bob.auth,
+            payload: { body: `comment ${i}` },
+          }),
         ),
       ),
     );
@@ -91,7 +109,14 @@ describe('concurrent creates', () => {
         continue;
       }
       expect(res.statusCode).toBe(201);
-      expect(res.json()).toEqual({ id: expect.any(Number), postId, authorId: bob.user.id, body: `comment ${i}`, createdAt: iso, updatedAt: iso });
+      expect(res.json()).toEqual({
+        id: expect.any(Number),
+        postId,
+        authorId: bob.user.id,
+        body: `comment ${i}`,
+        createdAt: iso,
+        updatedAt: iso,
+      });
     }
     for (const post of posts.slice(0, 2)) {
       const list = (await t.app.inject({ url: `/posts/${post.id}/comments?perPage=100` })).json();
@@ -103,7 +128,9 @@ describe('concurrent creates', () => {
 
 describe('concurrent changes', () => {
   const create = async (who: SignedUp, title: string) =>
-    (await t.app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body: 'b' } })).json() as { id: number };
+    (
+      await t.app.inject({ method: 'POST', url: '/posts', headers: who.auth, payload: { title, body: 'b' } })
+    ).json() as { id: number };
   const patch = (who: SignedUp, id: number, payload: object) =>
     t.app.inject({ method: 'PATCH', url: `/posts/${id}`, headers: who.auth, payload });
 
@@ -178,7 +205,9 @@ describe('batchedWrite on a real table', () => {
   let pool: pg.Pool;
   beforeAll(async () => {
     pool = new pg.Pool({ connectionString: t.db.url, max: 4 });
-    await pool.query('CREATE TABLE batch_probe (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, n int NOT NULL CHECK (n >= 0), k int)');
+    await pool.query(
+      'CREATE TABLE batch_probe (id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY, n int NOT NULL CHECK (n >= 0), k int)',
+    );
   });
   afterAll(() => pool.end());
 
@@ -206,7 +235,12 @@ describe('batchedWrite on a real table', () => {
     await pool.query('TRUNCATE batch_probe');
     batches.length = 0;
     const outcomes = await Promise.allSettled([10, 11, -1, 12].map((n) => insert(pool, { n })));
-    expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value?.n : (o.reason as { code: string }).code))).toEqual([10, 11, '23514', 12]);
+    expect(outcomes.map((o) => (o.status === 'fulfilled' ? o.value?.n : (o.reason as { code: string }).code))).toEqual([
+      10,
+      11,
+      '23514',
+      12,
+    ]);
     // The shared statement failed as a whole; its writes ran again alone.
     expect(batches).toEqual([[10], [11, -1, 12], [11], [-1], [12]]);
     expect((await pool.query('SELECT n FROM batch_probe ORDER BY n')).rows.map((row) => row.n)).toEqual([10, 11, 12]);
@@ -269,7 +303,9 @@ describe('batchedWrite on a real table', () => {
       locker.release();
     }
     expect(runs).toEqual(['1', '2,3', '2 waiting', '4']);
-    expect((await pool.query('SELECT n FROM batch_probe ORDER BY id')).rows.map((row) => row.n)).toEqual([11, 12, 13, 14]);
+    expect((await pool.query('SELECT n FROM batch_probe ORDER BY id')).rows.map((row) => row.n)).toEqual([
+      11, 12, 13, 14,
+    ]);
   });
 
   it('writes with the same key never share a statement', async () => {

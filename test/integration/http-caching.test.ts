@@ -20,7 +20,13 @@ beforeAll(async () => {
 const get = (url: string, headers: Record<string, string> = {}) => t.app.inject({ method: 'GET', url, headers });
 
 describe('list ETags', () => {
-  const lists = () => ['/posts', `/posts?author=${ann.user.id}&sort=-id&limit=5`, `/users/${ann.user.id}/posts`, `/posts/${postId}/comments`, '/users'];
+  const lists = () => [
+    '/posts',
+    `/posts?author=${ann.user.id}&sort=-id&limit=5`,
+    `/users/${ann.user.id}/posts`,
+    `/posts/${postId}/comments`,
+    '/users',
+  ];
 
   it('every list answer carries a strong ETag, the same while nothing changes', async () => {
     for (const url of lists()) {
@@ -63,7 +69,12 @@ describe('list ETags', () => {
 
     const perPage = `${url}?perPage=1`;
     const onePage = (await get(perPage)).headers.etag as string;
-    await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'Second', body: 'text' } });
+    await t.app.inject({
+      method: 'POST',
+      url: '/posts',
+      headers: ann.auth,
+      payload: { title: 'Second', body: 'text' },
+    });
     // Same first item, one more in total.
     const grown = await get(perPage, { 'if-none-match': onePage });
     expect(grown.statusCode).toBe(200);
@@ -90,7 +101,11 @@ describe('Cache-Control', () => {
   });
 
   it("answers holding a user's own data: private, no-store", async () => {
-    const login = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: ann.user.email, password: ann.password } });
+    const login = await t.app.inject({
+      method: 'POST',
+      url: '/tokens',
+      payload: { email: ann.user.email, password: ann.password },
+    });
     const signUpAnswer = await t.app.inject({
       method: 'POST',
       url: '/users',
@@ -106,7 +121,12 @@ describe('Cache-Control', () => {
       'GET /users/{own id}': await get(`/users/${ann.user.id}`, ann.auth),
       'GET /users/{id} as admin': await get(`/users/${ann.user.id}`, admin.auth),
       'GET /users, listing own e-mail': await get('/users', ann.auth),
-      'PATCH /users/{id}': await t.app.inject({ method: 'PATCH', url: `/users/${ann.user.id}`, headers: ann.auth, payload: { name: 'Ann B.' } }),
+      'PATCH /users/{id}': await t.app.inject({
+        method: 'PATCH',
+        url: `/users/${ann.user.id}`,
+        headers: ann.auth,
+        payload: { name: 'Ann B.' },
+      }),
       'GET /users/me without a token (401)': await get('/users/me'),
     };
     for (const [name, res] of Object.entries(cases)) {
@@ -117,8 +137,18 @@ describe('Cache-Control', () => {
 
   it('writes, errors and health: no-store', async () => {
     const cases = {
-      'POST /posts': await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'T', body: 'b' } }),
-      'PATCH /posts/{id}': await t.app.inject({ method: 'PATCH', url: `/posts/${postId}`, headers: ann.auth, payload: { title: 'T' } }),
+      'POST /posts': await t.app.inject({
+        method: 'POST',
+        url: '/posts',
+        headers: ann.auth,
+        payload: { title: 'T', body: 'b' },
+      }),
+      'PATCH /posts/{id}': await t.app.inject({
+        method: 'PATCH',
+        url: `/posts/${postId}`,
+        headers: ann.auth,
+        payload: { title: 'T' },
+      }),
       'GET 404': await get('/posts/999999'),
       'GET 422': await get('/posts?perPage=0'),
       'POST 401': await t.app.inject({ method: 'POST', url: '/posts', payload: { title: 'T', body: 'b' } }),
@@ -128,6 +158,10 @@ describe('Cache-Control', () => {
     for (const [name, res] of Object.entries(cases)) {
       expect([name, res.headers['cache-control']]).toEqual([name, 'no-store']);
     }
-    expect(cases['GET /health/ready'].json()).toEqual({ status: 'ok', cache: 'off', eventBacklog: { events: 0, oldestSeconds: 0 } });
+    expect(cases['GET /health/ready'].json()).toEqual({
+      status: 'ok',
+      cache: 'off',
+      eventBacklog: { events: 0, oldestSeconds: 0 },
+    });
   });
 });

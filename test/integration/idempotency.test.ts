@@ -15,7 +15,6 @@ const t = useTestApp();
 const ann = t.user({ name: 'Ann' });
 const bob = t.user({ name: 'Bob' });
 
-
 const post = (url: string, who: SignedUp | null, key: string | undefined, payload: object) =>
   t.app.inject({
     method: 'POST',
@@ -57,7 +56,12 @@ describe('POST /posts with Idempotency-Key', () => {
 
   it('the replay is the first response even after the post has changed', async () => {
     const first = await post('/posts', ann, 'post-key-2', { title: 'Original', body: 'b' });
-    await t.app.inject({ method: 'PATCH', url: first.headers.location as string, headers: ann.auth, payload: { title: 'Changed' } });
+    await t.app.inject({
+      method: 'PATCH',
+      url: first.headers.location as string,
+      headers: ann.auth,
+      payload: { title: 'Changed' },
+    });
     const replay = await post('/posts', ann, 'post-key-2', { title: 'Original', body: 'b' });
     expectReplay(first, replay);
     expect(replay.json().title).toBe('Original');
@@ -156,7 +160,10 @@ describe('POST /posts with Idempotency-Key', () => {
   });
 
   it('an invalid body is a 422 and stores nothing', async () => {
-    expect422(await post('/posts', ann, 'post-key-7', { title: ' ' }), { title: ['must not be blank'], body: ['is required'] });
+    expect422(await post('/posts', ann, 'post-key-7', { title: ' ' }), {
+      title: ['must not be blank'],
+      body: ['is required'],
+    });
     expect(await storedKeys('post-key-7')).toBe(0);
   });
 });

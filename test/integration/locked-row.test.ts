@@ -29,7 +29,9 @@ interface Sent {
 
 it('holds back only the writes to that post', async () => {
   const create = async (title: string) =>
-    (await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title, body: 'b' } })).json() as { id: number };
+    (
+      await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title, body: 'b' } })
+    ).json() as { id: number };
   const others: number[] = [];
   for (let i = 0; i < 20; i++) others.push((await create(`Other ${i}`)).id);
   // The highest id: a shared UPDATE that reaches it has written every other post of its batch.
@@ -47,16 +49,31 @@ it('holds back only the writes to that post', async () => {
   };
   let serial = 0;
   const patch = async (id: number) => {
-    const res = await send('patch', { method: 'PATCH', url: `/posts/${id}`, headers: ann.auth, payload: { title: `Title ${(serial += 1)}` } });
+    const res = await send('patch', {
+      method: 'PATCH',
+      url: `/posts/${id}`,
+      headers: ann.auth,
+      payload: { title: `Title ${(serial += 1)}` },
+    });
     if (res.statusCode === 200) patches.set(id, patches.get(id)! + 1);
   };
   const comment = async (id: number) => {
-    const res = await send('comment', { method: 'POST', url: `/posts/${id}/comments`, headers: ann.auth, payload: { body: 'c' } });
+    const res = await send('comment', {
+      method: 'POST',
+      url: `/posts/${id}/comments`,
+      headers: ann.auth,
+      payload: { body: 'c' },
+    });
     if (res.statusCode === 201) comments.set(id, comments.get(id)! + 1);
   };
   const created: number[] = [];
   const newPost = async () => {
-    const res = await send('create', { method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'New', body: 'b' } });
+    const res = await send('create', {
+      method: 'POST',
+      url: '/posts',
+      headers: ann.auth,
+      payload: { title: 'New', body: 'b' },
+    });
     if (res.statusCode === 201) created.push(res.json().id as number);
   };
   const read = (id: number) => send('read', { url: `/posts/${id}` });
@@ -77,9 +94,20 @@ it('holds back only the writes to that post', async () => {
 
     // A burst that shares statements with the change of the locked post, then a steady load beside it.
     const burst = others.map(patch);
-    const answered = (options: InjectOptions) => t.app.inject(options).then((res) => ({ res, answeredAt: performance.now() }));
-    const waiting = answered({ method: 'PATCH', url: `/posts/${locked}`, headers: ann.auth, payload: { title: 'After the lock' } });
-    const waitingComment = answered({ method: 'POST', url: `/posts/${locked}/comments`, headers: ann.auth, payload: { body: 'After the lock' } });
+    const answered = (options: InjectOptions) =>
+      t.app.inject(options).then((res) => ({ res, answeredAt: performance.now() }));
+    const waiting = answered({
+      method: 'PATCH',
+      url: `/posts/${locked}`,
+      headers: ann.auth,
+      payload: { title: 'After the lock' },
+    });
+    const waitingComment = answered({
+      method: 'POST',
+      url: `/posts/${locked}/comments`,
+      headers: ann.auth,
+      payload: { body: 'After the lock' },
+    });
     let step = 0;
     const workers = Array.from({ length: 8 }, async () => {
       while (performance.now() - lockedAt < LOAD_MS) {
@@ -92,15 +120,31 @@ it('holds back only the writes to that post', async () => {
     const { res, answeredAt } = await waiting;
     const { res: commented, answeredAt: commentedAt } = await waitingComment;
 
-    for (const kind of ['patch', 'comment', 'create', 'read']) expect(sent.filter((s) => s.kind === kind).length).toBeGreaterThan(0);
+    for (const kind of ['patch', 'comment', 'create', 'read'])
+      expect(sent.filter((s) => s.kind === kind).length).toBeGreaterThan(0);
     const slow = sent.filter((s) => s.ms >= BOUND_MS || ![200, 201].includes(s.res.statusCode));
     expect(slow.map((s) => `${s.kind} ${s.res.statusCode} ${Math.round(s.ms)} ms`)).toEqual([]);
 
     // The locked post's change and comment waited for the lock, and no longer (in either order).
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toEqual({ id: locked, title: 'After the lock', body: 'b', authorId: ann.user.id, commentCount: expect.toBeOneOf([0, 1]), createdAt: iso, updatedAt: iso });
+    expect(res.json()).toEqual({
+      id: locked,
+      title: 'After the lock',
+      body: 'b',
+      authorId: ann.user.id,
+      commentCount: expect.toBeOneOf([0, 1]),
+      createdAt: iso,
+      updatedAt: iso,
+    });
     expect(commented.statusCode).toBe(201);
-    expect(commented.json()).toEqual({ id: expect.any(Number), postId: locked, authorId: ann.user.id, body: 'After the lock', createdAt: iso, updatedAt: iso });
+    expect(commented.json()).toEqual({
+      id: expect.any(Number),
+      postId: locked,
+      authorId: ann.user.id,
+      body: 'After the lock',
+      createdAt: iso,
+      updatedAt: iso,
+    });
     for (const at of [answeredAt, commentedAt]) {
       expect(at).toBeGreaterThanOrEqual(releasedAt);
       expect(at - releasedAt).toBeLessThan(BOUND_MS);
@@ -137,7 +181,12 @@ it('a shared statement past the statement timeout answers its writers once, with
       const answers = await Promise.all(
         Array.from({ length: 6 }, async () => {
           const start = performance.now();
-          const res = await timed.app.inject({ method: 'POST', url: `/posts/${post.id}/comments`, headers: bob.auth, payload: { body: 'c' } });
+          const res = await timed.app.inject({
+            method: 'POST',
+            url: `/posts/${post.id}/comments`,
+            headers: bob.auth,
+            payload: { body: 'c' },
+          });
           return { status: res.statusCode, message: res.json().message as string, ms: performance.now() - start };
         }),
       );

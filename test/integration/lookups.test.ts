@@ -13,7 +13,10 @@ let db: TestDatabase;
 let pool: pg.Pool;
 let acquired = 0;
 
-const ITEMS = { byId: 'SELECT id, label FROM lookup_items WHERE id = $1', byIds: 'SELECT id, label FROM lookup_items WHERE id = ANY($1::bigint[])' };
+const ITEMS = {
+  byId: 'SELECT id, label FROM lookup_items WHERE id = $1',
+  byIds: 'SELECT id, label FROM lookup_items WHERE id = ANY($1::bigint[])',
+};
 type Item = { id: number; label: string };
 
 beforeAll(async () => {
@@ -66,7 +69,10 @@ it('gathers the lookups arriving while every connection is taken into the next b
 });
 
 it('rejects every lookup of a failed batch, and the pool serves the next ones', async () => {
-  const broken = { byId: 'SELECT id FROM no_such_table WHERE id = $1', byIds: 'SELECT id FROM no_such_table WHERE id = ANY($1::bigint[])' };
+  const broken = {
+    byId: 'SELECT id FROM no_such_table WHERE id = $1',
+    byIds: 'SELECT id FROM no_such_table WHERE id = ANY($1::bigint[])',
+  };
   const results = await Promise.allSettled([1, 2].map((id) => findOne<Item>(pool, broken, id)));
   expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
   expect((results[0] as PromiseRejectedResult).reason).toMatchObject({ code: '42P01' });

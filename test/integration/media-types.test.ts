@@ -25,21 +25,30 @@ beforeAll(async () => {
 describe('Content-Type of every JSON answer', () => {
   const lists = () => ['/posts', `/posts/${postId}/comments`, '/users', `/users/${ann.user.id}/posts`, '/tokens'];
 
-  it.each(['GET', 'HEAD'] as const)('%s on every list, in both pagination modes, says application/json; charset=utf-8', async (method) => {
-    // Twice each: the second GET of a public list is a response cache hit.
-    for (const url of [...lists(), ...lists()]) {
-      for (const query of ['', '?page=1&perPage=5', '?limit=5']) {
-        const res = await t.app.inject({ method, url: `${url}${query}`, headers: ann.auth });
-        expect(res.statusCode, url + query).toBe(200);
-        expect(res.headers['content-type'], `${method} ${url}${query}`).toBe(JSON_TYPE);
-        if (method === 'GET') expect(Array.isArray(res.json().data)).toBe(true);
-        else expect(res.body).toBe('');
+  it.each(['GET', 'HEAD'] as const)(
+    '%s on every list, in both pagination modes, says application/json; charset=utf-8',
+    async (method) => {
+      // Twice each: the second GET of a public list is a response cache hit.
+      for (const url of [...lists(), ...lists()]) {
+        for (const query of ['', '?page=1&perPage=5', '?limit=5']) {
+          const res = await t.app.inject({ method, url: `${url}${query}`, headers: ann.auth });
+          expect(res.statusCode, url + query).toBe(200);
+          expect(res.headers['content-type'], `${method} ${url}${query}`).toBe(JSON_TYPE);
+          if (method === 'GET') expect(Array.isArray(res.json().data)).toBe(true);
+          else expect(res.body).toBe('');
+        }
       }
-    }
-  });
+    },
+  );
 
   it('single resources, creates and /openapi.json say it too', async () => {
-    for (const url of [`/posts/${postId}`, `/posts/${postId}/comments/${commentId}`, `/users/${ann.user.id}`, '/users/me', '/openapi.json']) {
+    for (const url of [
+      `/posts/${postId}`,
+      `/posts/${postId}/comments/${commentId}`,
+      `/users/${ann.user.id}`,
+      '/users/me',
+      '/openapi.json',
+    ]) {
       const res = await t.app.inject({ url, headers: ann.auth });
       expect(res.statusCode, url).toBe(200);
       expect(res.headers['content-type'], url).toBe(JSON_TYPE);
@@ -90,8 +99,12 @@ describe('request charset', () => {
     'application/merge-patch+json; charset="utf-8; q=1',
   ])('a repeated or malformed parameter is a 415: %s', async (contentType) => {
     const method = contentType.startsWith('application/merge-patch+json') ? 'PATCH' : 'POST';
-    expectError(await send(method, contentType), 415, 'unsupported_media_type',
-      'Content-Type has a malformed or repeated parameter: send application/json; charset=utf-8');
+    expectError(
+      await send(method, contentType),
+      415,
+      'unsupported_media_type',
+      'Content-Type has a malformed or repeated parameter: send application/json; charset=utf-8',
+    );
   });
 
   it.each([
@@ -109,24 +122,25 @@ describe('request charset', () => {
 });
 
 describe('unknown query parameters are a 422 on every route', () => {
-  const routes = () => [
-    ['GET', `/posts/${postId}`],
-    ['HEAD', `/posts/${postId}`],
-    ['GET', `/posts/${postId}/comments/${commentId}`],
-    ['GET', `/users/${ann.user.id}`],
-    ['GET', '/users/me'],
-    ['GET', '/health/live'],
-    ['GET', '/health/ready'],
-    ['GET', '/openapi.json'],
-    ['PATCH', `/posts/${postId}`, { title: 'x' }],
-    ['PUT', `/posts/${postId}`, { title: 'x', body: 'y' }],
-    ['POST', '/posts', { title: 'x', body: 'y' }],
-    ['POST', `/posts/${postId}/comments`, { body: 'y' }],
-    ['PATCH', `/users/${ann.user.id}`, { name: 'x' }],
-    ['DELETE', `/posts/${postId}/comments/${commentId}`],
-    ['DELETE', `/tokens/${ann.tokenId}`],
-    ['POST', '/tokens', { email: ann.user.email, password: ann.password }],
-  ] as const;
+  const routes = () =>
+    [
+      ['GET', `/posts/${postId}`],
+      ['HEAD', `/posts/${postId}`],
+      ['GET', `/posts/${postId}/comments/${commentId}`],
+      ['GET', `/users/${ann.user.id}`],
+      ['GET', '/users/me'],
+      ['GET', '/health/live'],
+      ['GET', '/health/ready'],
+      ['GET', '/openapi.json'],
+      ['PATCH', `/posts/${postId}`, { title: 'x' }],
+      ['PUT', `/posts/${postId}`, { title: 'x', body: 'y' }],
+      ['POST', '/posts', { title: 'x', body: 'y' }],
+      ['POST', `/posts/${postId}/comments`, { body: 'y' }],
+      ['PATCH', `/users/${ann.user.id}`, { name: 'x' }],
+      ['DELETE', `/posts/${postId}/comments/${commentId}`],
+      ['DELETE', `/tokens/${ann.tokenId}`],
+      ['POST', '/tokens', { email: ann.user.email, password: ann.password }],
+    ] as const;
 
   it('names the parameter, and nothing is done', async () => {
     for (const [method, url, payload] of routes()) {
@@ -142,16 +156,24 @@ describe('unknown query parameters are a 422 on every route', () => {
 });
 
 describe('a method that takes no body, with Content-Type and an empty body', () => {
-  it.each(['application/json', 'application/json; charset=utf-8', 'text/plain'])('DELETE with Content-Type: %s is no error', async (type) => {
-    const post = await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'gone', body: 'soon' } });
-    const res = await t.app.inject({
-      method: 'DELETE',
-      url: `/posts/${post.json().id}`,
-      headers: { ...ann.auth, 'content-type': type, 'content-length': '0' },
-    });
-    expect(res.statusCode).toBe(204);
-    expect(res.body).toBe('');
-  });
+  it.each(['application/json', 'application/json; charset=utf-8', 'text/plain'])(
+    'DELETE with Content-Type: %s is no error',
+    async (type) => {
+      const post = await t.app.inject({
+        method: 'POST',
+        url: '/posts',
+        headers: ann.auth,
+        payload: { title: 'gone', body: 'soon' },
+      });
+      const res = await t.app.inject({
+        method: 'DELETE',
+        url: `/posts/${post.json().id}`,
+        headers: { ...ann.auth, 'content-type': type, 'content-length': '0' },
+      });
+      expect(res.statusCode).toBe(204);
+      expect(res.body).toBe('');
+    },
+  );
 
   it('an empty body on POST is still a 400: POST takes one', async () => {
     const res = await t.app.inject({
@@ -189,7 +211,10 @@ describe('integers in the URL have one written form', () => {
   it('canonical values still work, and so do the other rules', async () => {
     expect((await t.app.inject({ url: '/posts?page=10&perPage=100' })).statusCode).toBe(200);
     expect422(await t.app.inject({ url: '/posts?page=0' }), { page: ['must be at least 1'] });
-    expect422(await t.app.inject({ url: '/posts?page=abc&perPage=01' }), { page: ['must be an integer'], perPage: [NOT_CANONICAL] });
+    expect422(await t.app.inject({ url: '/posts?page=abc&perPage=01' }), {
+      page: ['must be an integer'],
+      perPage: [NOT_CANONICAL],
+    });
   });
 
   it('a path id not in canonical digits names no resource: 404', async () => {
@@ -201,25 +226,48 @@ describe('integers in the URL have one written form', () => {
 
 describe('a method the path lacks is a 405 whatever body it carries', () => {
   it('QUERY with a body and no Content-Type', async () => {
-    const res = await t.app.inject({ method: 'QUERY', url: '/posts', payload: 'x', headers: { 'content-type': undefined } });
+    const res = await t.app.inject({
+      method: 'QUERY',
+      url: '/posts',
+      payload: 'x',
+      headers: { 'content-type': undefined },
+    });
     expectError(res, 405, 'method_not_allowed', 'QUERY is not supported on /posts; use GET, HEAD, POST');
     expect(res.headers.allow).toBe('GET, HEAD, POST');
   });
 
   it.each(['PROPFIND', 'TRACE', 'SEARCH'])('%s with a body and no Content-Type', async (method) => {
-    const res = await t.app.inject({ method: method as 'GET', url: `/posts/${postId}`, payload: 'x', headers: { 'content-type': undefined } });
-    expectError(res, 405, 'method_not_allowed', `${method} is not supported on /posts/${postId}; use DELETE, GET, HEAD, PATCH, PUT`);
+    const res = await t.app.inject({
+      method: method as 'GET',
+      url: `/posts/${postId}`,
+      payload: 'x',
+      headers: { 'content-type': undefined },
+    });
+    expectError(
+      res,
+      405,
+      'method_not_allowed',
+      `${method} is not supported on /posts/${postId}; use DELETE, GET, HEAD, PATCH, PUT`,
+    );
   });
 
   it('PUT on a collection with a body that is not JSON, or not even allowed', async () => {
-    for (const [payload, type] of [['{not json', 'application/json'], ['a=b', 'application/x-www-form-urlencoded']]) {
+    for (const [payload, type] of [
+      ['{not json', 'application/json'],
+      ['a=b', 'application/x-www-form-urlencoded'],
+    ]) {
       const res = await t.app.inject({ method: 'PUT', url: '/posts', payload, headers: { 'content-type': type } });
       expectError(res, 405, 'method_not_allowed', 'PUT is not supported on /posts; use GET, HEAD, POST');
     }
   });
 
   it('an unknown path with a body is a 404, not a 400 or 415', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/nothing', payload: '{', headers: { 'content-type': 'text/plain' } });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/nothing',
+      payload: '{',
+      headers: { 'content-type': 'text/plain' },
+    });
     expectError(res, 404, 'not_found', 'no route POST /nothing');
   });
 });

@@ -5,7 +5,7 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import type { FastifyInstance } from 'fastify';
 import { checkAgainstDocument } from '../helpers/openapi-conformance.js';
-import { createTestDatabase, type TestDatabase , onTopology } from '../helpers/database.js';
+import { createTestDatabase, type TestDatabase, onTopology } from '../helpers/database.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -39,7 +39,10 @@ describe('request logs', () => {
     expect(signUp.statusCode).toBe(201);
     const login = await app.inject({ method: 'POST', url: '/tokens', payload: { email: 'log@example.com', password } });
     const token = login.json().token as string;
-    await app.inject({ url: `/users/${signUp.json().id}`, headers: { authorization: `Bearer ${token}`, 'x-request-id': 'req-3' } });
+    await app.inject({
+      url: `/users/${signUp.json().id}`,
+      headers: { authorization: `Bearer ${token}`, 'x-request-id': 'req-3' },
+    });
     await app.inject({ url: '/users/me', headers: { authorization: 'Bearer pat_wrong-token-value' } });
     await app.close();
 
@@ -52,7 +55,13 @@ describe('request logs', () => {
     expect(done).toHaveLength(4);
     expect(done[0]).toMatchObject({ requestId: 'req-1', method: 'POST', route: '/users', url: '/users', status: 201 });
     expect(typeof done[0]!.durationMs).toBe('number');
-    expect(done[2]).toMatchObject({ requestId: 'req-3', method: 'GET', route: '/users/:userId', status: 200, userId: signUp.json().id });
+    expect(done[2]).toMatchObject({
+      requestId: 'req-3',
+      method: 'GET',
+      route: '/users/:userId',
+      status: 200,
+      userId: signUp.json().id,
+    });
     expect(done[3]).toMatchObject({ route: '/users/me', status: 401 });
   });
 });

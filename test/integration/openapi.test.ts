@@ -21,7 +21,13 @@ beforeAll(async () => {
   doc = (await t.app.inject({ url: '/openapi.json' })).json();
 });
 
-type Op = { operationId?: string; security?: unknown[]; parameters?: { in: string; name: string; schema: Record<string, unknown> }[]; responses: Record<string, { description: string; headers?: Record<string, unknown> }>; requestBody?: { content: Record<string, unknown> } };
+type Op = {
+  operationId?: string;
+  security?: unknown[];
+  parameters?: { in: string; name: string; schema: Record<string, unknown> }[];
+  responses: Record<string, { description: string; headers?: Record<string, unknown> }>;
+  requestBody?: { content: Record<string, unknown> };
+};
 const operations = (): [string, string, Op][] =>
   Object.entries(doc.paths as Record<string, Record<string, Op>>).flatMap(([path, item]) =>
     Object.entries(item).map(([method, op]) => [path, method, op] as [string, string, Op]),
@@ -55,9 +61,18 @@ describe('GET /openapi.json', () => {
       const anyone = JSON.stringify(op.security) === JSON.stringify([{}]);
       expect(needsToken || anyone, `${method} ${path}`).toBe(true);
     }
-    for (const [path, method] of [['/posts', 'get'], ['/posts/{postId}', 'get'], ['/users', 'post'], ['/tokens', 'post']] as const)
+    for (const [path, method] of [
+      ['/posts', 'get'],
+      ['/posts/{postId}', 'get'],
+      ['/users', 'post'],
+      ['/tokens', 'post'],
+    ] as const)
       expect(doc.paths[path][method].security, `${method} ${path}`).toEqual([{}]);
-    for (const [path, method] of [['/posts', 'post'], ['/users/me', 'get'], ['/posts/{postId}', 'delete']] as const)
+    for (const [path, method] of [
+      ['/posts', 'post'],
+      ['/users/me', 'get'],
+      ['/posts/{postId}', 'delete'],
+    ] as const)
       expect(doc.paths[path][method].security, `${method} ${path}`).toEqual([{ bearerAuth: [] }]);
   });
 
@@ -69,7 +84,9 @@ describe('GET /openapi.json', () => {
         if (status === '401') expect(headers, `${method} ${path}`).toContain('WWW-Authenticate');
         if (status === '429' || status === '503') expect(headers, `${method} ${path}`).toContain('Retry-After');
       }
-      expect(Object.keys(op.responses), `${method} ${path}: unknown query parameters are a 422 everywhere`).toContain('422');
+      expect(Object.keys(op.responses), `${method} ${path}: unknown query parameters are a 422 everywhere`).toContain(
+        '422',
+      );
     }
     expect(Object.keys(doc.components.responses.MethodNotAllowed.headers)).toContain('Allow');
     expect(doc.components.headers['WWW-Authenticate'].schema.type).toBe('string');
@@ -85,9 +102,9 @@ describe('GET /openapi.json', () => {
   it('declares read-only members in bodies as what the service takes and ignores: any value', () => {
     const members = ['id', 'authorId', 'postId', 'commentCount', 'createdAt', 'updatedAt'];
     const bodies = operations().flatMap(([path, method, op]) =>
-      Object.values((op.requestBody?.content ?? {}) as Record<string, { schema: { properties?: Record<string, object> } }>).map(
-        (media) => [`${method} ${path}`, media.schema.properties ?? {}] as const,
-      ),
+      Object.values(
+        (op.requestBody?.content ?? {}) as Record<string, { schema: { properties?: Record<string, object> } }>,
+      ).map((media) => [`${method} ${path}`, media.schema.properties ?? {}] as const),
     );
     expect(bodies.length).toBeGreaterThan(8);
     for (const [where, properties] of bodies) {
@@ -101,10 +118,17 @@ describe('GET /openapi.json', () => {
   });
 
   it('says fields names are distinct: an array of known names with uniqueItems, sent as one comma-separated parameter', () => {
-    const lists = operations().flatMap(([path, method, op]) => (op.parameters ?? []).filter((p) => p.name === 'fields').map((p) => [`${method} ${path}`, p] as const));
+    const lists = operations().flatMap(([path, method, op]) =>
+      (op.parameters ?? []).filter((p) => p.name === 'fields').map((p) => [`${method} ${path}`, p] as const),
+    );
     expect(lists.length).toBe(7);
     for (const [where, parameter] of lists) {
-      expect(parameter, where).toMatchObject({ in: 'query', style: 'form', explode: false, schema: { type: 'array', uniqueItems: true, items: { type: 'string' } } });
+      expect(parameter, where).toMatchObject({
+        in: 'query',
+        style: 'form',
+        explode: false,
+        schema: { type: 'array', uniqueItems: true, items: { type: 'string' } },
+      });
       const { items, maxItems } = parameter.schema as { items: { enum: string[] }; maxItems: number };
       expect(maxItems, where).toBe(items.enum.length);
     }
@@ -130,7 +154,10 @@ describe('GET /openapi.json', () => {
     expect(again.statusCode).toBe(304);
     expect(again.body).toBe('');
     expect(again.headers.etag).toBe(tag);
-    expect((await t.app.inject({ url: '/openapi.json', headers: { 'if-none-match': tag, 'accept-encoding': 'br' } })).statusCode).toBe(200);
+    expect(
+      (await t.app.inject({ url: '/openapi.json', headers: { 'if-none-match': tag, 'accept-encoding': 'br' } }))
+        .statusCode,
+    ).toBe(200);
     expect((await t.app.inject({ url: '/docs/json', headers: { 'if-none-match': tag } })).statusCode).toBe(304);
   });
 
@@ -153,10 +180,23 @@ describe('GET /openapi.json', () => {
 
 describe('what the document says is what the service does', () => {
   it('the e-mail rule is the documented pattern: 0@com is refused by both', async () => {
-    const pattern = new RegExp(doc.paths['/users'].post.requestBody.content['application/json'].schema.properties.email.pattern, 'u');
-    for (const [email, valid] of [['0@com', false], ['a@b.co', true], ['"quoted"@example.com', false], ['x@[127.0.0.1]', false], ["o'neil+tag@mail.example.org", true]] as const) {
+    const pattern = new RegExp(
+      doc.paths['/users'].post.requestBody.content['application/json'].schema.properties.email.pattern,
+      'u',
+    );
+    for (const [email, valid] of [
+      ['0@com', false],
+      ['a@b.co', true],
+      ['"quoted"@example.com', false],
+      ['x@[127.0.0.1]', false],
+      ["o'neil+tag@mail.example.org", true],
+    ] as const) {
       expect(pattern.test(email), email).toBe(valid);
-      const res = await t.app.inject({ method: 'POST', url: '/users', payload: { name: 'E', email, password: 'password-1' } });
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/users',
+        payload: { name: 'E', email, password: 'password-1' },
+      });
       if (valid) expect(res.statusCode, email).toBe(201);
       else expect422(res, { email: ['must be a valid e-mail address'] });
     }
@@ -170,27 +210,48 @@ describe('what the document says is what the service does', () => {
       payload: '{"title":"a\\ud800b","body":"ok \\ud83d\\ude00"}',
     });
     expect422(res, { title: ['must not contain unpaired surrogates'] });
-    const nul = await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'a\u0000', body: 'x' } });
+    const nul = await t.app.inject({
+      method: 'POST',
+      url: '/posts',
+      headers: ann.auth,
+      payload: { title: 'a\u0000', body: 'x' },
+    });
     expect422(nul, { title: ['must not contain U+0000'] });
-    const blank = await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: ' \u0085\u3000\uFEFF', body: 'x' } });
+    const blank = await t.app.inject({
+      method: 'POST',
+      url: '/posts',
+      headers: ann.auth,
+      payload: { title: ' \u0085\u3000\uFEFF', body: 'x' },
+    });
     expect422(blank, { title: ['must not be blank'] });
   });
 
   it('read-only members are ignored whatever their value, as readOnly means', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'T', body: 'B', id: 'x', createdAt: {} } });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/posts',
+      headers: ann.auth,
+      payload: { title: 'T', body: 'B', id: 'x', createdAt: {} },
+    });
     expect(res.statusCode).toBe(201);
   });
 
   it('an If-None-Match or If-Match over 8 192 characters is the documented 422', async () => {
-    const post = (await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'T', body: 'B' } })).json();
+    const post = (
+      await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'T', body: 'B' } })
+    ).json();
     const long = `"${'a'.repeat(8192)}"`;
     expect422(await t.app.inject({ url: `/posts/${post.id}`, headers: { 'if-none-match': long } }), {
       'If-None-Match': ['must be at most 8192 characters'],
     });
-    expect422(await t.app.inject({ method: 'DELETE', url: `/posts/${post.id}`, headers: { ...ann.auth, 'if-match': long } }), {
-      'If-Match': ['must be at most 8192 characters'],
-    });
-    for (const op of [doc.paths['/posts/{postId}'].get, doc.paths['/posts/{postId}'].delete]) expect(op.responses['422']).toBeDefined();
+    expect422(
+      await t.app.inject({ method: 'DELETE', url: `/posts/${post.id}`, headers: { ...ann.auth, 'if-match': long } }),
+      {
+        'If-Match': ['must be at most 8192 characters'],
+      },
+    );
+    for (const op of [doc.paths['/posts/{postId}'].get, doc.paths['/posts/{postId}'].delete])
+      expect(op.responses['422']).toBeDefined();
   });
 });
 

@@ -110,13 +110,31 @@ describe('GET /posts: offset arithmetic and Link headers (45 posts)', () => {
 
   it('cursor mode: limit + next link, and no more after the last full page', async () => {
     const first = await get('/posts?limit=15');
-    expect(first.json()).toEqual({ data: posts.slice(0, 15), limit: 15, hasMore: true, nextCursor: posts[14]!.id, prevCursor: null });
+    expect(first.json()).toEqual({
+      data: posts.slice(0, 15),
+      limit: 15,
+      hasMore: true,
+      nextCursor: posts[14]!.id,
+      prevCursor: null,
+    });
     expect(first.headers.link).toBe(`</posts?limit=15&after=${posts[14]!.id}>; rel="next"`);
     const third = await get(`/posts?after=${posts[29]!.id}&limit=15`);
-    expect(third.json()).toEqual({ data: posts.slice(30, 45), limit: 15, hasMore: false, nextCursor: null, prevCursor: posts[30]!.id });
+    expect(third.json()).toEqual({
+      data: posts.slice(30, 45),
+      limit: 15,
+      hasMore: false,
+      nextCursor: null,
+      prevCursor: posts[30]!.id,
+    });
     expect(third.headers.link).toBe(`</posts?limit=15&before=${posts[30]!.id}>; rel="prev"`);
     const defaults = await get(`/posts?after=${posts[39]!.id}`);
-    expect(defaults.json()).toEqual({ data: posts.slice(40), limit: 20, hasMore: false, nextCursor: null, prevCursor: posts[40]!.id });
+    expect(defaults.json()).toEqual({
+      data: posts.slice(40),
+      limit: 20,
+      hasMore: false,
+      nextCursor: null,
+      prevCursor: posts[40]!.id,
+    });
   });
 
   it('GET /users/{userId}/posts lists that author; 404 for a missing user in both modes', async () => {
@@ -181,7 +199,8 @@ describe('cursor walks (same 45 posts, with many equal keys)', () => {
     // 15 alphas at microsecond-equal created_at: pages of 2 cut through every run.
     const offset = await idsOf(t.app, '/posts?sort=title&perPage=100');
     const paged: number[] = [];
-    for (let page = 1; page <= 23; page++) paged.push(...(await idsOf(t.app, `/posts?sort=title&perPage=2&page=${page}`)));
+    for (let page = 1; page <= 23; page++)
+      paged.push(...(await idsOf(t.app, `/posts?sort=title&perPage=2&page=${page}`)));
     expect(paged).toEqual(offset);
   });
 });
@@ -192,7 +211,8 @@ describe('cursors stay valid', () => {
     const created: number[] = [];
     const ids = await walk(t.app, `/posts?sort=${sort}&limit=6`, async (page) => {
       if (page > 2) return;
-      for (const title of ['alpha', 'mike', 'zulu']) created.push((await createPost(t.app, page === 1 ? ann : bob, { title })).id);
+      for (const title of ['alpha', 'mike', 'zulu'])
+        created.push((await createPost(t.app, page === 1 ? ann : bob, { title })).id);
     });
     expect(new Set(ids).size).toBe(ids.length);
     expect(ids.filter((id) => original.includes(id))).toEqual(original);
@@ -203,17 +223,22 @@ describe('cursors stay valid', () => {
     if (!sort.startsWith('-')) expect(created.every((id) => ids.includes(id))).toBe(true);
   });
 
-  it.each(['title', '-createdAt', 'updatedAt', '-id'])('sort=%s: after a deleted post continues where it was', async (sort) => {
-    const before = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
-    const first = (await get(`/posts?sort=${sort}&limit=5`)).json();
-    const gone = first.nextCursor as number;
-    expect((await t.app.inject({ method: 'DELETE', url: `/posts/${gone}`, headers: admin.auth })).statusCode).toBe(204);
-    const res = await get(`/posts?sort=${sort}&after=${gone}&limit=5`);
-    expect(res.statusCode).toBe(200);
-    const at = before.indexOf(gone);
-    expect((res.json().data as Post[]).map((p) => p.id)).toEqual(before.slice(at + 1, at + 6));
-    expect(res.json().hasMore).toBe(true);
-  });
+  it.each(['title', '-createdAt', 'updatedAt', '-id'])(
+    'sort=%s: after a deleted post continues where it was',
+    async (sort) => {
+      const before = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
+      const first = (await get(`/posts?sort=${sort}&limit=5`)).json();
+      const gone = first.nextCursor as number;
+      expect((await t.app.inject({ method: 'DELETE', url: `/posts/${gone}`, headers: admin.auth })).statusCode).toBe(
+        204,
+      );
+      const res = await get(`/posts?sort=${sort}&after=${gone}&limit=5`);
+      expect(res.statusCode).toBe(200);
+      const at = before.indexOf(gone);
+      expect((res.json().data as Post[]).map((p) => p.id)).toEqual(before.slice(at + 1, at + 6));
+      expect(res.json().hasMore).toBe(true);
+    },
+  );
 
   // The anchor (last item of page 1) is edited before page 2 is read: sorted
   // by -updatedAt it used to repeat the whole list, by updatedAt or title skip
@@ -225,16 +250,24 @@ describe('cursors stay valid', () => {
     ['updatedAt', { body: 'edited' }, 'ahead'],
     ['title', { title: 'zzz edited' }, 'ahead'],
     ['-title', { title: 'zzz edited' }, 'behind'],
-  ] as const)('sort=%s: an anchor edited between two pages neither repeats nor skips the rest', async (sort, change, moved) => {
-    const before = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
-    const anchor = before[4]!;
-    const ids = await walk(t.app, `/posts?sort=${sort}&limit=5`, async (page) => {
-      if (page !== 1) return;
-      const res = await t.app.inject({ method: 'PATCH', url: `/posts/${anchor}`, headers: admin.auth, payload: change });
-      expect(res.statusCode).toBe(200);
-    });
-    expect(ids).toEqual(moved === 'ahead' ? [...before, anchor] : before);
-  });
+  ] as const)(
+    'sort=%s: an anchor edited between two pages neither repeats nor skips the rest',
+    async (sort, change, moved) => {
+      const before = await idsOf(t.app, `/posts?sort=${sort}&perPage=100`);
+      const anchor = before[4]!;
+      const ids = await walk(t.app, `/posts?sort=${sort}&limit=5`, async (page) => {
+        if (page !== 1) return;
+        const res = await t.app.inject({
+          method: 'PATCH',
+          url: `/posts/${anchor}`,
+          headers: admin.auth,
+          payload: change,
+        });
+        expect(res.statusCode).toBe(200);
+      });
+      expect(ids).toEqual(moved === 'ahead' ? [...before, anchor] : before);
+    },
+  );
 
   it('a next link carries the sort key with microseconds, and resumes there without the anchor', async () => {
     const first = await get('/posts?sort=createdAt&limit=3');
@@ -255,15 +288,23 @@ describe('cursors stay valid', () => {
     await t.app.inject({ method: 'DELETE', url: `/posts/${post.id}`, headers: ann.auth });
     expect((await get(`/posts?author=${ann.user.id}&after=${post.id}&limit=2`)).statusCode).toBe(200);
     expect((await get(`/users/${ann.user.id}/posts?after=${post.id}&limit=2`)).statusCode).toBe(200);
-    expect422(await get(`/posts?author=${bob.user.id}&after=${post.id}`), { after: ['does not name an item of this list'] });
+    expect422(await get(`/posts?author=${bob.user.id}&after=${post.id}`), {
+      after: ['does not name an item of this list'],
+    });
   });
 
   it('an after that never named a post of the list is a 422', async () => {
     const bobsPost = await createPost(t.app, bob, { title: 'bob only' });
     expect422(await get('/posts?after=99999999'), { after: ['does not name an item of this list'] });
-    expect422(await get(`/posts?author=${ann.user.id}&after=${bobsPost.id}`), { after: ['does not name an item of this list'] });
-    expect422(await get(`/users/${ann.user.id}/posts?after=${bobsPost.id}`), { after: ['does not name an item of this list'] });
-    expect422(await get(`/posts?author=999999&after=${bobsPost.id}`), { after: ['does not name an item of this list'] });
+    expect422(await get(`/posts?author=${ann.user.id}&after=${bobsPost.id}`), {
+      after: ['does not name an item of this list'],
+    });
+    expect422(await get(`/users/${ann.user.id}/posts?after=${bobsPost.id}`), {
+      after: ['does not name an item of this list'],
+    });
+    expect422(await get(`/posts?author=999999&after=${bobsPost.id}`), {
+      after: ['does not name an item of this list'],
+    });
   });
 });
 
@@ -283,7 +324,10 @@ describe('list parameters: every 422', () => {
     ['/posts?after=0', { after: ['must be at least 1'] }],
     ['/posts?after=abc', { after: ['must be an integer'] }],
     ['/posts?author=abc', { author: ['must be an integer'] }],
-    ['/posts?perPage=0&sort=x&foo=1', { perPage: ['must be at least 1'], sort: [`must be one of: ${SORT_VALUES}`], foo: ['is not allowed'] }],
+    [
+      '/posts?perPage=0&sort=x&foo=1',
+      { perPage: ['must be at least 1'], sort: [`must be one of: ${SORT_VALUES}`], foo: ['is not allowed'] },
+    ],
     ['/users/1/posts?author=1', { author: ['is not allowed'] }],
     ['/users/999999/posts?perPage=101', { perPage: ['must be at most 100'] }],
     ['/posts?sort=createdAt&after=3&afterKey=yesterday', { afterKey: [TIMESTAMP_KEY] }],
@@ -304,7 +348,11 @@ describe('list parameters: every 422', () => {
       { after: ['cannot be combined with page or perPage'], limit: ['cannot be combined with page or perPage'] },
       message,
     );
-    expect422(await get('/posts?page=2&sort=title&afterKey=alpha'), { afterKey: ['cannot be combined with page or perPage'] }, message);
+    expect422(
+      await get('/posts?page=2&sort=title&afterKey=alpha'),
+      { afterKey: ['cannot be combined with page or perPage'] },
+      message,
+    );
   });
 });
 
@@ -314,7 +362,15 @@ describe('one post: create, read, validation', () => {
       method: 'POST',
       url: '/posts',
       headers: ann.auth,
-      payload: { title: 'Hello', body: 'World', id: 1, authorId: bob.user.id, commentCount: 7, createdAt: 'x', updatedAt: 'y' },
+      payload: {
+        title: 'Hello',
+        body: 'World',
+        id: 1,
+        authorId: bob.user.id,
+        commentCount: 7,
+        createdAt: 'x',
+        updatedAt: 'y',
+      },
     });
     expect(res.statusCode).toBe(201);
     const post = res.json();
@@ -360,11 +416,26 @@ describe('one post: create, read, validation', () => {
 
   it.each([
     [{}, { title: ['is required'], body: ['is required'] }],
-    [{ title: '', body: ' \n\t ' }, { title: ['must not be blank'], body: ['must not be blank'] }],
-    [{ title: 'x'.repeat(201), body: 'b'.repeat(50_001) }, { title: ['must be at most 200 characters'], body: ['must be at most 50000 characters'] }],
-    [{ title: 5, body: null }, { title: ['must be a string'], body: ['must be a string'] }],
-    [{ title: 'ok', body: 'ok', titel: 'typo', version: 3 }, { titel: ['is not allowed'], version: ['is not allowed'] }],
-    [{ title: '   ', titel: 'typo' }, { title: ['must not be blank'], body: ['is required'], titel: ['is not allowed'] }],
+    [
+      { title: '', body: ' \n\t ' },
+      { title: ['must not be blank'], body: ['must not be blank'] },
+    ],
+    [
+      { title: 'x'.repeat(201), body: 'b'.repeat(50_001) },
+      { title: ['must be at most 200 characters'], body: ['must be at most 50000 characters'] },
+    ],
+    [
+      { title: 5, body: null },
+      { title: ['must be a string'], body: ['must be a string'] },
+    ],
+    [
+      { title: 'ok', body: 'ok', titel: 'typo', version: 3 },
+      { titel: ['is not allowed'], version: ['is not allowed'] },
+    ],
+    [
+      { title: '   ', titel: 'typo' },
+      { title: ['must not be blank'], body: ['is required'], titel: ['is not allowed'] },
+    ],
   ])('422 with every field problem at once: %j', async (payload, fieldErrors) => {
     expect422(await t.app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload }), fieldErrors);
   });
@@ -374,7 +445,12 @@ describe('one post: create, read, validation', () => {
     async (url) => {
       expect404(await get(url), `${url} does not exist`);
       for (const method of ['PATCH', 'PUT', 'DELETE'] as const) {
-        const res = await t.app.inject({ method, url, headers: ann.auth, ...(method === 'DELETE' ? {} : { payload: { title: 'a', body: 'b' } }) });
+        const res = await t.app.inject({
+          method,
+          url,
+          headers: ann.auth,
+          ...(method === 'DELETE' ? {} : { payload: { title: 'a', body: 'b' } }),
+        });
         expect404(res, `${url} does not exist`);
       }
     },
@@ -424,7 +500,10 @@ describe('changing and deleting a post', () => {
     const after = await state(post.id);
     expect(after.version).toBe(before.version + 1);
     expect(after.updatedAt.getTime()).toBeGreaterThanOrEqual(before.updatedAt.getTime());
-    const moved = await t.app.db.query('SELECT updated_at > $2::timestamptz AS moved FROM posts WHERE id = $1', [post.id, before.updatedAt.toISOString()]);
+    const moved = await t.app.db.query('SELECT updated_at > $2::timestamptz AS moved FROM posts WHERE id = $1', [
+      post.id,
+      before.updatedAt.toISOString(),
+    ]);
     expect(moved.rows[0].moved).toBe(true);
     expect((await get(`/posts/${post.id}`)).json()).toEqual(res.json());
     post = res.json();
@@ -454,7 +533,12 @@ describe('changing and deleting a post', () => {
   });
 
   it('PATCH by another user is a 403; by an admin it works and keeps the author', async () => {
-    expectError(await patch(bob, { title: 'Hijacked' }), 403, 'forbidden', 'only its author or an admin may change this post');
+    expectError(
+      await patch(bob, { title: 'Hijacked' }),
+      403,
+      'forbidden',
+      'only its author or an admin may change this post',
+    );
     const res = await patch(admin, { title: 'Moderated' });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({ ...post, title: 'Moderated', updatedAt: iso });
@@ -472,7 +556,12 @@ describe('changing and deleting a post', () => {
     const put = (who: SignedUp, payload: object) =>
       t.app.inject({ method: 'PUT', url: `/posts/${post.id}`, headers: who.auth, payload });
     expect422(await put(ann, { title: 'Only title' }), { body: ['is required'] });
-    expectError(await put(bob, { ...post, title: 'Mine now' }), 403, 'forbidden', 'only its author or an admin may change this post');
+    expectError(
+      await put(bob, { ...post, title: 'Mine now' }),
+      403,
+      'forbidden',
+      'only its author or an admin may change this post',
+    );
     const before = await state(post.id);
     const res = await put(ann, { ...post, title: 'Replaced', body: 'Replaced body' });
     expect(res.statusCode).toBe(200);
@@ -480,7 +569,12 @@ describe('changing and deleting a post', () => {
     expect((await state(post.id)).version).toBe(before.version + 1);
     const byAdmin = await put(admin, { title: 'Admin', body: 'Admin body' });
     expect(byAdmin.json()).toEqual({ ...post, title: 'Admin', body: 'Admin body', updatedAt: iso });
-    const missing = await t.app.inject({ method: 'PUT', url: '/posts/99999999', headers: bob.auth, payload: { title: 'a', body: 'b' } });
+    const missing = await t.app.inject({
+      method: 'PUT',
+      url: '/posts/99999999',
+      headers: bob.auth,
+      payload: { title: 'a', body: 'b' },
+    });
     expect404(missing, 'post 99999999 does not exist');
   });
 
@@ -509,17 +603,26 @@ describe('changing and deleting a post', () => {
 
   it("an admin may delete anyone's post", async () => {
     const bobs = await createPost(t.app, bob, { title: 'to be moderated' });
-    expect((await t.app.inject({ method: 'DELETE', url: `/posts/${bobs.id}`, headers: admin.auth })).statusCode).toBe(204);
+    expect((await t.app.inject({ method: 'DELETE', url: `/posts/${bobs.id}`, headers: admin.auth })).statusCode).toBe(
+      204,
+    );
   });
 
   it('DELETE takes its comments along', async () => {
     const doomed = await createPost(t.app, bob, { title: 'with comments' });
     for (const who of [ann, bob, cat]) {
-      const res = await t.app.inject({ method: 'POST', url: `/posts/${doomed.id}/comments`, headers: who.auth, payload: { body: 'hi' } });
+      const res = await t.app.inject({
+        method: 'POST',
+        url: `/posts/${doomed.id}/comments`,
+        headers: who.auth,
+        payload: { body: 'hi' },
+      });
       expect(res.statusCode).toBe(201);
     }
     expect((await get(`/posts/${doomed.id}`)).json().commentCount).toBe(3);
-    expect((await t.app.inject({ method: 'DELETE', url: `/posts/${doomed.id}`, headers: bob.auth })).statusCode).toBe(204);
+    expect((await t.app.inject({ method: 'DELETE', url: `/posts/${doomed.id}`, headers: bob.auth })).statusCode).toBe(
+      204,
+    );
     const { rows } = await t.app.db.query(
       `SELECT (SELECT count(*) FROM comments WHERE post_id = $1)::int AS live,
               (SELECT count(*) FROM deleted_comments WHERE post_id = $1)::int AS tombstones`,
@@ -537,13 +640,23 @@ describe('totals under concurrent writes', () => {
     const busy = await createPost(t.app, ann, { title: 'busy' });
     const comments: number[] = [];
     for (let i = 0; i < 5; i++) {
-      const res = await t.app.inject({ method: 'POST', url: `/posts/${busy.id}/comments`, headers: bob.auth, payload: { body: `c${i}` } });
+      const res = await t.app.inject({
+        method: 'POST',
+        url: `/posts/${busy.id}/comments`,
+        headers: bob.auth,
+        payload: { body: `c${i}` },
+      });
       comments.push(res.json().id);
     }
 
     const requests = [
       ...Array.from({ length: 12 }, (_, i) =>
-        t.app.inject({ method: 'POST', url: '/posts', headers: (i % 2 ? ann : bob).auth, payload: { title: `racer ${i}`, body: 'b' } }),
+        t.app.inject({
+          method: 'POST',
+          url: '/posts',
+          headers: (i % 2 ? ann : bob).auth,
+          payload: { title: `racer ${i}`, body: 'b' },
+        }),
       ).map((p) => p.then((r) => ['create post', r.statusCode] as const)),
       ...victims.map((v, i) =>
         t.app
@@ -552,15 +665,24 @@ describe('totals under concurrent writes', () => {
       ),
       ...Array.from({ length: 8 }, (_, i) =>
         t.app
-          .inject({ method: 'POST', url: `/posts/${busy.id}/comments`, headers: cat.auth, payload: { body: `late ${i}` } })
+          .inject({
+            method: 'POST',
+            url: `/posts/${busy.id}/comments`,
+            headers: cat.auth,
+            payload: { body: `late ${i}` },
+          })
           .then((r) => ['create comment', r.statusCode] as const),
       ),
-      ...comments.slice(0, 3).map((id) =>
-        t.app
-          .inject({ method: 'DELETE', url: `/posts/${busy.id}/comments/${id}`, headers: bob.auth })
-          .then((r) => ['delete comment', r.statusCode] as const),
-      ),
-      t.app.inject({ method: 'DELETE', url: `/posts/${busy.id}`, headers: ann.auth }).then((r) => ['delete busy', r.statusCode] as const),
+      ...comments
+        .slice(0, 3)
+        .map((id) =>
+          t.app
+            .inject({ method: 'DELETE', url: `/posts/${busy.id}/comments/${id}`, headers: bob.auth })
+            .then((r) => ['delete comment', r.statusCode] as const),
+        ),
+      t.app
+        .inject({ method: 'DELETE', url: `/posts/${busy.id}`, headers: ann.auth })
+        .then((r) => ['delete busy', r.statusCode] as const),
     ];
     const results = await Promise.all(requests);
     const allowed: Record<string, number[]> = {
@@ -572,17 +694,28 @@ describe('totals under concurrent writes', () => {
     };
     for (const [what, status] of results) expect(allowed[what], `${what} → ${status}`).toContain(status);
 
-    const { rows } = await t.app.db.query(`SELECT
+    const { rows } = await t.app.db.query(
+      `SELECT
       (SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'posts')::int AS kept,
       (SELECT count(*) FROM posts)::int AS counted,
       (SELECT count(*) FROM users u
         WHERE (SELECT COALESCE(sum(n), 0) FROM author_post_counts a WHERE a.author_id = u.id) <> (SELECT count(*) FROM posts p WHERE p.author_id = u.id))::int AS "badUsers",
       (SELECT count(*) FROM posts p WHERE comment_count <> (SELECT count(*) FROM comments c WHERE c.post_id = p.id))::int AS "badPosts",
-      (SELECT count(*) FROM comments WHERE post_id = $1)::int AS orphans`, [busy.id]);
-    expect(rows[0]).toEqual({ kept: rows[0].counted, counted: expect.any(Number), badUsers: 0, badPosts: 0, orphans: 0 });
+      (SELECT count(*) FROM comments WHERE post_id = $1)::int AS orphans`,
+      [busy.id],
+    );
+    expect(rows[0]).toEqual({
+      kept: rows[0].counted,
+      counted: expect.any(Number),
+      badUsers: 0,
+      badPosts: 0,
+      orphans: 0,
+    });
     expect((await get('/posts?perPage=1')).json().total).toBe(rows[0].counted);
     for (const who of [ann, bob, cat]) {
-      const { rows: mine } = await t.app.db.query('SELECT count(*)::int AS n FROM posts WHERE author_id = $1', [who.user.id]);
+      const { rows: mine } = await t.app.db.query('SELECT count(*)::int AS n FROM posts WHERE author_id = $1', [
+        who.user.id,
+      ]);
       expect((await get(`/users/${who.user.id}/posts?perPage=1`)).json().total).toBe(mine[0].n);
       expect((await get(`/posts?author=${who.user.id}&perPage=1`)).json().total).toBe(mine[0].n);
     }

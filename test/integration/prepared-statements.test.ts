@@ -90,52 +90,75 @@ describe('a named statement the session already has (42P05)', () => {
 
 const bouncer = process.env.SCALE_BOUNCER_URL;
 
-describe.skipIf(!bouncer)('through PgBouncer 1.18 in transaction mode, DATABASE_PREPARED_STATEMENTS left at on (skipped: needs the scale topology)', () => {
-  /** A second client of the same PgBouncer pool: its open transaction holds the server connection PgBouncer would lend next. */
-  async function holdServerConnection(): Promise<void> {
-    const url = new URL(bouncer!);
-    url.pathname = new URL(db.url).pathname;
-    const holder = new pg.Client({ connectionString: url.toString() });
-    holder.on('error', () => undefined);
-    await holder.connect();
-    cleanups.push(() => holder.end());
-    await holder.query('BEGIN');
-    await holder.query('SELECT 1');
-    cleanups.push(() => holder.query('ROLLBACK'));
-  }
+describe.skipIf(!bouncer)(
+  'through PgBouncer 1.18 in transaction mode, DATABASE_PREPARED_STATEMENTS left at on (skipped: needs the scale topology)',
+  () => {
+    /** A second client of the same PgBouncer pool: its open transaction holds the server connection PgBouncer would lend next. */
+    async function holdServerConnection(): Promise<void> {
+      const url = new URL(bouncer!);
+      url.pathname = new URL(db.url).pathname;
+      const holder = new pg.Client({ connectionString: url.toString() });
+      holder.on('error', () => undefined);
+      await holder.connect();
+      cleanups.push(() => holder.end());
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1');
+      cleanups.push(() => holder.query('ROLLBACK'));
+    }
 
-  it('answers every request, in autocommit and in a transaction, and warns once naming the setting', async () => {
-    const lines: { msg?: string; level?: number }[] = [];
-    const logStream = new Writable({
-      write(chunk, _enc, done) {
-        for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
-        done();
-      },
+    it('answers every request, in autocommit and in a transaction, and warns once naming the setting', async () => {
+      const lines: { msg?: string; level?: number }[] = [];
+      const logStream = new Writable({
+        write(chunk, _enc, done) {
+          for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
+          done();
+        },
+      });
+      const url = new URL(bouncer!);
+      url.pathname = new URL(db.url).pathname;
+      // One client, cached tokens, no response cache: which statement runs where is known.
+      const config = loadConfig({
+        LOG_LEVEL: 'info',
+        PG_POOL_MAX: '1',
+        AUTH_CACHE_MS: '60000',
+        RESPONSE_CACHE_MB: '0',
+        RATE_LIMIT_MAX: '100000',
+        RATE_LIMIT_AUTH_MAX: '100000',
+      });
+      expect(config.databasePreparedStatements).toBe(true);
+      const app = (await buildApp(
+        { ...config, databaseUrl: url.toString() },
+        { logStream },
+      )) as unknown as FastifyInstance;
+      cleanups.push(() => app.close());
+      const ann = await signUp(app);
+      const created = await app.inject({
+        method: 'POST',
+        url: '/posts',
+        headers: ann.auth,
+        payload: { title: 'T', body: 'B' },
+      });
+      const id = created.json().id as number;
+      const read = await app.inject({ url: `/posts/${id}` });
+      expect(read.statusCode).toBe(200);
+
+      // PgBouncer lends the most recently used server connection first: held, the next statement lands on another one.
+      await holdServerConnection();
+      const again = await app.inject({ url: `/posts/${id}` });
+      expect(again.statusCode).toBe(200);
+      expect(again.json().title).toBe('T');
+      const patched = await app.inject({
+        method: 'PATCH',
+        url: `/posts/${id}`,
+        headers: { ...ann.auth, 'if-match': read.headers.etag as string },
+        payload: { title: 'U' },
+      });
+      expect(patched.statusCode).toBe(200);
+      expect(patched.json().title).toBe('U');
+
+      const warnings = lines.filter((l) => l.msg?.includes('DATABASE_PREPARED_STATEMENTS=off'));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]!.level).toBe(40);
     });
-    const url = new URL(bouncer!);
-    url.pathname = new URL(db.url).pathname;
-    // One client, cached tokens, no response cache: which statement runs where is known.
-    const config = loadConfig({ LOG_LEVEL: 'info', PG_POOL_MAX: '1', AUTH_CACHE_MS: '60000', RESPONSE_CACHE_MB: '0', RATE_LIMIT_MAX: '100000', RATE_LIMIT_AUTH_MAX: '100000' });
-    expect(config.databasePreparedStatements).toBe(true);
-    const app = (await buildApp({ ...config, databaseUrl: url.toString() }, { logStream })) as unknown as FastifyInstance;
-    cleanups.push(() => app.close());
-    const ann = await signUp(app);
-    const created = await app.inject({ method: 'POST', url: '/posts', headers: ann.auth, payload: { title: 'T', body: 'B' } });
-    const id = created.json().id as number;
-    const read = await app.inject({ url: `/posts/${id}` });
-    expect(read.statusCode).toBe(200);
-
-    // PgBouncer lends the most recently used server connection first: held, the next statement lands on another one.
-    await holdServerConnection();
-    const again = await app.inject({ url: `/posts/${id}` });
-    expect(again.statusCode).toBe(200);
-    expect(again.json().title).toBe('T');
-    const patched = await app.inject({ method: 'PATCH', url: `/posts/${id}`, headers: { ...ann.auth, 'if-match': read.headers.etag as string }, payload: { title: 'U' } });
-    expect(patched.statusCode).toBe(200);
-    expect(patched.json().title).toBe('U');
-
-    const warnings = lines.filter((l) => l.msg?.includes('DATABASE_PREPARED_STATEMENTS=off'));
-    expect(warnings).toHaveLength(1);
-    expect(warnings[0]!.level).toBe(40);
-  });
-});
+  },
+);

@@ -38,7 +38,12 @@ afterEach(async () => {
 });
 
 async function build(env: Record<string, string>, logStream?: Writable): Promise<FastifyInstance> {
-  const config = loadConfig({ LOG_LEVEL: 'silent', REDIS_URL: SHARED_REDIS, RATE_LIMIT_WINDOW: String(WINDOW), ...env });
+  const config = loadConfig({
+    LOG_LEVEL: 'silent',
+    REDIS_URL: SHARED_REDIS,
+    RATE_LIMIT_WINDOW: String(WINDOW),
+    ...env,
+  });
   const app = (await buildApp({ ...config, ...onTopology(setup.db.url) }, { logStream })) as unknown as FastifyInstance;
   opened.push(app);
   await checkAgainstDocument(app);
@@ -111,7 +116,11 @@ describe('headers', () => {
 
     const missing = await get(app, '/nope', ip);
     expect(missing.statusCode).toBe(404);
-    expect(missing.json()).toEqual({ error: 'not_found', message: 'no route GET /nope', requestId: missing.headers['x-request-id'] });
+    expect(missing.json()).toEqual({
+      error: 'not_found',
+      message: 'no route GET /nope',
+      requestId: missing.headers['x-request-id'],
+    });
     expectLimitHeaders(missing, 'default', 50, 48);
 
     const unsupported = await app.inject({ method: 'DELETE', url: '/users', remoteAddress: ip });
@@ -177,7 +186,8 @@ describe('clients', () => {
   it('authenticated requests are keyed by user: two users and anonymous callers on one IP have separate budgets', async () => {
     const app = await build({ RATE_LIMIT_MAX: '2' });
     const ip = '10.1.0.4';
-    for (const remaining of [1, 0]) expectLimitHeaders(await get(app, '/users/me', ip, ann.auth), 'default', 2, remaining);
+    for (const remaining of [1, 0])
+      expectLimitHeaders(await get(app, '/users/me', ip, ann.auth), 'default', 2, remaining);
     expectRateLimited(await get(app, '/users/me', ip, ann.auth), 2);
 
     const other = await get(app, '/users/me', ip, bob.auth);
@@ -216,7 +226,11 @@ describe('log-in and sign-up', () => {
 
     const wrong = await logIn('wrong-password');
     expect(wrong.statusCode).toBe(401);
-    expect(wrong.json()).toEqual({ error: 'unauthorized', message: 'e-mail or password is wrong', requestId: wrong.headers['x-request-id'] });
+    expect(wrong.json()).toEqual({
+      error: 'unauthorized',
+      message: 'e-mail or password is wrong',
+      requestId: wrong.headers['x-request-id'],
+    });
     expectLimitHeaders(wrong, 'auth', 2, 1);
 
     const right = await logIn(ann.password);
@@ -259,7 +273,7 @@ describe('exemptions', () => {
 });
 
 describe('the OpenAPI document', () => {
-  it('spends the budget like any request, at /openapi.json and at the docs page\'s /docs/json', async () => {
+  it("spends the budget like any request, at /openapi.json and at the docs page's /docs/json", async () => {
     const app = await build({ RATE_LIMIT_MAX: '2' });
     const ip = '10.1.0.99';
     const first = await get(app, '/openapi.json', ip);
@@ -294,7 +308,10 @@ describe('Redis', () => {
         done();
       },
     });
-    const app = await build({ REDIS_URL: `redis://127.0.0.1:${await freePort()}`, RATE_LIMIT_MAX: '1', LOG_LEVEL: 'warn' }, logStream);
+    const app = await build(
+      { REDIS_URL: `redis://127.0.0.1:${await freePort()}`, RATE_LIMIT_MAX: '1', LOG_LEVEL: 'warn' },
+      logStream,
+    );
     for (let i = 0; i < 3; i++) {
       const res = await get(app, '/users?perPage=1', '10.1.0.10');
       expect(res.statusCode).toBe(200);
@@ -308,9 +325,13 @@ describe('Redis', () => {
     let server: ChildProcess | undefined;
 
     async function startRedis() {
-      server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
-        stdio: 'ignore',
-      });
+      server = spawn(
+        'redis-server',
+        ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+        {
+          stdio: 'ignore',
+        },
+      );
       for (let attempt = 0; !(await accepts(port)); attempt++) {
         if (attempt >= 200) throw new Error(`redis-server did not start on port ${port}`);
         await sleep(25);

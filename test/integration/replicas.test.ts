@@ -43,8 +43,17 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
       const topology = onTopology(db.url);
       const replicaUrl = new URL(replicaServer!);
       replicaUrl.pathname = new URL(db.url).pathname;
-      const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', DATABASE_READ_MAX_LAG_MS: String(MAX_LAG_MS), ...env });
-      const app = (await buildApp({ ...config, ...topology, databaseReadUrls: [readUrl ?? replicaUrl.toString()] })) as unknown as FastifyInstance;
+      const config = loadConfig({
+        LOG_LEVEL: 'silent',
+        RATE_LIMIT_MAX: '1000000',
+        DATABASE_READ_MAX_LAG_MS: String(MAX_LAG_MS),
+        ...env,
+      });
+      const app = (await buildApp({
+        ...config,
+        ...topology,
+        databaseReadUrls: [readUrl ?? replicaUrl.toString()],
+      })) as unknown as FastifyInstance;
       await app.ready();
       apps.push(app);
       return app;
@@ -57,7 +66,8 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
       }
       throw new Error('the replica did not catch up');
     }
-    const get = (app: FastifyInstance, url: string, who?: SignedUp) => app.inject({ method: 'GET', url, headers: who?.auth ?? {} });
+    const get = (app: FastifyInstance, url: string, who?: SignedUp) =>
+      app.inject({ method: 'GET', url, headers: who?.auth ?? {} });
 
     it('with replay paused: anonymous reads lag by the bound at most, the writer reads its write at once on another instance', async () => {
       const a = await instance({ RESPONSE_CACHE_MB: '0' });
@@ -92,7 +102,12 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
       await replica.query('SELECT pg_wal_replay_pause()');
       try {
         const { id } = await createPost(a, ann, { title: 'just created' });
-        const comment = await a.inject({ method: 'POST', url: `/posts/${id}/comments`, headers: ann.auth, payload: { body: 'hi' } });
+        const comment = await a.inject({
+          method: 'POST',
+          url: `/posts/${id}/comments`,
+          headers: ann.auth,
+          payload: { body: 'hi' },
+        });
         expect(comment.statusCode).toBe(201);
         const commentId = comment.json().id as number;
         const bob = await signUp(a);
@@ -130,7 +145,8 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
       const app = await instance({ RESPONSE_CACHE_MB: '0' }, down.toString());
       const ann = await signUp(app);
       const { id } = await createPost(app, ann);
-      for (const url of [`/posts/${id}`, '/posts', `/posts/${id}/comments`]) expect((await get(app, url)).statusCode).toBe(200);
+      for (const url of [`/posts/${id}`, '/posts', `/posts/${id}/comments`])
+        expect((await get(app, url)).statusCode).toBe(200);
       expect(app.replicas!.status()).toEqual([expect.objectContaining({ replayed: -1 })]);
       expect((await app.inject({ url: '/health/ready' })).statusCode).toBe(200);
     });

@@ -37,7 +37,8 @@ async function sql(text: string, values: unknown[] = [], unnoticed = false): Pro
     await client.end();
   }
 }
-const retitle = (id: number, title: string, unnoticed = true) => sql('UPDATE posts SET title = $2 WHERE id = $1', [id, title], unnoticed);
+const retitle = (id: number, title: string, unnoticed = true) =>
+  sql('UPDATE posts SET title = $2 WHERE id = $1', [id, title], unnoticed);
 
 /** Waits until the notifications of earlier writes have reached these instances. */
 const settle = (...apps: FastifyInstance[]) => Promise.all([t.app, ...apps].map((app) => app.responseCache.sync()));
@@ -49,10 +50,14 @@ async function prime(url: string, app: FastifyInstance = t.app) {
   await get(url, app);
   return get(url, app);
 }
-const titleOf = async (id: number, app: FastifyInstance = t.app) => (await get(`/posts/${id}`, app)).json().title as string;
+const titleOf = async (id: number, app: FastifyInstance = t.app) =>
+  (await get(`/posts/${id}`, app)).json().title as string;
 const readyOf = async (app: FastifyInstance) => (await app.inject({ url: '/health/ready' })).json().cache as string;
 
-async function startInstance(env: Record<string, string> = {}, overrides: Partial<Config> = {}): Promise<FastifyInstance> {
+async function startInstance(
+  env: Record<string, string> = {},
+  overrides: Partial<Config> = {},
+): Promise<FastifyInstance> {
   const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', ...env });
   const app = (await buildApp({ ...config, ...onTopology(t.db.url), ...overrides })) as unknown as FastifyInstance;
   await app.ready();
@@ -74,7 +79,9 @@ async function withSecondInstance(
 
 const listenerPids = async () =>
   (
-    await sql(`SELECT pid, client_port FROM pg_stat_activity WHERE application_name = 'posts-api-cache' AND datname = current_database()`)
+    await sql(
+      `SELECT pid, client_port FROM pg_stat_activity WHERE application_name = 'posts-api-cache' AND datname = current_database()`,
+    )
   ).rows as { pid: number; client_port: number }[];
 
 /** A second instance, and the pid and client socket of its listening connection, told apart from t.app's. */
@@ -88,7 +95,9 @@ async function withListenedInstance(
     expect(row).toBeDefined();
     // The client end of that connection in this process: stopping its reads stalls the listener.
     const handles = (process as unknown as { _getActiveHandles(): unknown[] })._getActiveHandles();
-    const socket = handles.find((h): h is Socket => (h as Socket).localPort === row.client_port && (h as Socket).remotePort !== undefined);
+    const socket = handles.find(
+      (h): h is Socket => (h as Socket).localPort === row.client_port && (h as Socket).remotePort !== undefined,
+    );
     expect(socket).toBeDefined();
     await fn(other, { pid: row.pid, socket: socket! });
   });
@@ -127,7 +136,9 @@ describe('hits', () => {
 
       expect(second.statusCode).toBe(200);
       expect(second.body).toBe(first.body);
-      expect(second.json()).toMatchObject(url.includes('?') ? { data: [{ id: post.id, title: 'Cached' }] } : { id: post.id, title: 'Cached' });
+      expect(second.json()).toMatchObject(
+        url.includes('?') ? { data: [{ id: post.id, title: 'Cached' }] } : { id: post.id, title: 'Cached' },
+      );
       for (const name of ['content-type', 'etag', 'link', 'cache-control', 'content-security-policy'] as const) {
         expect(second.headers[name]).toBe(first.headers[name]);
       }
@@ -241,7 +252,19 @@ async function world() {
   }
   return { P, Q, R, c, evicted };
 }
-const ALL_PAGES = ['P', 'Q', 'P comments', 'Q comments', 'c', 'newest posts', "Ann's posts", "Ann's page", "Bob's posts", "Bob's page", "Bob's posts by update"];
+const ALL_PAGES = [
+  'P',
+  'Q',
+  'P comments',
+  'Q comments',
+  'c',
+  'newest posts',
+  "Ann's posts",
+  "Ann's page",
+  "Bob's posts",
+  "Bob's page",
+  "Bob's posts by update",
+];
 const sorted = (names: string[]) => [...names].sort();
 const patch = (url: string, who: SignedUp, payload: object, headers: Record<string, string> = {}, app = t.app) =>
   app.inject({ method: 'PATCH', url, headers: { ...who.auth, ...headers }, payload });
@@ -257,15 +280,24 @@ describe('what a write evicts', () => {
     const w = await world();
     await createPost(t.app, ann, { title: 'S' });
     // `/posts?author=` lists share the `posts` scope: filters are not tracked.
-    expect(await w.evicted()).toEqual(sorted(['newest posts', "Ann's posts", "Ann's page", "Bob's posts", "Bob's posts by update"]));
+    expect(await w.evicted()).toEqual(
+      sorted(['newest posts', "Ann's posts", "Ann's page", "Bob's posts", "Bob's posts by update"]),
+    );
   });
 
   it('a PATCH or PUT of a post: the post, the lists holding it, and the lists ordered by what they change', async () => {
     for (const method of ['PATCH', 'PUT'] as const) {
       const w = await world();
-      const changed = await t.app.inject({ method, url: `/posts/${w.P.id}`, headers: ann.auth, payload: { title: 'P2', body: 'new' } });
+      const changed = await t.app.inject({
+        method,
+        url: `/posts/${w.P.id}`,
+        headers: ann.auth,
+        payload: { title: 'P2', body: 'new' },
+      });
       expect(changed.statusCode).toBe(200);
-      expect(await w.evicted()).toEqual(sorted(['P', 'newest posts', "Ann's posts", "Ann's page", "Bob's posts by update"]));
+      expect(await w.evicted()).toEqual(
+        sorted(['P', 'newest posts', "Ann's posts", "Ann's page", "Bob's posts by update"]),
+      );
       const read = await get(`/posts/${w.P.id}`);
       expect(read.json()).toMatchObject({ title: 'P2', body: 'new' });
       expect(read.headers.etag).toBe(changed.headers.etag);
@@ -276,7 +308,16 @@ describe('what a write evicts', () => {
     const w = await world();
     expect((await t.app.inject({ method: 'DELETE', url: `/posts/${w.P.id}`, headers: ann.auth })).statusCode).toBe(204);
     expect(await w.evicted()).toEqual(
-      sorted(['P', 'P comments', 'c', 'newest posts', "Ann's posts", "Ann's page", "Bob's posts", "Bob's posts by update"]),
+      sorted([
+        'P',
+        'P comments',
+        'c',
+        'newest posts',
+        "Ann's posts",
+        "Ann's page",
+        "Bob's posts",
+        "Bob's posts by update",
+      ]),
     );
   });
 
@@ -286,7 +327,10 @@ describe('what a write evicts', () => {
     expect(await w.evicted()).toEqual(sorted(['c', 'P comments']));
 
     w = await world();
-    expect((await t.app.inject({ method: 'DELETE', url: `/posts/${w.P.id}/comments/${w.c.id}`, headers: bob.auth })).statusCode).toBe(204);
+    expect(
+      (await t.app.inject({ method: 'DELETE', url: `/posts/${w.P.id}/comments/${w.c.id}`, headers: bob.auth }))
+        .statusCode,
+    ).toBe(204);
     expect(await w.evicted()).toEqual(sorted(['P', 'P comments', 'c', 'newest posts', "Ann's posts", "Ann's page"]));
   });
 
@@ -301,10 +345,17 @@ describe('a request that changed nothing evicts nothing and notifies nobody', ()
   const key = { 'idempotency-key': 'evicts-nothing-1' };
   let replayed = 0;
   const rejected: [string, (w: Awaited<ReturnType<typeof world>>) => Promise<number>][] = [
-    ['401', async (w) => (await t.app.inject({ method: 'POST', url: `/posts/${w.P.id}/comments`, payload: { body: 'x' } })).statusCode],
+    [
+      '401',
+      async (w) =>
+        (await t.app.inject({ method: 'POST', url: `/posts/${w.P.id}/comments`, payload: { body: 'x' } })).statusCode,
+    ],
     ['403', async (w) => (await patch(`/posts/${w.P.id}`, bob, { title: 'not yours' })).statusCode],
     ['404', async () => (await patch('/posts/999999', ann, { title: 'nothing' })).statusCode],
-    ['412', async (w) => (await patch(`/posts/${w.P.id}`, ann, { title: 'stale' }, { 'if-match': '"p0-0-0"' })).statusCode],
+    [
+      '412',
+      async (w) => (await patch(`/posts/${w.P.id}`, ann, { title: 'stale' }, { 'if-match': '"p0-0-0"' })).statusCode,
+    ],
     ['422', async (w) => (await patch(`/posts/${w.P.id}`, ann, { title: '' })).statusCode],
     [
       '409',
@@ -314,7 +365,9 @@ describe('a request that changed nothing evicts nothing and notifies nobody', ()
         await holder.connect();
         try {
           await holder.query('BEGIN');
-          await holder.query('SELECT pg_advisory_xact_lock($1::bigint)', [idempotencyLockId(`user:${bob.user.id}`, 'in-flight')]);
+          await holder.query('SELECT pg_advisory_xact_lock($1::bigint)', [
+            idempotencyLockId(`user:${bob.user.id}`, 'in-flight'),
+          ]);
           const res = await t.app.inject({
             method: 'POST',
             url: `/posts/${w.P.id}/comments`,
@@ -333,23 +386,43 @@ describe('a request that changed nothing evicts nothing and notifies nobody', ()
         let status = 0;
         await withSecondInstance({ RATE_LIMIT_MAX: '1' }, async (other) => {
           await other.inject({ url: '/users/me', headers: bob.auth });
-          status = (await other.inject({ method: 'POST', url: `/posts/${w.P.id}/comments`, headers: bob.auth, payload: { body: 'x' } })).statusCode;
+          status = (
+            await other.inject({
+              method: 'POST',
+              url: `/posts/${w.P.id}/comments`,
+              headers: bob.auth,
+              payload: { body: 'x' },
+            })
+          ).statusCode;
         });
         return status;
       },
     ],
-    ['an idempotent replay (201)', async () => {
-      const res = await t.app.inject({ method: 'POST', url: `/posts/${replayed}/comments`, headers: { ...bob.auth, ...key }, payload: { body: 'once' } });
-      expect(res.headers['idempotent-replayed']).toBe('true');
-      return res.statusCode;
-    }],
+    [
+      'an idempotent replay (201)',
+      async () => {
+        const res = await t.app.inject({
+          method: 'POST',
+          url: `/posts/${replayed}/comments`,
+          headers: { ...bob.auth, ...key },
+          payload: { body: 'once' },
+        });
+        expect(res.headers['idempotent-replayed']).toBe('true');
+        return res.statusCode;
+      },
+    ],
     ['an empty PATCH (200)', async (w) => (await patch(`/posts/${w.P.id}`, ann, {})).statusCode],
   ];
 
   beforeAll(async () => {
     const post = await createPost(t.app, ann, { title: 'For the replay' });
     replayed = post.id;
-    const first = await t.app.inject({ method: 'POST', url: `/posts/${post.id}/comments`, headers: { ...bob.auth, ...key }, payload: { body: 'once' } });
+    const first = await t.app.inject({
+      method: 'POST',
+      url: `/posts/${post.id}/comments`,
+      headers: { ...bob.auth, ...key },
+      payload: { body: 'once' },
+    });
     expect(first.statusCode).toBe(201);
   });
 
@@ -412,7 +485,12 @@ describe('bounded staleness', () => {
       const patched = await patch(`/posts/${post.id}`, ann, { title: 'During the stall' });
       expect(patched.statusCode).toBe(200);
       const started = Date.now();
-      await waitUntil('the stalled instance serves the change', async () => (await titleOf(post.id, other)) === 'During the stall', 100, 25);
+      await waitUntil(
+        'the stalled instance serves the change',
+        async () => (await titleOf(post.id, other)) === 'During the stall',
+        100,
+        25,
+      );
       // A heartbeat every second with a second to come back.
       expect(Date.now() - started).toBeLessThan(3_000);
       expect(await readyOf(other)).toBe('bypassed');
@@ -441,7 +519,10 @@ describe('across instances', () => {
   it('read-your-writes: a write answered by one instance is read at once on the other, every time', async () => {
     const a = await startInstance();
     await withSecondInstance({}, async (b) => {
-      const [baseA, baseB] = await Promise.all([a.listen({ port: 0, host: '127.0.0.1' }), b.listen({ port: 0, host: '127.0.0.1' })]);
+      const [baseA, baseB] = await Promise.all([
+        a.listen({ port: 0, host: '127.0.0.1' }),
+        b.listen({ port: 0, host: '127.0.0.1' }),
+      ]);
       const post = await createPost(t.app, ann, { title: 'Round 0' });
       const url = `/posts/${post.id}`;
       const json = { 'content-type': 'application/json', ...ann.auth };
@@ -450,12 +531,20 @@ describe('across instances', () => {
         await fetch(baseB + url);
         await fetch(baseB + url); // stored on B
         if (i % 2) {
-          const res = await fetch(baseA + url, { method: 'PATCH', headers: json, body: JSON.stringify({ title: `Round ${i}` }) });
+          const res = await fetch(baseA + url, {
+            method: 'PATCH',
+            headers: json,
+            body: JSON.stringify({ title: `Round ${i}` }),
+          });
           expect(res.status).toBe(200);
           const read = (await (await fetch(baseB + url)).json()) as { title: string };
           if (read.title !== `Round ${i}`) stale.push(`${i}: ${read.title}`);
         } else {
-          const res = await fetch(`${baseA}${url}/comments`, { method: 'POST', headers: json, body: JSON.stringify({ body: `c${i}` }) });
+          const res = await fetch(`${baseA}${url}/comments`, {
+            method: 'POST',
+            headers: json,
+            body: JSON.stringify({ body: `c${i}` }),
+          });
           expect(res.status).toBe(201);
           const read = (await (await fetch(baseB + url)).json()) as { commentCount: number };
           if (read.commentCount !== i / 2) stale.push(`${i}: ${read.commentCount} comments`);
@@ -478,7 +567,12 @@ describe('across instances', () => {
       await prime(`/posts/${post.id}`);
       const patched = await patch(`/posts/${post.id}`, ann, { title: 'From a cache-less instance' }, {}, other);
       expect(patched.statusCode).toBe(200);
-      await waitUntil('the caching instance shows the change', async () => (await titleOf(post.id)) === 'From a cache-less instance', 40, 25);
+      await waitUntil(
+        'the caching instance shows the change',
+        async () => (await titleOf(post.id)) === 'From a cache-less instance',
+        40,
+        25,
+      );
       // It confirms nothing (or, with replicas, at once), so no one waits for it the full second.
       const started = Date.now();
       expect((await patch(`/posts/${post.id}`, ann, { title: 'Not waiting' })).statusCode).toBe(200);
@@ -489,34 +583,38 @@ describe('across instances', () => {
 
 describe('confirmations', () => {
   it('an instance with the cache off waits for no confirmation, so none is sent for its announcements', async () => {
-    await withSecondInstance({ RESPONSE_CACHE_MB: '0' }, async (other) => {
-      const post = await createPost(t.app, ann, { title: 'Unconfirmed' });
-      await settle();
-      // Notifications come only on a direct connection, never through PgBouncer in transaction mode.
-      const { databaseListenUrl, databaseUrl } = onTopology(t.db.url);
-      const client = new pg.Client({ connectionString: databaseListenUrl ?? databaseUrl });
-      const payloads: string[] = [];
-      client.on('notification', ({ payload = '' }) => payloads.push(payload));
-      await client.connect();
-      try {
-        await client.query(`LISTEN ${CHANGES_CHANNEL}`);
-        expect((await patch(`/posts/${post.id}`, ann, { title: 'From the pool' }, {}, other)).statusCode).toBe(200);
-        expect((await patch(`/posts/${post.id}`, ann, { title: 'From the listener' })).statusCode).toBe(200);
+    await withSecondInstance(
+      { RESPONSE_CACHE_MB: '0' },
+      async (other) => {
+        const post = await createPost(t.app, ann, { title: 'Unconfirmed' });
         await settle();
-        await client.query('SELECT 1');
-      } finally {
-        await client.end();
-      }
-      const changes = payloads.filter((p) => p.split(' ').includes(`posts/${post.id}`));
-      expect(changes).toHaveLength(2);
-      const [poolFence, listenerFence] = changes.map((p) => p.split(' ')[0]!);
-      expect(poolFence).toMatch(/~$/);
-      expect(listenerFence).not.toMatch(/~$/);
-      // t.app evicted both (it shows the last title) but confirmed only what the listening instance sent.
-      expect(payloads.filter((p) => p.endsWith(` @${poolFence}`))).toEqual([]);
-      expect(await titleOf(post.id)).toBe('From the listener');
-      // Without replicas: an instance with the cache off and replicas listens (its writers' positions must reach every instance).
-    }, { databaseReadUrls: [] });
+        // Notifications come only on a direct connection, never through PgBouncer in transaction mode.
+        const { databaseListenUrl, databaseUrl } = onTopology(t.db.url);
+        const client = new pg.Client({ connectionString: databaseListenUrl ?? databaseUrl });
+        const payloads: string[] = [];
+        client.on('notification', ({ payload = '' }) => payloads.push(payload));
+        await client.connect();
+        try {
+          await client.query(`LISTEN ${CHANGES_CHANNEL}`);
+          expect((await patch(`/posts/${post.id}`, ann, { title: 'From the pool' }, {}, other)).statusCode).toBe(200);
+          expect((await patch(`/posts/${post.id}`, ann, { title: 'From the listener' })).statusCode).toBe(200);
+          await settle();
+          await client.query('SELECT 1');
+        } finally {
+          await client.end();
+        }
+        const changes = payloads.filter((p) => p.split(' ').includes(`posts/${post.id}`));
+        expect(changes).toHaveLength(2);
+        const [poolFence, listenerFence] = changes.map((p) => p.split(' ')[0]!);
+        expect(poolFence).toMatch(/~$/);
+        expect(listenerFence).not.toMatch(/~$/);
+        // t.app evicted both (it shows the last title) but confirmed only what the listening instance sent.
+        expect(payloads.filter((p) => p.endsWith(` @${poolFence}`))).toEqual([]);
+        expect(await titleOf(post.id)).toBe('From the listener');
+        // Without replicas: an instance with the cache off and replicas listens (its writers' positions must reach every instance).
+      },
+      { databaseReadUrls: [] },
+    );
   });
 });
 
@@ -572,7 +670,11 @@ describe('limits', () => {
       const first = await prime(url, other);
       expect(first.body.length).toBeGreaterThan(1_048_576 / 8);
       await sql('UPDATE posts SET title = $2 WHERE author_id = $1', [ann.user.id, 'Renamed'], true);
-      expect((await get(url, other)).json().data.map((p: { title: string }) => p.title)).toEqual(['Renamed', 'Renamed', 'Renamed']);
+      expect((await get(url, other)).json().data.map((p: { title: string }) => p.title)).toEqual([
+        'Renamed',
+        'Renamed',
+        'Renamed',
+      ]);
       // A small answer on the same instance is cached.
       await prime(`/posts/${post.id}`, other);
       await retitle(post.id, 'Small change');

@@ -21,8 +21,10 @@ const create = (url: string, key: string, payload: object) =>
   t.app.inject({ method: 'POST', url, headers: { ...ann.auth, 'idempotency-key': key }, payload });
 const remove = (url: string) => t.app.inject({ method: 'DELETE', url, headers: ann.auth });
 const bodyOf = async (key: string) =>
-  (await t.app.db.query<{ body: string | null }>('SELECT body FROM idempotency_keys WHERE key = $1', [key])).rows[0]?.body;
-const count = async (sql: string) => (await t.app.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${sql}`)).rows[0]!.n;
+  (await t.app.db.query<{ body: string | null }>('SELECT body FROM idempotency_keys WHERE key = $1', [key])).rows[0]
+    ?.body;
+const count = async (sql: string) =>
+  (await t.app.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${sql}`)).rows[0]!.n;
 
 describe('a replay after the created resource was deleted', () => {
   it('is a 409 that names what was created, without its content; nothing is created again', async () => {
@@ -34,9 +36,15 @@ describe('a replay after the created resource was deleted', () => {
 
     const posts = await count('posts');
     const replay = await create('/posts', 'gone-1', { title: 'Secret title', body: 'secret body' });
-    expectError(replay, 409, 'conflict', `post ${id}, created by the first request with this Idempotency-Key, has since been deleted`, {
-      'Idempotency-Key': [`was used to create post ${id}, which has since been deleted`],
-    });
+    expectError(
+      replay,
+      409,
+      'conflict',
+      `post ${id}, created by the first request with this Idempotency-Key, has since been deleted`,
+      {
+        'Idempotency-Key': [`was used to create post ${id}, which has since been deleted`],
+      },
+    );
     expect(replay.body).not.toContain('secret');
     expect(await count('posts')).toBe(posts);
     // Another request with that key is still told so first.
@@ -88,14 +96,18 @@ describe('tombstones and the scheduled purge', () => {
 
   it('a cursor naming a deleted item works while its tombstone lives, then is a 422', async () => {
     const ids: number[] = [];
-    for (const title of ['a', 'b', 'c']) ids.push((await create('/posts', `tomb-${title}`, { title, body: 'b' })).json().id);
+    for (const title of ['a', 'b', 'c'])
+      ids.push((await create('/posts', `tomb-${title}`, { title, body: 'b' })).json().id);
     const [a, b, c] = ids as [number, number, number];
     expect((await remove(`/posts/${b}`)).statusCode).toBe(204);
     // Two spellings of the walk: the response cache may keep the first answer.
-    const walk = (limit: number) => t.app.inject({ url: `/posts?limit=${limit}&after=${b}&sort=title&author=${ann.user.id}` });
+    const walk = (limit: number) =>
+      t.app.inject({ url: `/posts?limit=${limit}&after=${b}&sort=title&author=${ann.user.id}` });
     expect((await walk(1)).json().data.map((p: { id: number }) => p.id)).toEqual([c]);
 
-    await t.app.db.query("UPDATE deleted_posts SET deleted_at = now() - interval '24 hours 1 second' WHERE id = $1", [b]);
+    await t.app.db.query("UPDATE deleted_posts SET deleted_at = now() - interval '24 hours 1 second' WHERE id = $1", [
+      b,
+    ]);
     await t.app.db.query("UPDATE deleted_posts SET deleted_at = now() - interval '23 hours' WHERE id <> $1", [b]);
     const app = await appAfterOnePurgeTick();
     try {
@@ -112,7 +124,9 @@ describe('tombstones and the scheduled purge', () => {
     const post = (await create('/posts', 'short-1', { title: 't', body: 'b' })).json();
     const comment = (await create(`/posts/${post.id}/comments`, 'short-2', { body: 'c' })).json();
     await remove(`/posts/${post.id}/comments/${comment.id}`);
-    await t.app.db.query("UPDATE deleted_comments SET deleted_at = now() - interval '2 hours' WHERE id = $1", [comment.id]);
+    await t.app.db.query("UPDATE deleted_comments SET deleted_at = now() - interval '2 hours' WHERE id = $1", [
+      comment.id,
+    ]);
     await t.app.db.query("UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'short-1'");
 
     const app = await appAfterOnePurgeTick({ TOMBSTONE_RETENTION: '3600' });
@@ -127,7 +141,9 @@ describe('tombstones and the scheduled purge', () => {
 
   it('EVENT_RETENTION: expired events go in the same purge, oldest first, the newest always kept', async () => {
     await t.app.inject({ url: '/events' });
-    const { rows } = await t.app.db.query<{ first: number; last: number }>('SELECT min(id)::int AS first, max(id)::int AS last FROM events');
+    const { rows } = await t.app.db.query<{ first: number; last: number }>(
+      'SELECT min(id)::int AS first, max(id)::int AS last FROM events',
+    );
     const { first, last } = rows[0]!;
     await t.app.db.query("UPDATE events SET created_at = now() - interval '2 hours' WHERE id < $1", [first + 2]);
     await t.app.db.query("UPDATE events SET created_at = now() - interval '2 hours' WHERE id = $1", [last]);
@@ -143,7 +159,12 @@ describe('tombstones and the scheduled purge', () => {
   });
 
   it('finished webhook deliveries go EVENT_RETENTION after their last attempt; those still to send stay', async () => {
-    const hook = await t.app.inject({ method: 'POST', url: '/webhooks', headers: ann.auth, payload: { url: 'https://hooks.example.com/r' } });
+    const hook = await t.app.inject({
+      method: 'POST',
+      url: '/webhooks',
+      headers: ann.auth,
+      payload: { url: 'https://hooks.example.com/r' },
+    });
     const { rows } = await t.app.db.query<{ id: number; status: string }>(
       `INSERT INTO webhook_deliveries (webhook_id, event_id, status, next_attempt_at, updated_at)
        VALUES ($1, 1, 'delivered', NULL, now() - interval '2 hours'), ($1, 2, 'given_up', NULL, now() - interval '2 hours'),

@@ -96,7 +96,12 @@ describe('q: full-text search', () => {
   });
 
   it('follows every write: a new title is found, the old one is not', async () => {
-    const res = await t.app.inject({ method: 'PATCH', url: `/posts/${id(7)}`, headers: bob.auth, payload: { title: 'Calendars' } });
+    const res = await t.app.inject({
+      method: 'PATCH',
+      url: `/posts/${id(7)}`,
+      headers: bob.auth,
+      payload: { title: 'Calendars' },
+    });
     expect(res.statusCode).toBe(200);
     expect(await ids('/posts?q=calendars')).toEqual([id(7)]);
     expect(await ids('/posts?q=dates')).toEqual([]);
@@ -139,7 +144,12 @@ describe('createdAfter / createdBefore', () => {
     const postId = id(6);
     const made: number[] = [];
     for (const body of ['one', 'two', 'three']) {
-      const res = await t.app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: ann.auth, payload: { body } });
+      const res = await t.app.inject({
+        method: 'POST',
+        url: `/posts/${postId}/comments`,
+        headers: ann.auth,
+        payload: { body },
+      });
       made.push(res.json().id);
     }
     await t.app.db.query(
@@ -164,23 +174,45 @@ describe('createdAfter / createdBefore', () => {
   });
 
   it('a date-time PostgreSQL cannot hold (an offset past ±14:00, year 0000, 30 February) is a 422 naming it, never a 500', async () => {
-    const bad = ['2020-01-01T00:00:00+19:26', '2020-01-01T00:00:00-14:01', '0000-01-01T00:00:00Z', '2026-02-30T00:00:00Z',
-      '2026-01-01T24:00:00Z', '2026-01-01 00:00:00Z', '2026-01-01T00:00:00+0100', '2026-01-01T00:00:00+01'];
+    const bad = [
+      '2020-01-01T00:00:00+19:26',
+      '2020-01-01T00:00:00-14:01',
+      '0000-01-01T00:00:00Z',
+      '2026-02-30T00:00:00Z',
+      '2026-01-01T24:00:00Z',
+      '2026-01-01 00:00:00Z',
+      '2026-01-01T00:00:00+0100',
+      '2026-01-01T00:00:00+01',
+    ];
     for (const value of bad) {
       expect422(await get(`/posts?createdAfter=${encodeURIComponent(value)}`), { createdAfter: [NOT_A_DATE_TIME] });
     }
-    for (const value of ['2020-01-01T00:00:00+14:00', '2020-01-01t00:00:00.5-14:00', '0001-01-01T00:00:00+14:00', '9999-12-31T23:59:59-14:00', '2016-12-31T23:59:60z']) {
+    for (const value of [
+      '2020-01-01T00:00:00+14:00',
+      '2020-01-01t00:00:00.5-14:00',
+      '0001-01-01T00:00:00+14:00',
+      '9999-12-31T23:59:59-14:00',
+      '2016-12-31T23:59:60z',
+    ]) {
       expect((await get(`/posts?createdAfter=${encodeURIComponent(value)}`)).statusCode, value).toBe(200);
     }
     // Every offset RFC 3339's syntax allows: within ±14:00 a 200, beyond it a 422 naming the parameter.
     await fc.assert(
-      fc.asyncProperty(fc.integer({ min: 0, max: 23 }), fc.integer({ min: 0, max: 59 }), fc.boolean(), fc.boolean(), async (h, m, minus, before) => {
-        const name = before ? 'createdBefore' : 'createdAfter';
-        const offset = `${minus ? '-' : '+'}${String(h).padStart(2, '0')}:${String(m).padStart(2, '0')}`;
-        const res = await get(`/posts/${posts[0]!.id}/comments?${name}=${encodeURIComponent(`2020-06-15T12:00:00${offset}`)}`);
-        if (h * 60 + m <= 14 * 60) expect(res.statusCode, offset).toBe(200);
-        else expect422(res, { [name]: [NOT_A_DATE_TIME] });
-      }),
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 23 }),
+        fc.integer({ min: 0, max: 59 }),
+        fc.boolean(),
+        fc.boolean(),
+        async (h, m, minus, before) => {
+          const name = before ? 'createdBefore' : 'createdAfter';
+          const offset = `${minus ? '-' : '+'}${String(h).padStart(2, '0')}:${String(m).padStart(2, '0')}`;
+          const res = await get(
+            `/posts/${posts[0]!.id}/comments?${name}=${encodeURIComponent(`2020-06-15T12:00:00${offset}`)}`,
+          );
+          if (h * 60 + m <= 14 * 60) expect(res.statusCode, offset).toBe(200);
+          else expect422(res, { [name]: [NOT_A_DATE_TIME] });
+        },
+      ),
       { numRuns: 80 },
     );
   });
@@ -188,7 +220,9 @@ describe('createdAfter / createdBefore', () => {
 
 describe('totals', () => {
   it('unfiltered and author lists keep their exact totals, without totalCapped', async () => {
-    expect((await get('/posts?perPage=1')).json()).toEqual(expect.not.objectContaining({ totalCapped: expect.anything() }));
+    expect((await get('/posts?perPage=1')).json()).toEqual(
+      expect.not.objectContaining({ totalCapped: expect.anything() }),
+    );
     expect((await get(`/posts?author=${bob.user.id}`)).json()).toMatchObject({ total: 4 });
     expect('totalCapped' in (await get(`/posts?author=${bob.user.id}`)).json()).toBe(false);
   });
@@ -198,7 +232,13 @@ describe('include=author', () => {
   it('embeds { id, name } in post and comment lists and single items', async () => {
     const list = (await get('/posts?include=author&perPage=2')).json();
     expect(list.data).toEqual([
-      { ...posts[0], title: expect.any(String), author: { id: ann.user.id, name: 'Ann' }, createdAt: expect.any(String), updatedAt: expect.any(String) },
+      {
+        ...posts[0],
+        title: expect.any(String),
+        author: { id: ann.user.id, name: 'Ann' },
+        createdAt: expect.any(String),
+        updatedAt: expect.any(String),
+      },
       expect.objectContaining({ id: id(1), author: { id: bob.user.id, name: 'Bob' } }),
     ]);
     const cursor = (await get(`/users/${bob.user.id}/posts?include=author&limit=1`)).json();
@@ -206,13 +246,23 @@ describe('include=author', () => {
     const one = await get(`/posts/${id(1)}?include=author`);
     expect(one.json()).toMatchObject({ id: id(1), authorId: bob.user.id, author: { id: bob.user.id, name: 'Bob' } });
     const comments = (await get(`/posts/${id(6)}/comments?include=author`)).json();
-    expect(comments.data.map((c: { author: unknown }) => c.author)).toEqual(Array(3).fill({ id: ann.user.id, name: 'Ann' }));
+    expect(comments.data.map((c: { author: unknown }) => c.author)).toEqual(
+      Array(3).fill({ id: ann.user.id, name: 'Ann' }),
+    );
     const [commentId] = comments.data.map((c: { id: number }) => c.id);
-    expect((await get(`/posts/${id(6)}/comments/${commentId}?include=author`)).json().author).toEqual({ id: ann.user.id, name: 'Ann' });
+    expect((await get(`/posts/${id(6)}/comments/${commentId}?include=author`)).json().author).toEqual({
+      id: ann.user.id,
+      name: 'Ann',
+    });
   });
 
   it('any other value is a 422', async () => {
-    for (const url of ['/posts?include=comments', '/posts?include=author,author', `/posts/${id(0)}?include=`, '/posts/1/comments?include=post']) {
+    for (const url of [
+      '/posts?include=comments',
+      '/posts?include=author,author',
+      `/posts/${id(0)}?include=`,
+      '/posts/1/comments?include=post',
+    ]) {
       expect((await get(url)).statusCode).toBe(422);
       expect(Object.keys((await get(url)).json().fieldErrors)).toEqual(['include']);
     }
@@ -230,7 +280,8 @@ describe('include=author', () => {
     await get(one);
     expect((await get(one)).headers['x-cache']).toBe('hit');
     const rename = async (name: string) =>
-      (await t.app.inject({ method: 'PATCH', url: `/users/${ann.user.id}`, headers: ann.auth, payload: { name } })).statusCode;
+      (await t.app.inject({ method: 'PATCH', url: `/users/${ann.user.id}`, headers: ann.auth, payload: { name } }))
+        .statusCode;
     expect(await rename('Annie')).toBe(200);
     expect((await get(url)).json().data[0].author.name).toBe('Annie');
     expect((await get(one)).json().author.name).toBe('Annie');
@@ -249,7 +300,10 @@ describe('fields', () => {
       { id: id(0), title: posts[0]!.title },
       { id: id(1), title: posts[1]!.title },
     ]);
-    expect((await get(`/posts/${id(3)}?fields=createdAt,id`)).json()).toEqual({ id: id(3), createdAt: '2026-01-04T00:00:00.123Z' });
+    expect((await get(`/posts/${id(3)}?fields=createdAt,id`)).json()).toEqual({
+      id: id(3),
+      createdAt: '2026-01-04T00:00:00.123Z',
+    });
     expect((await get(`/posts/${id(3)}?fields=authorId&include=author`)).json()).toEqual({
       id: id(3),
       authorId: bob.user.id,
@@ -270,14 +324,17 @@ describe('fields', () => {
   });
 
   it('an unknown or repeated name is a 422 naming fields', async () => {
-    const message = 'must be a comma-separated list of distinct fields among id, title, body, authorId, commentCount, createdAt, updatedAt';
+    const message =
+      'must be a comma-separated list of distinct fields among id, title, body, authorId, commentCount, createdAt, updatedAt';
     for (const fields of ['tittle', 'title,', ',title', 'title,,body', 'author', 'TITLE', '']) {
       expect422(await get(`/posts?fields=${fields}`), { fields: [message] });
     }
     expect422(await get(`/posts/${id(0)}?fields=title,body,title`), { fields: ['names title more than once'] });
     expect422(await get(`/posts?fields=title,body,title,body,title`), { fields: ['names title, body more than once'] });
     expect422(await get(`/posts?fields=title,tittle,title`), { fields: [message, 'names title more than once'] });
-    expect422(await get(`/posts?fields=title&fields=body`), { fields: ['must be given once, as a comma-separated list'] });
+    expect422(await get(`/posts?fields=title&fields=body`), {
+      fields: ['must be given once, as a comma-separated list'],
+    });
     expect422(await get('/users?fields=password'), {
       fields: ['must be a comma-separated list of distinct fields among id, name, role, email, createdAt'],
     });
@@ -292,7 +349,12 @@ describe('fields', () => {
     expect((await get(`/posts/${id(5)}?fields=title`, { 'if-none-match': tags[1]! })).statusCode).toBe(304);
     expect((await get(`/posts/${id(5)}`, { 'if-none-match': tags[1]! })).statusCode).toBe(200);
     const patch = (etag: string) =>
-      t.app.inject({ method: 'PATCH', url: `/posts/${id(5)}`, headers: { ...bob.auth, 'if-match': etag }, payload: { body: `edited ${etag}` } });
+      t.app.inject({
+        method: 'PATCH',
+        url: `/posts/${id(5)}`,
+        headers: { ...bob.auth, 'if-match': etag },
+        payload: { body: `edited ${etag}` },
+      });
     expect((await patch(tags[1]!)).statusCode).toBe(412);
     expect((await patch(tags[0]!)).statusCode).toBe(200);
     // The edit moves the sparse tag too only when the asked fields change.
@@ -304,7 +366,7 @@ describe('fields', () => {
 describe('before / prevCursor / prev links', () => {
   const walk = async (url: string, rel: 'next' | 'prev') => {
     const pages: number[][] = [];
-    for (let next: string | undefined = url; next !== undefined; ) {
+    for (let next: string | undefined = url; next !== undefined;) {
       const res = await get(next);
       expect(res.statusCode, res.body).toBe(200);
       const body = res.json();
@@ -334,7 +396,12 @@ describe('before / prevCursor / prev links', () => {
 
   it('a before page points forward again: nextCursor is its last item, next resumes after it', async () => {
     const res = await get(`/posts?before=${id(4)}&limit=2`);
-    expect(res.json()).toMatchObject({ data: [{ id: id(2) }, { id: id(3) }], hasMore: true, nextCursor: id(3), prevCursor: id(2) });
+    expect(res.json()).toMatchObject({
+      data: [{ id: id(2) }, { id: id(3) }],
+      hasMore: true,
+      nextCursor: id(3),
+      prevCursor: id(2),
+    });
     expect(await ids(link(res.headers.link, 'next')!)).toEqual([id(4), id(5)]);
     const start = await get(`/posts?before=${id(1)}&limit=2`);
     expect(start.json()).toMatchObject({ data: [{ id: id(0) }], hasMore: true, nextCursor: id(0), prevCursor: null });
@@ -364,7 +431,9 @@ describe('before / prevCursor / prev links', () => {
       'use after (the next page) or before (the previous page), not both',
     );
     expect422(await get('/posts?sort=title&beforeKey=a'), { beforeKey: ['needs before'] });
-    expect422(await get(`/posts?sort=id&before=${id(1)}&beforeKey=a`), { beforeKey: ['applies only to sorts other than id'] });
+    expect422(await get(`/posts?sort=id&before=${id(1)}&beforeKey=a`), {
+      beforeKey: ['applies only to sorts other than id'],
+    });
     expect422(await get(`/posts?sort=createdAt&before=${id(1)}&beforeKey=yesterday`), {
       beforeKey: ['must be a UTC timestamp such as 2026-11-22T10:00:00.123456Z'],
     });
@@ -374,7 +443,9 @@ describe('before / prevCursor / prev links', () => {
       'use either page/perPage (offset mode) or after/limit (cursor mode)',
     );
     expect422(await get('/posts?before=999999999'), { before: ['does not name an item of this list'] });
-    expect422(await get(`/users/${ann.user.id}/posts?before=${id(1)}`), { before: ['does not name an item of this list'] });
+    expect422(await get(`/users/${ann.user.id}/posts?before=${id(1)}`), {
+      before: ['does not name an item of this list'],
+    });
   });
 });
 
@@ -461,19 +532,33 @@ describe('search pages equal a brute-force reading, whatever the plan', () => {
     for (const word of ['edge', 'rare', 'common', 'haystack']) {
       const { order, hits } = await brute(word, sort);
       const matched = new Set(hits);
-      const anchors = [g(0), g(1), g(7), g(WALK_LIMIT - 1), g(WALK_LIMIT), g(1000), g(3000 - WALK_LIMIT), g(3000 - WALK_LIMIT + 1), g(3000)];
+      const anchors = [
+        g(0),
+        g(1),
+        g(7),
+        g(WALK_LIMIT - 1),
+        g(WALK_LIMIT),
+        g(1000),
+        g(3000 - WALK_LIMIT),
+        g(3000 - WALK_LIMIT + 1),
+        g(3000),
+      ];
       for (const anchor of anchors) {
         const at = order.indexOf(anchor);
         const following = order.slice(at + 1).filter((id) => matched.has(id));
         const preceding = order.slice(0, at).filter((id) => matched.has(id));
         for (const limit of word === 'edge' ? [6, 7, 8, 20] : [20]) {
           const after = (await page(`/posts?q=${word}&sort=${sort}&limit=${limit}&after=${anchor}&fields=id`)).json();
-          expect(after.data.map((p: { id: number }) => p.id), `${word} after ${anchor} limit ${limit}`).toEqual(following.slice(0, limit));
+          expect(
+            after.data.map((p: { id: number }) => p.id),
+            `${word} after ${anchor} limit ${limit}`,
+          ).toEqual(following.slice(0, limit));
           expect(after.hasMore).toBe(following.length > limit);
           const before = (await page(`/posts?q=${word}&sort=${sort}&limit=${limit}&before=${anchor}&fields=id`)).json();
-          expect(before.data.map((p: { id: number }) => p.id), `${word} before ${anchor} limit ${limit}`).toEqual(
-            preceding.slice(Math.max(0, preceding.length - limit)),
-          );
+          expect(
+            before.data.map((p: { id: number }) => p.id),
+            `${word} before ${anchor} limit ${limit}`,
+          ).toEqual(preceding.slice(Math.max(0, preceding.length - limit)));
           expect(before.prevCursor !== null).toBe(preceding.length > limit);
         }
       }
@@ -481,7 +566,11 @@ describe('search pages equal a brute-force reading, whatever the plan', () => {
   });
 
   it.each(SORTS)('sort=%s: walking next links, then prev links back, gives every match once', async (sort) => {
-    for (const [word, limit] of [['edge', 3], ['rare', 2], ['common', 100]] as const) {
+    for (const [word, limit] of [
+      ['edge', 3],
+      ['rare', 2],
+      ['common', 100],
+    ] as const) {
       const { hits } = await brute(word, sort);
       const forward: number[] = [];
       let last = await page(`/posts?q=${word}&sort=${sort}&limit=${limit}&fields=id`);
@@ -510,8 +599,13 @@ describe('search pages equal a brute-force reading, whatever the plan', () => {
       const total = Math.min(hits.length, 10_000);
       const pages = Math.ceil(total / 100);
       for (const n of new Set([1, 2, pages - 1, pages].filter((p) => p >= 1))) {
-        const res = (await page(`/posts?q=${encodeURIComponent(word)}&sort=${sort}&perPage=100&page=${n}&fields=id`)).json();
-        expect(res.data.map((p: { id: number }) => p.id), `${word} page ${n}`).toEqual(hits.slice((n - 1) * 100, n * 100));
+        const res = (
+          await page(`/posts?q=${encodeURIComponent(word)}&sort=${sort}&perPage=100&page=${n}&fields=id`)
+        ).json();
+        expect(
+          res.data.map((p: { id: number }) => p.id),
+          `${word} page ${n}`,
+        ).toEqual(hits.slice((n - 1) * 100, n * 100));
         expect(res).toMatchObject({ total, totalCapped: hits.length > 10_000 });
       }
     }
@@ -521,15 +615,25 @@ describe('search pages equal a brute-force reading, whatever the plan', () => {
     for (const sort of ['id', '-title', 'createdAt']) {
       for (const word of ['rare', 'common', 'edge']) {
         const own = await brute(word, sort, 'author_id = $2', [ann.user.id]);
-        expect(await ids(`/users/${ann.user.id}/posts?q=${word}&sort=${sort}&perPage=100`)).toEqual(own.hits.slice(0, 100));
+        expect(await ids(`/users/${ann.user.id}/posts?q=${word}&sort=${sort}&perPage=100`)).toEqual(
+          own.hits.slice(0, 100),
+        );
         expect(await ids(`/posts?author=${ann.user.id}&q=${word}&sort=${sort}&limit=5&after=${g(2)}`)).toEqual(
-          own.order.slice(own.order.indexOf(g(2)) + 1).filter((id) => own.hits.includes(id)).slice(0, 5),
+          own.order
+            .slice(own.order.indexOf(g(2)) + 1)
+            .filter((id) => own.hits.includes(id))
+            .slice(0, 5),
         );
         const from = '2031-01-01T00:08:20Z';
         const dated = await brute(word, sort, `created_at > $2::timestamptz`, [from]);
-        expect(await ids(`/posts?q=${word}&sort=${sort}&createdAfter=${from}&perPage=100`)).toEqual(dated.hits.slice(0, 100));
+        expect(await ids(`/posts?q=${word}&sort=${sort}&createdAfter=${from}&perPage=100`)).toEqual(
+          dated.hits.slice(0, 100),
+        );
         expect(await ids(`/posts?q=${word}&sort=${sort}&createdAfter=${from}&limit=7&after=${g(WALK_LIMIT)}`)).toEqual(
-          dated.order.slice(dated.order.indexOf(g(WALK_LIMIT)) + 1).filter((id) => dated.hits.includes(id)).slice(0, 7),
+          dated.order
+            .slice(dated.order.indexOf(g(WALK_LIMIT)) + 1)
+            .filter((id) => dated.hits.includes(id))
+            .slice(0, 7),
         );
       }
     }
@@ -548,7 +652,11 @@ interface Node {
 /** The plan, as run (EXPLAIN ANALYZE), of the last statement `read` sent. */
 const planOf = async (read: (posts: ReturnType<typeof postsRepository>) => Promise<unknown>): Promise<Node> => {
   const sent: Statement[] = [];
-  await read(postsRepository({ query: (statement: Statement) => (sent.push(statement), t.app.db.query(statement)) } as unknown as Queryable));
+  await read(
+    postsRepository({
+      query: (statement: Statement) => (sent.push(statement), t.app.db.query(statement)),
+    } as unknown as Queryable),
+  );
   const { text, values } = sent.at(-1)!;
   const { rows } = await t.app.db.query({ text: `EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values });
   return (rows[0] as { 'QUERY PLAN': [{ Plan: Node }] })['QUERY PLAN'][0].Plan;
@@ -557,7 +665,12 @@ const nodes = (node: Node): Node[] => [node, ...(node.Plans ?? []).flatMap(nodes
 const read = (node: Node) => (node['Actual Rows'] + (node['Rows Removed by Filter'] ?? 0)) * node['Actual Loops'];
 /** The most index entries one index scan of the plan read. */
 const longestIndexWalk = async (reading: Parameters<typeof planOf>[0]) =>
-  Math.max(0, ...nodes(await planOf(reading)).filter((node) => node['Node Type'].startsWith('Index')).map(read));
+  Math.max(
+    0,
+    ...nodes(await planOf(reading))
+      .filter((node) => node['Node Type'].startsWith('Index'))
+      .map(read),
+  );
 /** Rows and index entries of posts the plan read, by every kind of scan (a bitmap's heap rows are its index's). */
 const postsRead = async (reading: Parameters<typeof planOf>[0]) =>
   nodes(await planOf(reading))
@@ -577,14 +690,19 @@ describe('a rare word is read from its matches, not by walking the sort index', 
     await t.app.db.query('ANALYZE posts');
   });
 
-  it.each(['id', 'createdAt', 'title'] as const)('sort=%s: no index walk past WALK_LIMIT posts, in either mode', async (field) => {
-    const sort = { field, descending: field !== 'title' };
-    expect(await longestIndexWalk((posts) => posts.list({ q: 'rare' }, sort, { kind: 'offset', page: 1, perPage: 20 }))).toBeLessThanOrEqual(
-      WALK_LIMIT,
-    );
-    const cursor = { kind: 'cursor', after: undefined, afterKey: undefined, limit: 20 } as const;
-    expect(await longestIndexWalk((posts) => posts.list({ q: 'rare' }, sort, cursor))).toBeLessThanOrEqual(WALK_LIMIT);
-  });
+  it.each(['id', 'createdAt', 'title'] as const)(
+    'sort=%s: no index walk past WALK_LIMIT posts, in either mode',
+    async (field) => {
+      const sort = { field, descending: field !== 'title' };
+      expect(
+        await longestIndexWalk((posts) => posts.list({ q: 'rare' }, sort, { kind: 'offset', page: 1, perPage: 20 })),
+      ).toBeLessThanOrEqual(WALK_LIMIT);
+      const cursor = { kind: 'cursor', after: undefined, afterKey: undefined, limit: 20 } as const;
+      expect(await longestIndexWalk((posts) => posts.list({ q: 'rare' }, sort, cursor))).toBeLessThanOrEqual(
+        WALK_LIMIT,
+      );
+    },
+  );
 
   // The plan above is the only one a search gets: the planner never sees the
   // word, so after a few runs a connection keeps it as the statement's generic
@@ -633,7 +751,7 @@ describe('a rare word is read from its matches, not by walking the sort index', 
  * of the range's hours (post_floors), which the triggers keep through every
  * way a post gets into an hour.
  */
-describe('a date range in id order starts at its hours\' floors', () => {
+describe("a date range in id order starts at its hours' floors", () => {
   const NEEDLES = { createdAfter: '2029-12-31T00:00:00Z', createdBefore: '2030-06-01T00:00:00Z' };
   const url = `/posts?createdAfter=${NEEDLES.createdAfter}&createdBefore=${NEEDLES.createdBefore}&fields=id`;
 
@@ -641,7 +759,9 @@ describe('a date range in id order starts at its hours\' floors', () => {
     // A cursor page: it has no count, which reads them all (until it is proven).
     const first = { kind: 'cursor', after: undefined, afterKey: undefined, limit: 20 } as const;
     // Reading the range's first id from the created_at index read all 10 001.
-    expect(await postsRead((posts) => posts.list(NEEDLES, { field: 'id', descending: false }, first))).toBeLessThanOrEqual(100);
+    expect(
+      await postsRead((posts) => posts.list(NEEDLES, { field: 'id', descending: false }, first)),
+    ).toBeLessThanOrEqual(100);
   });
 
   it('a post moved into the range, with an id below its floors, is listed first; an empty range lists nothing', async () => {
@@ -671,11 +791,14 @@ describe('a date range in id order starts at its hours\' floors', () => {
  */
 describe('a total proven past the cap is not counted again', () => {
   const search = (n: number) => get(`/posts?q=needle&perPage=${n}&fields=id`);
-  const range = (n: number) => get(`/posts?createdAfter=2029-12-31T00:00:00Z&createdBefore=2030-06-01T00:00:00Z&perPage=${n}&fields=id`);
+  const range = (n: number) =>
+    get(`/posts?createdAfter=2029-12-31T00:00:00Z&createdBefore=2030-06-01T00:00:00Z&perPage=${n}&fields=id`);
   const needle = async (n: number) =>
     (await t.app.db.query<{ id: number }>('SELECT id FROM posts WHERE title = $1', [`Needle ${n}`])).rows[0]!.id;
   const removals = async () =>
-    Number((await t.app.db.query<{ n: string }>(`SELECT sum(n) AS n FROM counters WHERE name = 'posts_removed'`)).rows[0]!.n);
+    Number(
+      (await t.app.db.query<{ n: string }>(`SELECT sum(n) AS n FROM counters WHERE name = 'posts_removed'`)).rows[0]!.n,
+    );
   const settled = async (q: string) =>
     (await t.app.db.query('SELECT 1 FROM search_proofs WHERE q = $1 AND settled', [q])).rowCount === 1;
   const capped = { total: 10_000, totalCapped: true };
@@ -689,19 +812,31 @@ describe('a total proven past the cap is not counted again', () => {
 
     // An edit that takes no post out of a registered search counts nothing.
     const before = await removals();
-    const kept = await t.app.inject({ method: 'PATCH', url: `/posts/${await needle(9)}`, headers: ann.auth, payload: { title: 'Needle 9, again', body: 'hay and haystack' } });
+    const kept = await t.app.inject({
+      method: 'PATCH',
+      url: `/posts/${await needle(9)}`,
+      headers: ann.auth,
+      payload: { title: 'Needle 9, again', body: 'hay and haystack' },
+    });
     expect(kept.statusCode).toBe(200);
     expect(await removals()).toBe(before);
 
     // Five needles edited with the counting trigger off: 9 996 match, but the proof (10 001) is not recounted.
     await t.app.db.query('ALTER TABLE posts DISABLE TRIGGER posts_edited');
-    await t.app.db.query(`UPDATE posts SET title = 'Pin' WHERE title = ANY ($1)`, [[1, 2, 3, 4, 5].map((n) => `Needle ${n}`)]);
+    await t.app.db.query(`UPDATE posts SET title = 'Pin' WHERE title = ANY ($1)`, [
+      [1, 2, 3, 4, 5].map((n) => `Needle ${n}`),
+    ]);
     await t.app.db.query('ALTER TABLE posts ENABLE TRIGGER posts_edited');
     await t.app.responseCache.sync();
     expect((await search(3)).json()).toMatchObject(capped);
 
     // One edit out of the search through the API counts: 10 001 - 1 no longer proves the cap, so both are counted again.
-    const edited = await t.app.inject({ method: 'PATCH', url: `/posts/${await needle(6)}`, headers: ann.auth, payload: { title: 'Pin' } });
+    const edited = await t.app.inject({
+      method: 'PATCH',
+      url: `/posts/${await needle(6)}`,
+      headers: ann.auth,
+      payload: { title: 'Pin' },
+    });
     expect(edited.statusCode).toBe(200);
     expect(await removals()).toBe(before + 1);
     expect((await search(4)).json()).toMatchObject({ total: 9_995, totalCapped: false });
@@ -721,9 +856,10 @@ describe('a total proven past the cap is not counted again', () => {
 
   it('a search is not settled while a transaction older than its registration runs, nor retried at once', async () => {
     // 10 000 needles hold "haystack" now; two more put it past the cap.
-    await t.app.db.query(`INSERT INTO posts (author_id, title, body) SELECT $1, 'Straw ' || g, 'haystack' FROM generate_series(1, 2) g`, [
-      ann.user.id,
-    ]);
+    await t.app.db.query(
+      `INSERT INTO posts (author_id, title, body) SELECT $1, 'Straw ' || g, 'haystack' FROM generate_series(1, 2) g`,
+      [ann.user.id],
+    );
     await t.app.db.query('DELETE FROM search_proofs');
     await t.app.responseCache.sync();
     const long = new pg.Client({ connectionString: t.db.url });

@@ -14,7 +14,13 @@ import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { shippedMigrations } from '../../src/db/migrate.js';
 import { checkDatabaseAtStart } from '../../src/plugins/db.js';
-import { createTestDatabase, onTopology, testDatabaseName, testDatabaseUrl, type TestDatabase } from '../helpers/database.js';
+import {
+  createTestDatabase,
+  onTopology,
+  testDatabaseName,
+  testDatabaseUrl,
+  type TestDatabase,
+} from '../helpers/database.js';
 import { expectError } from '../helpers/expect.js';
 import { freePort, waitUntil } from '../helpers/processes.js';
 
@@ -108,8 +114,18 @@ describe('the check at start', () => {
 /** `npm start` (without the npm wrapper) with DATABASE_URL, on a free port. */
 async function startServer(databaseUrl: string) {
   const port = await freePort();
-  const env = { PATH: process.env.PATH, DATABASE_URL: databaseUrl, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info', RATE_LIMIT_MAX: '1000000' };
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const env = {
+    PATH: process.env.PATH,
+    DATABASE_URL: databaseUrl,
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    LOG_LEVEL: 'info',
+    RATE_LIMIT_MAX: '1000000',
+  };
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -120,7 +136,11 @@ async function startServer(databaseUrl: string) {
   });
   const get = async (path: string) => {
     const res = await fetch(`http://127.0.0.1:${port}${path}`);
-    return { status: res.status, retryAfter: res.headers.get('retry-after'), body: (await res.json()) as { error?: string; message?: string } };
+    return {
+      status: res.status,
+      retryAfter: res.headers.get('retry-after'),
+      body: (await res.json()) as { error?: string; message?: string },
+    };
   };
   return { exited, output: () => output, get };
 }
@@ -137,13 +157,27 @@ describe('npm start with DATABASE_URL', () => {
   it('on a database that does not exist yet: stays up, says why once, answers 503, serves once it exists', async () => {
     const name = testDatabaseName();
     const server = await startServer(direct(testDatabaseUrl(name)));
-    await waitUntil('the server listens', async () => (await server.get('/health/live').catch(() => undefined))?.status === 200, 400);
+    await waitUntil(
+      'the server listens',
+      async () => (await server.get('/health/live').catch(() => undefined))?.status === 200,
+      400,
+    );
     const missing = 'the database is missing (it does not exist on the server); try again later';
     const ready = await server.get('/health/ready');
-    expect(ready).toMatchObject({ status: 503, retryAfter: '30', body: { error: 'service_unavailable', message: missing } });
-    expect(await server.get('/posts')).toMatchObject({ status: 503, body: { error: 'service_unavailable', message: missing } });
+    expect(ready).toMatchObject({
+      status: 503,
+      retryAfter: '30',
+      body: { error: 'service_unavailable', message: missing },
+    });
+    expect(await server.get('/posts')).toMatchObject({
+      status: 503,
+      body: { error: 'service_unavailable', message: missing },
+    });
     // Said once at start, plainly: the cause, no stack.
-    const startLines = server.output().split('\n').filter((line) => line.startsWith('the database is missing'));
+    const startLines = server
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('the database is missing'));
     expect(startLines).toHaveLength(1);
     expect(startLines[0]).toContain('3D000');
     expect(server.output()).not.toMatch(/\n\s+at /);

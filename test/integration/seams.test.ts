@@ -29,7 +29,8 @@ function raw(port: number, method: string, target: string, headers: Record<strin
     const payload = body === undefined ? '' : JSON.stringify(body);
     const lines = [`${method} ${target} HTTP/1.1`, 'host: 127.0.0.1', 'connection: close'];
     for (const [name, value] of Object.entries(headers)) if (name !== 'host') lines.push(`${name}: ${value}`);
-    if (body !== undefined) lines.push('content-type: application/json', `content-length: ${Buffer.byteLength(payload)}`);
+    if (body !== undefined)
+      lines.push('content-type: application/json', `content-length: ${Buffer.byteLength(payload)}`);
     const socket = net.connect(port, '127.0.0.1', () => socket.write(`${lines.join('\r\n')}\r\n\r\n${payload}`));
     const chunks: Buffer[] = [];
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -58,7 +59,10 @@ describe('a path id longer than any id', () => {
   });
 
   it('keeps the error order: 401 for a bad token and 422 for a bad query come first', async () => {
-    const bad = await t.app.inject({ url: `/users/${longId}`, headers: { authorization: 'Bearer pat_not-a-real-token' } });
+    const bad = await t.app.inject({
+      url: `/users/${longId}`,
+      headers: { authorization: 'Bearer pat_not-a-real-token' },
+    });
     expectError(bad, 401, 'unauthorized', 'the access token is malformed, unknown, expired or revoked');
     const query = await t.app.inject({ url: `/users/${longId}/posts?perPage=0` });
     expect422(query, { perPage: ['must be at least 1'] });
@@ -96,7 +100,13 @@ describe('links in responses', () => {
   // app.inject normalizes the target to a path, so these go over a real socket.
   it('an absolute-form request target moves neither Location nor Link to its host', async () => {
     const port = await listening(t.app);
-    const created = await raw(port, 'POST', 'http://evil.example/posts', { ...ann.auth, host: 'evil.example' }, { title: 'T', body: 'B' });
+    const created = await raw(
+      port,
+      'POST',
+      'http://evil.example/posts',
+      { ...ann.auth, host: 'evil.example' },
+      { title: 'T', body: 'B' },
+    );
     expect(created.status).toBe(201);
     const id = (JSON.parse(created.body) as { id: number }).id;
     expect(created.headers.location).toBe(`/posts/${id}`);
@@ -115,13 +125,19 @@ describe('links in responses', () => {
   });
 
   it('with PUBLIC_BASE_URL they are absolute URLs under it', async () => {
-    const config = loadConfig({ LOG_LEVEL: 'silent', PUBLIC_BASE_URL: 'https://api.example.com/base', API_PREFIX: '/v1' });
+    const config = loadConfig({
+      LOG_LEVEL: 'silent',
+      PUBLIC_BASE_URL: 'https://api.example.com/base',
+      API_PREFIX: '/v1',
+    });
     const app = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
     try {
       const port = await listening(app);
       const res = await raw(port, 'POST', 'http://evil.example/v1/posts', ann.auth, { title: 'T', body: 'B' });
       expect(res.status).toBe(201);
-      expect(res.headers.location).toBe(`https://api.example.com/base/v1/posts/${(JSON.parse(res.body) as { id: number }).id}`);
+      expect(res.headers.location).toBe(
+        `https://api.example.com/base/v1/posts/${(JSON.parse(res.body) as { id: number }).id}`,
+      );
       const list = await raw(port, 'GET', '/v1/posts?perPage=1&page=2', { host: 'evil.example' });
       expect(list.headers.link).toContain('<https://api.example.com/base/v1/posts?perPage=1&page=1>; rel="first"');
     } finally {

@@ -34,7 +34,12 @@ describe('npm run seed', () => {
     expect(await one('SELECT count(*)::int AS comments FROM comments')).toEqual({ comments: 4150 });
     expect(second).toMatchObject({ users: 5, posts: 100, comments: 150, userIds: [202, 206], postIds: [2001, 2100] });
     const res = await t.app.inject({ method: 'GET', url: `/users/${existing.user.id}` });
-    expect(res.json()).toEqual({ id: existing.user.id, name: 'Already Here', role: 'user', createdAt: existing.user.createdAt });
+    expect(res.json()).toEqual({
+      id: existing.user.id,
+      name: 'Already Here',
+      role: 'user',
+      createdAt: existing.user.createdAt,
+    });
   });
 
   it('leaves every total equal to COUNT(*)', async () => {
@@ -67,17 +72,20 @@ describe('npm run seed', () => {
   it('keeps the triggers working afterwards', async () => {
     await signUp(t.app, { name: 'After The Seed' });
     expect(
-      await one(`SELECT (SELECT sum(n) FROM counters WHERE name = 'users')::int AS counter, (SELECT count(*) FROM users)::int AS users`),
+      await one(
+        `SELECT (SELECT sum(n) FROM counters WHERE name = 'users')::int AS counter, (SELECT count(*) FROM users)::int AS users`,
+      ),
     ).toEqual({ counter: 207, users: 207 });
-    expect(
-      await one(`SELECT tgenabled AS enabled FROM pg_trigger WHERE tgname = 'posts_count'`),
-    ).toEqual({ enabled: 'O' });
+    expect(await one(`SELECT tgenabled AS enabled FROM pg_trigger WHERE tgname = 'posts_count'`)).toEqual({
+      enabled: 'O',
+    });
   });
 
   it('gives unique e-mails and realistic timestamps', async () => {
-    expect(
-      await one(`SELECT count(*)::int AS users, count(DISTINCT lower(email))::int AS emails FROM users`),
-    ).toEqual({ users: 207, emails: 207 });
+    expect(await one(`SELECT count(*)::int AS users, count(DISTINCT lower(email))::int AS emails FROM users`)).toEqual({
+      users: 207,
+      emails: 207,
+    });
     expect(
       await one(`SELECT
         count(*) FILTER (WHERE updated_at < created_at)::int AS "editedBeforeCreated",

@@ -8,7 +8,6 @@ const ann = t.user({ name: 'Ann', email: 'Ann@Example.com', password: 'ann-secre
 const bob = t.user({ name: 'Bob' });
 const admin = t.admin({ name: 'Root' });
 
-
 describe('POST /users', () => {
   it('creates a user: 201, Location, no password in the body', async () => {
     const res = await t.app.inject({
@@ -18,7 +17,13 @@ describe('POST /users', () => {
     });
     expect(res.statusCode).toBe(201);
     const body = res.json();
-    expect(body).toEqual({ id: expect.any(Number), name: 'Cleo', role: 'user', email: 'cleo@example.com', createdAt: iso });
+    expect(body).toEqual({
+      id: expect.any(Number),
+      name: 'Cleo',
+      role: 'user',
+      email: 'cleo@example.com',
+      createdAt: iso,
+    });
     expect(body.id).not.toBe(999);
     expect(res.headers.location).toBe(`/users/${body.id}`);
     expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
@@ -45,7 +50,11 @@ describe('POST /users', () => {
   it('parallel sign-ups with one e-mail: exactly one wins', async () => {
     const results = await Promise.all(
       Array.from({ length: 8 }, (_, i) =>
-        t.app.inject({ method: 'POST', url: '/users', payload: { name: `Racer ${i}`, email: 'race@example.com', password: 'racing-1234' } }),
+        t.app.inject({
+          method: 'POST',
+          url: '/users',
+          payload: { name: `Racer ${i}`, email: 'race@example.com', password: 'racing-1234' },
+        }),
       ),
     );
     expect(results.map((r) => r.statusCode).sort()).toEqual([201, 409, 409, 409, 409, 409, 409, 409]);
@@ -88,7 +97,11 @@ describe('POST /users', () => {
 
 describe('POST /tokens', () => {
   it('issues an opaque bearer token with expiry and the user', async () => {
-    const res = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: 'ann@EXAMPLE.com', password: 'ann-secret-1' } });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/tokens',
+      payload: { email: 'ann@EXAMPLE.com', password: 'ann-secret-1' },
+    });
     expect(res.statusCode).toBe(201);
     const body = res.json();
     expect(body).toEqual({
@@ -106,12 +119,24 @@ describe('POST /tokens', () => {
   });
 
   it('answers the same for a wrong password and an unknown e-mail', async () => {
-    const wrong = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: ann.user.email, password: 'nope-nope' } });
-    const unknown = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: 'ghost@example.com', password: 'nope-nope' } });
+    const wrong = await t.app.inject({
+      method: 'POST',
+      url: '/tokens',
+      payload: { email: ann.user.email, password: 'nope-nope' },
+    });
+    const unknown = await t.app.inject({
+      method: 'POST',
+      url: '/tokens',
+      payload: { email: 'ghost@example.com', password: 'nope-nope' },
+    });
     for (const res of [wrong, unknown]) {
       expect(res.statusCode).toBe(401);
       expect(res.headers['www-authenticate']).toBe('Bearer');
-      expect(res.json()).toEqual({ error: 'unauthorized', message: 'e-mail or password is wrong', requestId: res.headers['x-request-id'] });
+      expect(res.json()).toEqual({
+        error: 'unauthorized',
+        message: 'e-mail or password is wrong',
+        requestId: res.headers['x-request-id'],
+      });
     }
   });
 
@@ -140,7 +165,12 @@ describe('GET /users/me and profiles', () => {
   it('/users/me answers 405 with Allow: GET, HEAD to every other method, with or without a token (not /users/{userId})', async () => {
     for (const method of ['PATCH', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'TRACE', 'PROPFIND'] as const) {
       for (const headers of [{}, ann.auth]) {
-        const res = await t.app.inject({ method, url: '/users/me', headers, payload: method === 'TRACE' ? undefined : { name: 'Me' } });
+        const res = await t.app.inject({
+          method,
+          url: '/users/me',
+          headers,
+          payload: method === 'TRACE' ? undefined : { name: 'Me' },
+        });
         expectError(res, 405, 'method_not_allowed', `${method} is not supported on /users/me; use GET, HEAD`);
         expect(res.headers.allow, method).toBe('GET, HEAD');
       }
@@ -185,47 +215,94 @@ describe('GET /users/me and profiles', () => {
 
 describe('PATCH /users/{id}', () => {
   it('the user changes their own name; only that changes', async () => {
-    const res = await t.app.inject({ method: 'PATCH', url: `/users/${bob.user.id}`, headers: bob.auth, payload: { name: 'Bobby' } });
+    const res = await t.app.inject({
+      method: 'PATCH',
+      url: `/users/${bob.user.id}`,
+      headers: bob.auth,
+      payload: { name: 'Bobby' },
+    });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toEqual({ ...bob.user, name: 'Bobby' });
   });
 
   it('another user: 403; missing user: 404 first', async () => {
-    const other = await t.app.inject({ method: 'PATCH', url: `/users/${ann.user.id}`, headers: bob.auth, payload: { name: 'Hacked' } });
+    const other = await t.app.inject({
+      method: 'PATCH',
+      url: `/users/${ann.user.id}`,
+      headers: bob.auth,
+      payload: { name: 'Hacked' },
+    });
     expect(other.statusCode).toBe(403);
     expect(other.json().error).toBe('forbidden');
-    const missing = await t.app.inject({ method: 'PATCH', url: '/users/999999', headers: bob.auth, payload: { name: 'X' } });
+    const missing = await t.app.inject({
+      method: 'PATCH',
+      url: '/users/999999',
+      headers: bob.auth,
+      payload: { name: 'X' },
+    });
     expect(missing.statusCode).toBe(404);
   });
 
   it('an admin may change anyone', async () => {
-    const res = await t.app.inject({ method: 'PATCH', url: `/users/${ann.user.id}`, headers: admin.auth, payload: { name: 'Ann B' } });
+    const res = await t.app.inject({
+      method: 'PATCH',
+      url: `/users/${ann.user.id}`,
+      headers: admin.auth,
+      payload: { name: 'Ann B' },
+    });
     expect(res.statusCode).toBe(200);
     expect(res.json().name).toBe('Ann B');
   });
 
   it('409 on a taken e-mail', async () => {
-    const res = await t.app.inject({ method: 'PATCH', url: `/users/${bob.user.id}`, headers: bob.auth, payload: { email: 'ANN@example.com' } });
+    const res = await t.app.inject({
+      method: 'PATCH',
+      url: `/users/${bob.user.id}`,
+      headers: bob.auth,
+      payload: { email: 'ANN@example.com' },
+    });
     expect(res.statusCode).toBe(409);
     expect(res.json().fieldErrors).toEqual({ email: ['is already registered'] });
   });
 
   it('a new password works and ends every other session', async () => {
     const dave = await signUp(t.app, { password: 'dave-old-pass' });
-    const second = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: dave.user.email, password: 'dave-old-pass' } });
-    const res = await t.app.inject({ method: 'PATCH', url: `/users/${dave.user.id}`, headers: dave.auth, payload: { password: 'dave-new-pass' } });
+    const second = await t.app.inject({
+      method: 'POST',
+      url: '/tokens',
+      payload: { email: dave.user.email, password: 'dave-old-pass' },
+    });
+    const res = await t.app.inject({
+      method: 'PATCH',
+      url: `/users/${dave.user.id}`,
+      headers: dave.auth,
+      payload: { password: 'dave-new-pass' },
+    });
     expect(res.statusCode).toBe(200);
     expect((await t.app.inject({ url: '/users/me', headers: dave.auth })).statusCode).toBe(200);
     const other = await t.app.inject({ url: '/users/me', headers: { authorization: `Bearer ${second.json().token}` } });
     expect(other.statusCode).toBe(401);
-    const oldLogin = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: dave.user.email, password: 'dave-old-pass' } });
+    const oldLogin = await t.app.inject({
+      method: 'POST',
+      url: '/tokens',
+      payload: { email: dave.user.email, password: 'dave-old-pass' },
+    });
     expect(oldLogin.statusCode).toBe(401);
-    const newLogin = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: dave.user.email, password: 'dave-new-pass' } });
+    const newLogin = await t.app.inject({
+      method: 'POST',
+      url: '/tokens',
+      payload: { email: dave.user.email, password: 'dave-new-pass' },
+    });
     expect(newLogin.statusCode).toBe(201);
   });
 
   it('role is not writable: 422', async () => {
-    const res = await t.app.inject({ method: 'PATCH', url: `/users/${bob.user.id}`, headers: bob.auth, payload: { role: 'admin' } });
+    const res = await t.app.inject({
+      method: 'PATCH',
+      url: `/users/${bob.user.id}`,
+      headers: bob.auth,
+      payload: { role: 'admin' },
+    });
     expect(res.statusCode).toBe(422);
     expect(res.json().fieldErrors).toEqual({ role: ['is not allowed'] });
   });
@@ -264,7 +341,11 @@ describe('tokens: list and revoke', () => {
     const short = await startTestApp({ TOKEN_TTL: '60' });
     try {
       const u = await signUp(short.app);
-      const res = await short.app.inject({ method: 'POST', url: '/tokens', payload: { email: u.user.email, password: u.password } });
+      const res = await short.app.inject({
+        method: 'POST',
+        url: '/tokens',
+        payload: { email: u.user.email, password: u.password },
+      });
       const ttl = Date.parse(res.json().expiresAt) - Date.now();
       expect(ttl).toBeGreaterThan(55_000);
       expect(ttl).toBeLessThanOrEqual(60_000);
@@ -277,7 +358,13 @@ describe('tokens: list and revoke', () => {
     const gus = await signUp(t.app);
     await t.app.inject({ method: 'POST', url: '/tokens', payload: { email: gus.user.email, password: gus.password } });
     const first = await t.app.inject({ url: '/tokens?limit=1', headers: gus.auth });
-    expect(first.json()).toEqual({ data: [expect.objectContaining({ id: gus.tokenId })], limit: 1, hasMore: true, nextCursor: gus.tokenId, prevCursor: null });
+    expect(first.json()).toEqual({
+      data: [expect.objectContaining({ id: gus.tokenId })],
+      limit: 1,
+      hasMore: true,
+      nextCursor: gus.tokenId,
+      prevCursor: null,
+    });
     expect(first.headers.link).toBe(`</tokens?limit=1&after=${gus.tokenId}>; rel="next"`);
     const second = await t.app.inject({ url: `/tokens?limit=1&after=${gus.tokenId}`, headers: gus.auth });
     expect(second.json()).toMatchObject({ limit: 1, hasMore: false, nextCursor: null });

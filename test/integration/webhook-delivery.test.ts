@@ -90,7 +90,11 @@ async function deliveries(webhookId: number): Promise<DeliveryView[]> {
 }
 
 /** Polls the deliveries until `done` holds of them. */
-async function until(webhookId: number, done: (ds: DeliveryView[]) => boolean, timeoutMs = 10_000): Promise<DeliveryView[]> {
+async function until(
+  webhookId: number,
+  done: (ds: DeliveryView[]) => boolean,
+  timeoutMs = 10_000,
+): Promise<DeliveryView[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const ds = await deliveries(webhookId);
@@ -111,7 +115,12 @@ describe('delivery', () => {
     const r = await receiver();
     const hook = await webhook(r.url, { types: ['comment.created'] });
     const postId = await post();
-    const comment = await app.inject({ method: 'POST', url: `/posts/${postId}/comments`, headers: ann.auth, payload: { body: 'c' } });
+    const comment = await app.inject({
+      method: 'POST',
+      url: `/posts/${postId}/comments`,
+      headers: ann.auth,
+      payload: { body: 'c' },
+    });
     expect(comment.statusCode).toBe(201);
     const [got] = await r.waitFor(1);
     await sleep(200);
@@ -121,7 +130,10 @@ describe('delivery', () => {
     const event = JSON.parse(body);
     const feed = await app.inject({ url: `/events?after=${event.id - 1}&limit=1` });
     expect(body).toBe(JSON.stringify(feed.json().data[0]));
-    expect(event).toMatchObject({ type: 'comment.created', resource: { type: 'comment', id: comment.json().id, path: `/posts/${postId}/comments/${comment.json().id}` } });
+    expect(event).toMatchObject({
+      type: 'comment.created',
+      resource: { type: 'comment', id: comment.json().id, path: `/posts/${postId}/comments/${comment.json().id}` },
+    });
     expect(headers['content-type']).toBe('application/json');
     expect(headers['user-agent']).toMatch(/^posts-api-webhooks\//);
     expect(headers['webhook-id']).toBe(String(event.id));
@@ -130,7 +142,14 @@ describe('delivery', () => {
     expect(headers['webhook-signature']).toBe(expectedSignature(hook.secret, String(event.id), timestamp, body));
 
     const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'delivered');
-    expect(delivery).toMatchObject({ eventId: event.id, attempt: 1, status: 'delivered', statusCode: 204, error: null, nextAttemptAt: null });
+    expect(delivery).toMatchObject({
+      eventId: event.id,
+      attempt: 1,
+      status: 'delivered',
+      statusCode: 204,
+      error: null,
+      nextAttemptAt: null,
+    });
     const stored = (await app.db.query('SELECT secret, secret_sealed FROM webhooks WHERE id = $1', [hook.id])).rows[0];
     expect(stored.secret_sealed).toBe(true);
     expect(stored.secret.includes(Buffer.from(hook.secret.slice(6), 'base64'))).toBe(false);
@@ -143,7 +162,11 @@ describe('delivery', () => {
     const got = await r.waitFor(3);
     expect(new Set(got.map((g) => g.headers['webhook-id'])).size).toBe(1);
     for (const g of got) {
-      const { 'webhook-id': id, 'webhook-timestamp': ts, 'webhook-signature': signature } = g.headers as Record<string, string>;
+      const {
+        'webhook-id': id,
+        'webhook-timestamp': ts,
+        'webhook-signature': signature,
+      } = g.headers as Record<string, string>;
       expect(signature).toBe(expectedSignature(hook.secret, id!, ts!, g.body));
     }
     // Base 100 ms: the first retry after 50–100 ms, the second after 100–200 ms (plus a poll each).
@@ -160,7 +183,11 @@ describe('delivery', () => {
     const hook = await webhook(r.url, { types: ['post.created'] });
     await post();
     const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'failed');
-    expect(delivery).toMatchObject({ statusCode: 302, error: 'redirect not followed', nextAttemptAt: expect.any(String) });
+    expect(delivery).toMatchObject({
+      statusCode: 302,
+      error: 'redirect not followed',
+      nextAttemptAt: expect.any(String),
+    });
     const read = await app.inject({ url: `/webhooks/${hook.id}`, headers: ann.auth });
     expect(read.json().failingSince).toEqual(expect.any(String));
   });
@@ -205,7 +232,12 @@ describe('delivery', () => {
     expect(r.received).toHaveLength(count);
     expect(await deliveries(hook.id)).toHaveLength(1);
 
-    const on = await app.inject({ method: 'PATCH', url: `/webhooks/${hook.id}`, headers: ann.auth, payload: { status: 'active' } });
+    const on = await app.inject({
+      method: 'PATCH',
+      url: `/webhooks/${hook.id}`,
+      headers: ann.auth,
+      payload: { status: 'active' },
+    });
     expect(on.json()).toMatchObject({ status: 'active', failingSince: null });
     await post('after');
     await r.waitFor(count + 1);

@@ -34,7 +34,12 @@ beforeEach(async () => {
 async function webhooks(count: number, types?: string[]): Promise<number[]> {
   const ids: number[] = [];
   for (let i = 0; i < count; i++) {
-    const res = await t.app.inject({ method: 'POST', url: '/webhooks', headers: ann.auth, payload: { url: `http://127.0.0.1:9/${i}`, types } });
+    const res = await t.app.inject({
+      method: 'POST',
+      url: '/webhooks',
+      headers: ann.auth,
+      payload: { url: `http://127.0.0.1:9/${i}`, types },
+    });
     ids.push(res.json().id);
   }
   return ids;
@@ -52,13 +57,18 @@ it('concurrent claims share the due deliveries and never take one twice', async 
   const claimed = claims.flat().map((c) => c.id);
   expect(new Set(claimed).size).toBe(claimed.length);
   expect(claimed.length).toBeGreaterThan(10);
-  const { rows } = await sql.query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE lease_until > now() AND attempt = 1');
+  const { rows } = await sql.query(
+    'SELECT count(*)::int AS n FROM webhook_deliveries WHERE lease_until > now() AND attempt = 1',
+  );
   expect(rows[0].n).toBe(claimed.length);
 });
 
 it('caps the attempts in flight per endpoint', async () => {
   const [id] = await webhooks(1);
-  await sql.query(`INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at) SELECT $1, e, now() FROM generate_series(1, 10) e`, [id]);
+  await sql.query(
+    `INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at) SELECT $1, e, now() FROM generate_series(1, 10) e`,
+    [id],
+  );
   expect(await queue.claim(10, 60_000)).toHaveLength(4);
   expect(await queue.claim(10, 60_000)).toHaveLength(0);
 });
@@ -70,7 +80,9 @@ it('counts attempts already in flight against the cap, and a deep backlog does n
      SELECT $1, e, now() - interval '1 hour', CASE WHEN e <= 2 THEN now() + interval '1 minute' END FROM generate_series(1, 40) e`,
     [busy],
   );
-  await sql.query(`INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at) VALUES ($1, 1, now())`, [quiet]);
+  await sql.query(`INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at) VALUES ($1, 1, now())`, [
+    quiet,
+  ]);
   const claimed = await queue.claim(10, 60_000);
   expect(claimed.filter((c) => c.webhookId === busy)).toHaveLength(2);
   expect(claimed.filter((c) => c.webhookId === quiet)).toHaveLength(1);
@@ -87,7 +99,9 @@ it('claims again, as the next attempt, a delivery whose lease ran out; the old h
   expect(second).toMatchObject({ id: first!.id, attempt: 2 });
   expect(await queue.record(first!, outcome, 86_400)).toBe(false);
   expect(await queue.record(second!, outcome, 86_400)).toBe(true);
-  const { rows } = await sql.query('SELECT attempt, status, lease_until FROM webhook_deliveries WHERE id = $1', [first!.id]);
+  const { rows } = await sql.query('SELECT attempt, status, lease_until FROM webhook_deliveries WHERE id = $1', [
+    first!.id,
+  ]);
   expect(rows[0]).toEqual({ attempt: 2, status: 'failed', lease_until: null });
 });
 
@@ -116,6 +130,8 @@ it('gives up a failed attempt that ends after its webhook was disabled', async (
   const [claimed] = await queue.claim(1, 60_000);
   await t.app.inject({ method: 'PATCH', url: `/webhooks/${id}`, headers: ann.auth, payload: { status: 'disabled' } });
   expect(await queue.record(claimed!, outcome, 86_400)).toBe(true);
-  const { rows } = await sql.query('SELECT status, next_attempt_at FROM webhook_deliveries WHERE id = $1', [claimed!.id]);
+  const { rows } = await sql.query('SELECT status, next_attempt_at FROM webhook_deliveries WHERE id = $1', [
+    claimed!.id,
+  ]);
   expect(rows[0]).toEqual({ status: 'given_up', next_attempt_at: null });
 });

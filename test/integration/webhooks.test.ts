@@ -37,7 +37,11 @@ async function create(by: SignedUp, payload: object = { url: 'https://hooks.exam
 
 describe('POST /webhooks', () => {
   it('answers 201 with the webhook, its Location and its secret, which no later answer shows', async () => {
-    const res = await create(ann, { url: 'https://hooks.example.com/in', types: ['post.created', 'comment.created'], description: 'mine' });
+    const res = await create(ann, {
+      url: 'https://hooks.example.com/in',
+      types: ['post.created', 'comment.created'],
+      description: 'mine',
+    });
     const body = res.json();
     expect(body).toEqual({
       id: expect.any(Number),
@@ -78,7 +82,11 @@ describe('POST /webhooks', () => {
     [{ url: 'https://[::1]:8443/in' }, 'url', 'must not name a loopback address'],
     [{ url: 'https://10.1.2.3/in' }, 'url', 'must not name a private address'],
     [{ url: 'https://169.254.169.254/latest' }, 'url', 'must not name a linkLocal address'],
-    [{ url: 'https://user:pw@hooks.example.com/' }, 'url', 'must not hold a user name or password (deliveries are signed instead)'],
+    [
+      { url: 'https://user:pw@hooks.example.com/' },
+      'url',
+      'must not hold a user name or password (deliveries are signed instead)',
+    ],
     [{ url: 'not a url' }, 'url', 'must be an absolute URL'],
   ])('refuses %j with a 422', async (payload, field, message) => {
     const res = await t.app.inject({ method: 'POST', url: '/webhooks', headers: ann.auth, payload });
@@ -88,7 +96,12 @@ describe('POST /webhooks', () => {
 
   it('refuses unknown event types and empty type lists', async () => {
     for (const types of [['post.exploded'], []]) {
-      const res = await t.app.inject({ method: 'POST', url: '/webhooks', headers: ann.auth, payload: { url: 'https://a.example.com', types } });
+      const res = await t.app.inject({
+        method: 'POST',
+        url: '/webhooks',
+        headers: ann.auth,
+        payload: { url: 'https://a.example.com', types },
+      });
       expect(res.statusCode, res.body).toBe(422);
       expect(Object.keys(res.json().fieldErrors)[0]).toMatch(/^types/);
     }
@@ -107,7 +120,7 @@ describe('POST /webhooks', () => {
 });
 
 describe('who may see and change a webhook', () => {
-  it('lists only your own webhooks; an admin sees everyone\'s', async () => {
+  it("lists only your own webhooks; an admin sees everyone's", async () => {
     const bobs = (await create(bob)).json();
     const mine = await t.app.inject({ url: '/webhooks?limit=100', headers: bob.auth });
     expect(mine.json().data.map((w: { userId: number }) => w.userId)).toEqual([bob.user.id]);
@@ -127,7 +140,12 @@ describe('who may see and change a webhook', () => {
     const id = (await create(ann)).json().id;
     const payload = method === 'PATCH' ? { description: 'x' } : undefined;
     const as = (headers: Record<string, string>, webhookId = id) =>
-      t.app.inject({ method: method as 'GET', url: `/webhooks/${webhookId}${suffix}`, headers, ...(payload && { payload }) });
+      t.app.inject({
+        method: method as 'GET',
+        url: `/webhooks/${webhookId}${suffix}`,
+        headers,
+        ...(payload && { payload }),
+      });
     const denied = await as(bob.auth);
     expect(denied.statusCode).toBe(403);
     expect(expectContractResponse(denied)?.message).toBe('only its owner or an admin may see or change this webhook');
@@ -139,7 +157,9 @@ describe('who may see and change a webhook', () => {
 
 describe('PATCH and DELETE /webhooks/{id}', () => {
   it('changes only the given fields; null clears types and description', async () => {
-    const created = (await create(ann, { url: 'https://a.example.com', types: ['post.created'], description: 'd' })).json();
+    const created = (
+      await create(ann, { url: 'https://a.example.com', types: ['post.created'], description: 'd' })
+    ).json();
     const res = await t.app.inject({
       method: 'PATCH',
       url: `/webhooks/${created.id}`,
@@ -148,7 +168,13 @@ describe('PATCH and DELETE /webhooks/{id}', () => {
     });
     expect(res.statusCode).toBe(200);
     const { secret: _s, ...before } = created;
-    expect(res.json()).toEqual({ ...before, url: 'https://b.example.com/x', types: null, description: null, updatedAt: expect.stringMatching(TIMESTAMP) });
+    expect(res.json()).toEqual({
+      ...before,
+      url: 'https://b.example.com/x',
+      types: null,
+      description: null,
+      updatedAt: expect.stringMatching(TIMESTAMP),
+    });
   });
 
   it('refuses an empty change and a URL it would refuse at creation', async () => {
@@ -161,18 +187,34 @@ describe('PATCH and DELETE /webhooks/{id}', () => {
 
   it('disables and re-enables: disabling gives up what was still to send, re-enabling starts after the newest event', async () => {
     const id = (await create(ann)).json().id;
-    await sql.query(`INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at) VALUES ($1, 1, now()), ($1, 2, NULL)`, [id]);
+    await sql.query(
+      `INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at) VALUES ($1, 1, now()), ($1, 2, NULL)`,
+      [id],
+    );
     await sql.query(`UPDATE webhooks SET failing_since = now() - interval '1 hour' WHERE id = $1`, [id]);
-    const off = await t.app.inject({ method: 'PATCH', url: `/webhooks/${id}`, headers: ann.auth, payload: { status: 'disabled' } });
+    const off = await t.app.inject({
+      method: 'PATCH',
+      url: `/webhooks/${id}`,
+      headers: ann.auth,
+      payload: { status: 'disabled' },
+    });
     expect(off.json()).toMatchObject({ status: 'disabled', failingSince: expect.stringMatching(TIMESTAMP) });
     const deliveries = await t.app.inject({ url: `/webhooks/${id}/deliveries`, headers: ann.auth });
     expect(deliveries.json().data.map((d: { status: string }) => d.status)).toEqual(['pending', 'given_up']);
 
     await signUp(t.app);
     await t.app.events.sequencer.run();
-    const on = await t.app.inject({ method: 'PATCH', url: `/webhooks/${id}`, headers: ann.auth, payload: { status: 'active' } });
+    const on = await t.app.inject({
+      method: 'PATCH',
+      url: `/webhooks/${id}`,
+      headers: ann.auth,
+      payload: { status: 'active' },
+    });
     expect(on.json()).toMatchObject({ status: 'active', failingSince: null });
-    const { rows } = await sql.query('SELECT cursor = (SELECT max(id) FROM events) AS caught_up FROM webhooks WHERE id = $1', [id]);
+    const { rows } = await sql.query(
+      'SELECT cursor = (SELECT max(id) FROM events) AS caught_up FROM webhooks WHERE id = $1',
+      [id],
+    );
     expect(rows[0].caught_up).toBe(true);
   });
 
@@ -182,7 +224,9 @@ describe('PATCH and DELETE /webhooks/{id}', () => {
     const res = await t.app.inject({ method: 'DELETE', url: `/webhooks/${id}`, headers: ann.auth });
     expect(res.statusCode).toBe(204);
     expect((await t.app.inject({ url: `/webhooks/${id}`, headers: ann.auth })).statusCode).toBe(404);
-    expect((await sql.query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE webhook_id = $1', [id])).rows[0].n).toBe(0);
+    expect(
+      (await sql.query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE webhook_id = $1', [id])).rows[0].n,
+    ).toBe(0);
   });
 });
 
@@ -213,13 +257,25 @@ describe('deliveries', () => {
       updatedAt: expect.stringMatching(TIMESTAMP),
     });
     expect(first.headers.link).toBe(`</webhooks/${id}/deliveries?limit=2&after=${page.nextCursor}>; rel="next"`);
-    const second = await t.app.inject({ url: `/webhooks/${id}/deliveries?limit=2&after=${page.nextCursor}`, headers: ann.auth });
+    const second = await t.app.inject({
+      url: `/webhooks/${id}/deliveries?limit=2&after=${page.nextCursor}`,
+      headers: ann.auth,
+    });
     expect(second.json().data.map((d: { eventId: number }) => d.eventId)).toEqual([1]);
 
     const deliveryId = page.data[0].id;
-    const retried = await t.app.inject({ method: 'POST', url: `/webhooks/${id}/deliveries/${deliveryId}/retry`, headers: ann.auth });
+    const retried = await t.app.inject({
+      method: 'POST',
+      url: `/webhooks/${id}/deliveries/${deliveryId}/retry`,
+      headers: ann.auth,
+    });
     expect(retried.statusCode).toBe(202);
-    expect(retried.json()).toMatchObject({ id: deliveryId, status: 'pending', attempt: 3, nextAttemptAt: expect.stringMatching(TIMESTAMP) });
+    expect(retried.json()).toMatchObject({
+      id: deliveryId,
+      status: 'pending',
+      attempt: 3,
+      nextAttemptAt: expect.stringMatching(TIMESTAMP),
+    });
   });
 
   it('retry: 404 for a delivery of another webhook, 409 while in flight or while the webhook is disabled', async () => {

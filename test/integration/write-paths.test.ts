@@ -26,8 +26,13 @@ beforeEach(() => {
 
 const firstPost = () => createPost(t.app, ann, { title: 'First' });
 
-const change = (method: 'PATCH' | 'PUT', id: number, who: SignedUp, payload: object, headers: Record<string, string> = {}) =>
-  t.app.inject({ method, url: `/posts/${id}`, headers: { ...who.auth, ...headers }, payload });
+const change = (
+  method: 'PATCH' | 'PUT',
+  id: number,
+  who: SignedUp,
+  payload: object,
+  headers: Record<string, string> = {},
+) => t.app.inject({ method, url: `/posts/${id}`, headers: { ...who.auth, ...headers }, payload });
 
 describe('a post changed without If-Match', () => {
   it.each(['PATCH', 'PUT'] as const)('%s: one statement, no transaction, the new post and ETag', async (method) => {
@@ -49,7 +54,12 @@ describe('a post changed without If-Match', () => {
 
   it("another user's post: 403 from the read after the statement wrote nothing", async () => {
     const { id } = await firstPost();
-    expectError(await change('PATCH', id, bob, { title: 'Mine' }), 403, 'forbidden', 'only its author or an admin may change this post');
+    expectError(
+      await change('PATCH', id, bob, { title: 'Mine' }),
+      403,
+      'forbidden',
+      'only its author or an admin may change this post',
+    );
     expect(transactions).not.toHaveBeenCalled();
     expect((await t.app.inject({ url: `/posts/${id}` })).json().title).toBe('First');
   });
@@ -89,7 +99,12 @@ describe('the locked sequence', () => {
 
   it('deleting a post, and changing a comment: a transaction each', async () => {
     const { id } = await firstPost();
-    const created = await t.app.inject({ method: 'POST', url: `/posts/${id}/comments`, headers: bob.auth, payload: { body: 'hi' } });
+    const created = await t.app.inject({
+      method: 'POST',
+      url: `/posts/${id}/comments`,
+      headers: bob.auth,
+      payload: { body: 'hi' },
+    });
     const commentId = (created.json() as { id: number }).id;
     transactions.mockClear();
     const patched = await t.app.inject({

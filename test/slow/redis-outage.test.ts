@@ -26,7 +26,10 @@ beforeAll(async () => {
   const env = { REDIS_URL: redis.url, RATE_LIMIT_MAX: String(MAX), LOG_LEVEL: 'silent' };
   t = await startTestApp(env);
   // A second instance on the same database: the same Redis namespace, so one shared budget.
-  second = (await buildApp({ ...loadConfig({ ...env, RATE_LIMIT_AUTH_MAX: '1000000' }), ...onTopology(t.db.url) })) as unknown as FastifyInstance;
+  second = (await buildApp({
+    ...loadConfig({ ...env, RATE_LIMIT_AUTH_MAX: '1000000' }),
+    ...onTopology(t.db.url),
+  })) as unknown as FastifyInstance;
   await second.ready();
   ann = await signUp(t.app, { name: 'Ann' });
 });
@@ -89,12 +92,17 @@ it('keeps serving while Redis is gone, and shares one budget again once it is ba
   expect(outcomes.filter((o) => o.status !== 200 && o.status !== 201)).toEqual([]);
 
   // The clients reconnect by themselves (retrying at least once a second): the shared budget returns.
-  await waitUntil('both instances count in Redis again', async () => {
-    try {
-      await expectSharedBudget();
-      return true;
-    } catch {
-      return false;
-    }
-  }, 100, 100);
+  await waitUntil(
+    'both instances count in Redis again',
+    async () => {
+      try {
+        await expectSharedBudget();
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    100,
+    100,
+  );
 });

@@ -52,7 +52,11 @@ beforeAll(async () => {
   server.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   server.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
   exited = new Promise((resolve) => server.once('exit', (code, signal) => resolve({ code, signal })));
-  await waitUntil('the server answers', async () => (await request('GET', '/health/ready').catch(() => undefined))?.statusCode === 200, 400);
+  await waitUntil(
+    'the server answers',
+    async () => (await request('GET', '/health/ready').catch(() => undefined))?.statusCode === 200,
+    400,
+  );
 });
 afterAll(async () => {
   if (server.exitCode === null && server.signalCode === null) server.kill('SIGKILL');
@@ -64,7 +68,11 @@ interface Reply extends AnyResponse {
 }
 
 /** One request on its own connection (no keep-alive), or on the given agent's. */
-function request(method: string, path: string, options: { body?: object; token?: string; agent?: http.Agent } = {}): Promise<Reply> {
+function request(
+  method: string,
+  path: string,
+  options: { body?: object; token?: string; agent?: http.Agent } = {},
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
     const req = http.request(
@@ -75,7 +83,10 @@ function request(method: string, path: string, options: { body?: object; token?:
         path,
         agent: options.agent ?? false,
         headers: {
-          ...(payload !== undefined && { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) }),
+          ...(payload !== undefined && {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(payload),
+          }),
           ...(options.token && { authorization: `Bearer ${options.token}` }),
         },
       },
@@ -83,7 +94,14 @@ function request(method: string, path: string, options: { body?: object; token?:
         let body = '';
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => (body += chunk));
-        res.on('end', () => resolve({ statusCode: res.statusCode!, headers: res.headers as Reply['headers'], body, json: () => JSON.parse(body) }));
+        res.on('end', () =>
+          resolve({
+            statusCode: res.statusCode!,
+            headers: res.headers as Reply['headers'],
+            body,
+            json: () => JSON.parse(body),
+          }),
+        );
         res.on('error', reject);
       },
     );
@@ -95,9 +113,13 @@ function request(method: string, path: string, options: { body?: object; token?:
 it('finishes in-flight requests, refuses new connections, answers late requests with the error body, exits 0', async () => {
   // A user, a token, a post to fight over.
   const password = 'shutdown-password';
-  expect((await request('POST', '/users', { body: { name: 'Sig', email: 'sig@example.com', password } })).statusCode).toBe(201);
-  const token = (await request('POST', '/tokens', { body: { email: 'sig@example.com', password } })).json().token as string;
-  const postId = (await request('POST', '/posts', { token, body: { title: 'contended', body: 'b' } })).json().id as number;
+  expect(
+    (await request('POST', '/users', { body: { name: 'Sig', email: 'sig@example.com', password } })).statusCode,
+  ).toBe(201);
+  const token = (await request('POST', '/tokens', { body: { email: 'sig@example.com', password } })).json()
+    .token as string;
+  const postId = (await request('POST', '/posts', { token, body: { title: 'contended', body: 'b' } })).json()
+    .id as number;
 
   // The test's own connection holds the post's row lock.
   const locker = new pg.Client({ connectionString: db.url });
@@ -110,7 +132,9 @@ it('finishes in-flight requests, refuses new connections, answers late requests 
   const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 8 });
   const settled: boolean[] = [];
   const inFlight = Array.from({ length: 4 }, (_, i) =>
-    request('PATCH', `/posts/${postId}`, { token, agent: keepAlive, body: { title: `in flight ${i}` } }).finally(() => (settled[i] = true)),
+    request('PATCH', `/posts/${postId}`, { token, agent: keepAlive, body: { title: `in flight ${i}` } }).finally(
+      () => (settled[i] = true),
+    ),
   );
   // And one more on a raw connection, so that a second request can follow it later on the same socket.
   const raw = connect(port, '127.0.0.1');
@@ -151,7 +175,9 @@ it('finishes in-flight requests, refuses new connections, answers late requests 
     while (loading) {
       const title = i === 0 ? `load ${(serial += 1)}` : undefined;
       const startedAt = performance.now();
-      const outcome: LoadOutcome = await (title ? request('POST', '/posts', { token, body: { title, body: 'b' } }) : request('GET', '/posts?perPage=2'))
+      const outcome: LoadOutcome = await (
+        title ? request('POST', '/posts', { token, body: { title, body: 'b' } }) : request('GET', '/posts?perPage=2')
+      )
         .then((res) => {
           expectContractResponse(res, { allow5xx: [503] });
           return { title, startedAt, status: res.statusCode };
@@ -175,7 +201,9 @@ it('finishes in-flight requests, refuses new connections, answers late requests 
   // A request arriving after the signal on a connection that was open all along (pipelined
   // behind the blocked PATCH): the server handles it with the contract's 503.
   raw.write('GET /posts HTTP/1.1\r\nHost: x\r\nX-Request-Id: late-request\r\n\r\n');
-  await waitUntil('the late request is turned away', () => /"requestId":"late-request"[^\n]*the server is shutting down/.test(output));
+  await waitUntil('the late request is turned away', () =>
+    /"requestId":"late-request"[^\n]*the server is shutting down/.test(output),
+  );
 
   // Let go: every in-flight request now completes, with its real answer.
   await locker.query('COMMIT');
@@ -201,7 +229,12 @@ it('finishes in-flight requests, refuses new connections, answers late requests 
   expect(responses[0]).toMatch(/^HTTP\/1\.1 200 [^]*\r\nConnection: close\r\n/i);
   for (const extra of responses.slice(1)) {
     const [head, body] = extra.split('\r\n\r\n') as [string, string];
-    const headers = Object.fromEntries(head.split('\r\n').slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+    const headers = Object.fromEntries(
+      head
+        .split('\r\n')
+        .slice(1)
+        .map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]),
+    );
     expectContractResponse({ statusCode: Number(head.split(' ')[1]), headers, body }, { allow5xx: [503] });
   }
   expect(output).not.toMatch(/refusing to accept new requests/);
@@ -219,10 +252,17 @@ it('finishes in-flight requests, refuses new connections, answers late requests 
   // Every acknowledged write is stored, and nothing else: a write that got no 201 left no trace.
   const check = new pg.Client({ connectionString: db.url });
   await check.connect();
-  const stored = (await check.query<{ title: string }>("SELECT title FROM posts WHERE title LIKE 'load %'")).rows.map((r) => r.title);
+  const stored = (await check.query<{ title: string }>("SELECT title FROM posts WHERE title LIKE 'load %'")).rows.map(
+    (r) => r.title,
+  );
   await check.end();
   const writes = load.filter((o) => o.title !== undefined);
-  expect(stored.sort()).toEqual(writes.filter((o) => o.status === 201).map((o) => o.title!).sort());
+  expect(stored.sort()).toEqual(
+    writes
+      .filter((o) => o.status === 201)
+      .map((o) => o.title!)
+      .sort(),
+  );
   expect(output).toMatch(/"msg":"shutting down"/);
   // No bug on the way down: no 500, no unhandled error, nothing fatal.
   expect(output).not.toMatch(/"status":500|unhandled error|"level":60/);

@@ -11,7 +11,12 @@ describe('changeLabels', () => {
   it('created: the item, its lists and what it references', () => {
     expect(changeLabels('created', 'posts', post)).toEqual(['posts/7', 'posts', 'users/3/posts', 'users/3']);
     expect(changeLabels('created', 'comments', comment)).toEqual([
-      'comments/9', 'comments', 'posts/7/comments', 'users/4/comments', 'posts/7', 'users/4',
+      'comments/9',
+      'comments',
+      'posts/7/comments',
+      'users/4/comments',
+      'posts/7',
+      'users/4',
     ]);
   });
 
@@ -20,7 +25,13 @@ describe('changeLabels', () => {
   });
 
   it('deleted: as created, plus everything under the item', () => {
-    expect(changeLabels('deleted', 'posts', post)).toEqual(['posts/7', 'posts', 'users/3/posts', 'users/3', 'posts/7/*']);
+    expect(changeLabels('deleted', 'posts', post)).toEqual([
+      'posts/7',
+      'posts',
+      'users/3/posts',
+      'users/3',
+      'posts/7/*',
+    ]);
   });
 });
 
@@ -29,33 +40,66 @@ describe('entryLabels', () => {
 
   it('a single resource: itself and the parents it lives under, API prefix or not', () => {
     expect(entryLabels(routeShape('/posts/:postId'), { postId: '7' }, {}, { id: 7 })).toEqual(['posts/7']);
-    expect(entryLabels(routeShape('/v1/posts/:postId/comments/:commentId'), { postId: '7', commentId: '9' }, {}, {})).toEqual([
-      'posts/7/*',
-      'comments/9',
-    ]);
+    expect(
+      entryLabels(routeShape('/v1/posts/:postId/comments/:commentId'), { postId: '7', commentId: '9' }, {}, {}),
+    ).toEqual(['posts/7/*', 'comments/9']);
   });
 
   it('a list: its scope (filters ignored), its items, and #updated when its order can change', () => {
-    expect(entryLabels(routeShape('/posts'), {}, { author: 3, page: 2 }, list)).toEqual(['posts', 'posts/1', 'posts/2']);
-    expect(entryLabels(routeShape('/users/:userId/posts'), { userId: '3' }, { sort: '-createdAt' }, list)).toEqual([
-      'users/3/*', 'users/3/posts', 'posts/1', 'posts/2',
+    expect(entryLabels(routeShape('/posts'), {}, { author: 3, page: 2 }, list)).toEqual([
+      'posts',
+      'posts/1',
+      'posts/2',
     ]);
-    expect(entryLabels(routeShape('/posts/:postId/comments'), { postId: '7' }, {}, { data: [] })).toEqual(['posts/7/*', 'posts/7/comments']);
-    expect(entryLabels(routeShape('/posts'), {}, { sort: '-updatedAt' }, { data: [] })).toEqual(['posts', 'posts#updated']);
+    expect(entryLabels(routeShape('/users/:userId/posts'), { userId: '3' }, { sort: '-createdAt' }, list)).toEqual([
+      'users/3/*',
+      'users/3/posts',
+      'posts/1',
+      'posts/2',
+    ]);
+    expect(entryLabels(routeShape('/posts/:postId/comments'), { postId: '7' }, {}, { data: [] })).toEqual([
+      'posts/7/*',
+      'posts/7/comments',
+    ]);
+    expect(entryLabels(routeShape('/posts'), {}, { sort: '-updatedAt' }, { data: [] })).toEqual([
+      'posts',
+      'posts#updated',
+    ]);
     expect(entryLabels(routeShape('/posts'), {}, { q: 'word' }, { data: [] })).toEqual(['posts', 'posts#updated']);
     // Creation times never change; fields and include only shape the items.
-    const shaped = { createdAfter: '2026-01-01T00:00:00Z', createdBefore: '2026-02-01T00:00:00Z', fields: 'title', before: 4 };
+    const shaped = {
+      createdAfter: '2026-01-01T00:00:00Z',
+      createdBefore: '2026-02-01T00:00:00Z',
+      fields: 'title',
+      before: 4,
+    };
     expect(entryLabels(routeShape('/posts'), {}, shaped, { data: [] })).toEqual(['posts']);
   });
 
   it('embedded authors: each once, on lists and single items, so a rename evicts them', () => {
-    const embedded = { data: [{ id: 1, author: { id: 3, name: 'a' } }, { id: 2, author: { id: 3, name: 'a' } }, { id: 5, author: { id: 4, name: 'b' } }] };
+    const embedded = {
+      data: [
+        { id: 1, author: { id: 3, name: 'a' } },
+        { id: 2, author: { id: 3, name: 'a' } },
+        { id: 5, author: { id: 4, name: 'b' } },
+      ],
+    };
     expect(entryLabels(routeShape('/posts'), {}, { include: 'author' }, embedded)).toEqual([
-      'posts', 'posts/1', 'posts/2', 'posts/5', 'users/3', 'users/4',
+      'posts',
+      'posts/1',
+      'posts/2',
+      'posts/5',
+      'users/3',
+      'users/4',
     ]);
-    expect(entryLabels(routeShape('/posts/:postId'), { postId: '7' }, { include: 'author' }, { id: 7, author: { id: 3, name: 'a' } })).toEqual([
-      'posts/7', 'users/3',
-    ]);
+    expect(
+      entryLabels(
+        routeShape('/posts/:postId'),
+        { postId: '7' },
+        { include: 'author' },
+        { id: 7, author: { id: 3, name: 'a' } },
+      ),
+    ).toEqual(['posts/7', 'users/3']);
     expect(changeLabels('updated', 'users', { id: 3 })).toContain('users/3');
   });
 });

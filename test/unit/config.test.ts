@@ -98,7 +98,11 @@ describe('loadConfig', () => {
     ['LOG_LEVEL', 'loud', 'must be one of fatal, error, warn, info, debug, trace, silent'],
     ['DATABASE_URL', 'mysql://x', 'must be a postgres:// or postgresql:// URL'],
     ['API_PREFIX', 'v1', 'must be empty or a path such as /v1, without a trailing slash'],
-    ['TRUST_PROXY', 'maybe', 'must be false, true, a hop count (e.g. 1), or comma-separated IP addresses or CIDRs of trusted proxies'],
+    [
+      'TRUST_PROXY',
+      'maybe',
+      'must be false, true, a hop count (e.g. 1), or comma-separated IP addresses or CIDRs of trusted proxies',
+    ],
     ['REDIS_URL', 'http://x', 'must be a redis:// or rediss:// URL'],
     ['PG_POOL_MAX', '0', 'must be an integer from 1 to 1000'],
     ['RESPONSE_CACHE_MAX_AGE_MS', '0', 'must be an integer from 1 to 3600000'],
@@ -106,7 +110,11 @@ describe('loadConfig', () => {
     ['AUTH_CACHE_MS', '-1', 'must be an integer from 0 to 60000'],
     ['AUTH_CACHE_MS', '60001', 'must be an integer from 0 to 60000'],
     ['DATABASE_PREPARED_STATEMENTS', 'auto', 'must be one of on, off'],
-    ['CORS_ORIGINS', 'foo', 'must be *, or comma-separated origins scheme://host[:port] without a path (e.g. https://app.example.com)'],
+    [
+      'CORS_ORIGINS',
+      'foo',
+      'must be *, or comma-separated origins scheme://host[:port] without a path (e.g. https://app.example.com)',
+    ],
   ])('a bad %s=%s stops start-up naming the variable and what it must be', (name, value, words) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(`${name}=${JSON.stringify(value)}: ${words}`);
@@ -128,7 +136,12 @@ describe('loadConfig', () => {
   });
 
   it('never repeats a password from a rejected URL', () => {
-    expect(() => loadConfig({ DATABASE_URL: 'mysql://app:s3cret@db/x', DATABASE_READ_URL: 'postgres://a:pw1@r1/x,mysql://b:pw2@r2/x' })).toThrow(
+    expect(() =>
+      loadConfig({
+        DATABASE_URL: 'mysql://app:s3cret@db/x',
+        DATABASE_READ_URL: 'postgres://a:pw1@r1/x,mysql://b:pw2@r2/x',
+      }),
+    ).toThrow(
       new ConfigError([
         'DATABASE_URL="mysql://app:***@db/x": must be a postgres:// or postgresql:// URL',
         'DATABASE_READ_URL="postgres://a:***@r1/x,mysql://b:***@r2/x": must be postgres:// or postgresql:// URLs separated by commas',
@@ -139,18 +152,27 @@ describe('loadConfig', () => {
   it.each([
     ['*', ['*']],
     ['https://app.example.com', ['https://app.example.com']],
-    ['http://localhost:5173, https://[::1]:8443,https://a.example', ['http://localhost:5173', 'https://[::1]:8443', 'https://a.example']],
+    [
+      'http://localhost:5173, https://[::1]:8443,https://a.example',
+      ['http://localhost:5173', 'https://[::1]:8443', 'https://a.example'],
+    ],
     ['', []],
   ])('CORS_ORIGINS=%j are origins', (value, origins) => {
     expect(loadConfig({ CORS_ORIGINS: value }).corsOrigins).toEqual(origins);
   });
 
-  it.each(['foo', 'https://app.example.com/', 'https://a.example/path', 'a.example:443', '*, https://a.example', 'https://a.example,'])(
-    'CORS_ORIGINS=%j is not an origin list',
-    (value) => {
-      expect(() => loadConfig({ CORS_ORIGINS: value })).toThrow(`CORS_ORIGINS=${JSON.stringify(value)}: must be *, or comma-separated origins`);
-    },
-  );
+  it.each([
+    'foo',
+    'https://app.example.com/',
+    'https://a.example/path',
+    'a.example:443',
+    '*, https://a.example',
+    'https://a.example,',
+  ])('CORS_ORIGINS=%j is not an origin list', (value) => {
+    expect(() => loadConfig({ CORS_ORIGINS: value })).toThrow(
+      `CORS_ORIGINS=${JSON.stringify(value)}: must be *, or comma-separated origins`,
+    );
+  });
 });
 
 describe('describeConnections', () => {
@@ -193,7 +215,7 @@ describe('loadEnvFile', () => {
   it('adds the variables of the file; one set in the environment, even empty, wins', async () => {
     const env = await load(
       '# a comment\n\nRATE_LIMIT_MAX=7\nexport LOG_LEVEL=warn\nAPI_PREFIX="/v1" # inline comment\nPORT=4000\nDATABASE_URL=postgres://file/db\n' +
-        "CORS_ORIGINS='https://a.example'\nMULTI=\"two\nlines\"\nPOSTGRES_PASSWORD=compose-only\n",
+        'CORS_ORIGINS=\'https://a.example\'\nMULTI="two\nlines"\nPOSTGRES_PASSWORD=compose-only\n',
       { PORT: '5000', DATABASE_URL: '' },
     );
     expect(env).toEqual({
@@ -206,7 +228,13 @@ describe('loadEnvFile', () => {
       MULTI: 'two\nlines',
       POSTGRES_PASSWORD: 'compose-only',
     });
-    expect(loadConfig(env)).toMatchObject({ rateLimit: { max: 7 }, logLevel: 'warn', apiPrefix: '/v1', port: 5000, databaseUrl: undefined });
+    expect(loadConfig(env)).toMatchObject({
+      rateLimit: { max: 7 },
+      logLevel: 'warn',
+      apiPrefix: '/v1',
+      port: 5000,
+      databaseUrl: undefined,
+    });
   });
 
   it('takes .env.example as it is, compose-only variables included', async () => {

@@ -46,7 +46,9 @@ describe('databaseFailure', () => {
 
   it('a table, column or function gone is the schema changed under the service', () => {
     for (const code of ['42P01', '42703', '42883']) {
-      expect(databaseCause(failing(code))).toBe("the database's schema is not the one this version of the service needs (run npm run migrate)");
+      expect(databaseCause(failing(code))).toBe(
+        "the database's schema is not the one this version of the service needs (run npm run migrate)",
+      );
     }
   });
 

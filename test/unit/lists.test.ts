@@ -21,8 +21,18 @@ describe('pageRequest', () => {
     }
   });
   it('a key travels with its anchor into cursor mode', () => {
-    expect(pageRequest({ after: 7, afterKey: 'k', limit: 3 })).toEqual({ kind: 'cursor', after: 7, afterKey: 'k', limit: 3 });
-    expect(pageRequest({ before: 7, beforeKey: 'k' })).toEqual({ kind: 'cursor', before: 7, beforeKey: 'k', limit: 20 });
+    expect(pageRequest({ after: 7, afterKey: 'k', limit: 3 })).toEqual({
+      kind: 'cursor',
+      after: 7,
+      afterKey: 'k',
+      limit: 3,
+    });
+    expect(pageRequest({ before: 7, beforeKey: 'k' })).toEqual({
+      kind: 'cursor',
+      before: 7,
+      beforeKey: 'k',
+      limit: 20,
+    });
   });
   it('mixing the modes names every cursor parameter sent', () => {
     try {

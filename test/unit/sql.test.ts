@@ -27,7 +27,10 @@ describe('sql tag', () => {
   it('numbers parameters in text order through nested fragments, with any separator', () => {
     const inner = sql`c IN (${join([sql`${'x'}`, sql`${'y'}`])})`;
     const q = toQuery(sql`SELECT 1 WHERE ${join([sql`a = ${1}`, inner, sql`b = ${2}`], ' OR ')} LIMIT ${3}`, false);
-    expect(q).toEqual({ text: 'SELECT 1 WHERE a = $1 OR c IN ($2, $3) OR b = $4 LIMIT $5', values: [1, 'x', 'y', 2, 3] });
+    expect(q).toEqual({
+      text: 'SELECT 1 WHERE a = $1 OR c IN ($2, $3) OR b = $4 LIMIT $5',
+      values: [1, 'x', 'y', 2, 3],
+    });
   });
 
   it('a value that looks like SQL or like a fragment is still a parameter', () => {

@@ -14,7 +14,11 @@ describe('rangeOf', () => {
     expect(rangeOf({ createdAfter: '2026-01-01T00:00:00Z' })).toEqual({ createdAfter: '2026-01-01T00:00:00Z' });
     expect(rangeOf({ createdAfter: '2026-01-01T00:00:00.1Z' }).createdAfter).toBe('2026-01-01T00:00:00.1Z');
     expect(rangeOf({ createdAfter: '2026-01-01T00:00:00.123000000Z' }).createdAfter).toBe('2026-01-01T00:00:00.123Z');
-    expect(rangeOf({ createdBefore: '2026-01-01T00:00:00.1230000001+02:00' }).createdBefore).toBe('2026-01-01T00:00:00.1235+02:00');
-    expect(rangeOf({ createdBefore: '2026-01-01T00:00:00.999999999Z' }).createdBefore).toBe('2026-01-01T00:00:00.9995Z');
+    expect(rangeOf({ createdBefore: '2026-01-01T00:00:00.1230000001+02:00' }).createdBefore).toBe(
+      '2026-01-01T00:00:00.1235+02:00',
+    );
+    expect(rangeOf({ createdBefore: '2026-01-01T00:00:00.999999999Z' }).createdBefore).toBe(
+      '2026-01-01T00:00:00.9995Z',
+    );
   });
 });

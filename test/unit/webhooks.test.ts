@@ -51,7 +51,9 @@ describe('targets', () => {
     expect(urlProblem('https://hooks.example.com/x?y=1', strict)).toBeUndefined();
     expect(urlProblem('http://hooks.example.com/x', strict)).toBe('must be an https URL');
     expect(urlProblem('http://hooks.example.com/x', { ...strict, allowHttp: true })).toBeUndefined();
-    expect(urlProblem('ftp://hooks.example.com/x', { ...strict, allowHttp: true })).toBe('must be an http or https URL');
+    expect(urlProblem('ftp://hooks.example.com/x', { ...strict, allowHttp: true })).toBe(
+      'must be an http or https URL',
+    );
     expect(urlProblem('https://[fe80::1]/x', strict)).toBe('must not name a linkLocal address');
     expect(urlProblem('https://[fe80::1]/x', { ...strict, allowPrivate: true })).toBeUndefined();
     expect(urlProblem('https://a.example.com/#frag', strict)).toBe('must not hold a fragment');

@@ -39,7 +39,15 @@
 import { raw, sql, toQuery, type SqlFragment } from '../sql.js';
 import type { Queryable } from '../pool.js';
 import { validation } from '../../errors.js';
-import { type CursorResult, type ListPlan, type ListSource, type PageRequest, pageSize, strip, where } from './common.js';
+import {
+  type CursorResult,
+  type ListPlan,
+  type ListSource,
+  type PageRequest,
+  pageSize,
+  strip,
+  where,
+} from './common.js';
 import { keyText, parseKey } from './keys.js';
 
 /**
@@ -89,7 +97,12 @@ export async function runCursor<T extends { id: number }, F extends string, Filt
   return cursorResult(read, rows.length > page.limit, backward, (backward ? page.before : page.after) !== undefined);
 }
 
-function anchorOf<F extends string, Filter>(source: ListSource<F, Filter>, plan: ListPlan, page: CursorPage, backward: boolean): Anchor {
+function anchorOf<F extends string, Filter>(
+  source: ListSource<F, Filter>,
+  plan: ListPlan,
+  page: CursorPage,
+  backward: boolean,
+): Anchor {
   const [idName, keyName] = backward ? (['before', 'beforeKey'] as const) : (['after', 'afterKey'] as const);
   const anchorId = backward ? page.before : page.after;
   const anchorKey = backward ? page.beforeKey : page.afterKey;

@@ -25,7 +25,14 @@ export function parseKey(key: SortColumn['key'], value: string, name: 'afterKey'
 function isExactTimestamp(value: string): boolean {
   const m = KEY_TIMESTAMP.exec(value);
   if (!m) return false;
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   const date = new Date(0);
   date.setUTCFullYear(year, month - 1, day);
   date.setUTCHours(hour, minute, second);

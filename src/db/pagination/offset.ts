@@ -23,7 +23,15 @@
  */
 import { raw, sql, toQuery, type SqlFragment } from '../sql.js';
 import { perDatabase, type Queryable } from '../pool.js';
-import { type ListOptions, type ListPlan, type ListSource, type OffsetResult, TOTAL_CAP, pageSize, strip } from './common.js';
+import {
+  type ListOptions,
+  type ListPlan,
+  type ListSource,
+  type OffsetResult,
+  TOTAL_CAP,
+  pageSize,
+  strip,
+} from './common.js';
 
 /** How far past the cap a count goes where a proof can be kept: a proof then survives this many removals. */
 const PROOF_SLACK = 1_000;

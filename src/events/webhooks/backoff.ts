@@ -15,7 +15,13 @@ export interface BackoffSettings {
  * After attempt `attempt` (1 = the first) failed at `now` on a delivery made
  * at `createdAt`: when to try again, or null to give up.
  */
-export function nextAttemptAt(attempt: number, createdAt: Date, now: Date, settings: BackoffSettings, random = Math.random): Date | null {
+export function nextAttemptAt(
+  attempt: number,
+  createdAt: Date,
+  now: Date,
+  settings: BackoffSettings,
+  random = Math.random,
+): Date | null {
   const deadline = createdAt.getTime() + settings.giveUpAfterSeconds * 1000;
   if (now.getTime() >= deadline) return null;
   const full = Math.min(settings.retryBaseMs * 2 ** Math.min(attempt - 1, 30), MAX_DELAY_MS);

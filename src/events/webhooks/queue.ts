@@ -140,7 +140,11 @@ export function webhookQueue(db: Queryable) {
      * webhook and gives up its other deliveries still to send. A failure that
      * ends after its webhook was disabled is given up too.
      */
-    async record(claimed: Pick<Claimed, 'id' | 'attempt' | 'webhookId'>, outcome: Outcome, disableAfterSeconds: number): Promise<boolean> {
+    async record(
+      claimed: Pick<Claimed, 'id' | 'attempt' | 'webhookId'>,
+      outcome: Outcome,
+      disableAfterSeconds: number,
+    ): Promise<boolean> {
       const status = outcome.ok ? 'delivered' : outcome.nextAttemptAt ? 'failed' : 'given_up';
       const { rows } = await db.query<{ recorded: boolean }>(
         prepared(

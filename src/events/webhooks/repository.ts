@@ -3,7 +3,14 @@
  * deliveries. The delivery queue itself is in queue.ts.
  */
 import type { Queryable } from '../../db/pool.js';
-import { idColumn, runList, timestampColumn, type ListSource, type PageRequest, type Sort } from '../../db/pagination.js';
+import {
+  idColumn,
+  runList,
+  timestampColumn,
+  type ListSource,
+  type PageRequest,
+  type Sort,
+} from '../../db/pagination.js';
 import { prepared, sql } from '../../db/sql.js';
 import type { EventType } from '../repository.js';
 import type { WebhookSortField } from './schemas.js';
@@ -56,7 +63,10 @@ const webhookList: ListSource<WebhookSortField, number | undefined> = {
   sortColumns: { id: idColumn, createdAt: timestampColumn('created_at') },
   scope: (userId) => (userId === undefined ? [] : [sql`user_id = ${userId}`]),
   // A user holds few webhooks, all of them few enough to count.
-  total: (userId) => (userId === undefined ? sql`SELECT count(*) FROM webhooks` : sql`SELECT count(*) FROM webhooks WHERE user_id = ${userId}`),
+  total: (userId) =>
+    userId === undefined
+      ? sql`SELECT count(*) FROM webhooks`
+      : sql`SELECT count(*) FROM webhooks WHERE user_id = ${userId}`,
 };
 
 const deliveryList: ListSource<'id', number> = {
@@ -77,7 +87,12 @@ export function webhooksRepository(db: Queryable) {
     },
 
     /** Starts after the newest numbered event: a webhook gets the events that follow its creation. */
-    async create(id: number, userId: number, fields: Required<Omit<WebhookChanges, 'status'>>, secret: StoredSecret): Promise<Webhook> {
+    async create(
+      id: number,
+      userId: number,
+      fields: Required<Omit<WebhookChanges, 'status'>>,
+      secret: StoredSecret,
+    ): Promise<Webhook> {
       const { rows } = await db.query<Webhook>(
         prepared(
           `INSERT INTO webhooks (id, user_id, url, types, description, secret, secret_sealed, cursor)

@@ -7,7 +7,18 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
-import { BODY_ERRORS, COMMON_ERRORS, Count, CursorPage, ETag, LinkHeader, ListEnvelope, ListQuery, NoContent, errorResponses } from '../../schemas/common.js';
+import {
+  BODY_ERRORS,
+  COMMON_ERRORS,
+  Count,
+  CursorPage,
+  ETag,
+  LinkHeader,
+  ListEnvelope,
+  ListQuery,
+  NoContent,
+  errorResponses,
+} from '../../schemas/common.js';
 import { ConditionalGetHeaders, NotModified, WithEtag, listResponses } from '../../schemas/conditional.js';
 import { conflict, notFound, validation } from '../../errors.js';
 import { loadOwned, type OwnershipRule } from '../../use-cases/change-owned.js';
@@ -43,9 +54,17 @@ const BacklogSchema = Type.Object(
   {
     status: Type.Literal('ok'),
     due: { ...Count, description: 'deliveries due now and not in flight' },
-    oldestDueSeconds: Type.Number({ minimum: 0, maximum: 1e10, description: 'how long the oldest due delivery has waited, s; 0 when none' }),
+    oldestDueSeconds: Type.Number({
+      minimum: 0,
+      maximum: 1e10,
+      description: 'how long the oldest due delivery has waited, s; 0 when none',
+    }),
     inFlight: { ...Count, description: 'attempts being sent now, over every instance' },
-    eventsBehind: Type.Number({ minimum: 0, maximum: 1e16, description: 'numbered events the furthest-behind active webhook has not fanned out yet' }),
+    eventsBehind: Type.Number({
+      minimum: 0,
+      maximum: 1e16,
+      description: 'numbered events the furthest-behind active webhook has not fanned out yet',
+    }),
     disabledWebhooks: Count,
   },
   { additionalProperties: false, description: 'the webhook delivery backlog, for monitoring' },
@@ -100,7 +119,10 @@ const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (ap
           security: secured,
           body: CreateWebhookBody,
           response: {
-            201: { ...CreatedWebhookSchema, headers: { Location: { type: 'string', maxLength: 2048, description: 'the URL of the new webhook' } } },
+            201: {
+              ...CreatedWebhookSchema,
+              headers: { Location: { type: 'string', maxLength: 2048, description: 'the URL of the new webhook' } },
+            },
             ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS),
           },
         },
@@ -110,7 +132,12 @@ const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (ap
         checkUrl(url);
         const id = await webhooks.nextId();
         const { bytes, shown } = newSecret();
-        const webhook = await webhooks.create(id, request.user!.id, { url, types, description }, sealSecret(bytes, id, secretKey));
+        const webhook = await webhooks.create(
+          id,
+          request.user!.id,
+          { url, types, description },
+          sealSecret(bytes, id, secretKey),
+        );
         reply.code(201).header('location', linkTo(request, `/${webhook.id}`));
         return { ...webhook, secret: shown };
       },
@@ -123,7 +150,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (ap
         schema: {
           tags,
           operationId: 'listWebhooks',
-          summary: 'List your webhooks (an admin: everyone\'s)',
+          summary: "List your webhooks (an admin: everyone's)",
           security: secured,
           querystring: ListQuery(WEBHOOK_SORT_FIELDS),
           headers: ConditionalGetHeaders,
@@ -150,7 +177,11 @@ const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (ap
           security: secured,
           params: WebhookParams,
           headers: ConditionalGetHeaders,
-          response: { 200: WithEtag(WebhookSchema, 'the webhook'), 304: NotModified, ...errorResponses(...COMMON_ERRORS, 403, 404) },
+          response: {
+            200: WithEtag(WebhookSchema, 'the webhook'),
+            304: NotModified,
+            ...errorResponses(...COMMON_ERRORS, 403, 404),
+          },
         },
       },
       async (request) => load(request),
@@ -170,7 +201,10 @@ const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (ap
           security: secured,
           params: WebhookParams,
           body: UpdateWebhookBody,
-          response: { 200: Type.Ref(WebhookSchema, { description: 'the webhook as changed' }), ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404) },
+          response: {
+            200: Type.Ref(WebhookSchema, { description: 'the webhook as changed' }),
+            ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404),
+          },
         },
       },
       async (request) => {
@@ -213,12 +247,24 @@ const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (ap
           params: WebhookParams,
           querystring: DeliveryListQuery,
           headers: ConditionalGetHeaders,
-          response: listResponses(CursorPage(Type.Ref(DeliverySchema), { description: 'a page of deliveries, newest first', headers: { ETag, Link: LinkHeader } }), 403, 404),
+          response: listResponses(
+            CursorPage(Type.Ref(DeliverySchema), {
+              description: 'a page of deliveries, newest first',
+              headers: { ETag, Link: LinkHeader },
+            }),
+            403,
+            404,
+          ),
         },
       },
       async (request, reply) => {
         await load(request);
-        const page = { kind: 'cursor' as const, after: request.query.after, afterKey: undefined, limit: request.query.limit ?? 20 };
+        const page = {
+          kind: 'cursor' as const,
+          after: request.query.after,
+          afterKey: undefined,
+          limit: request.query.limit ?? 20,
+        };
         const result = await webhooks.deliveries(request.params.webhookId, page);
         if (!result) throw notFound(`webhook ${request.params.webhookId} does not exist`);
         const envelope = listResponse(request, reply, result, page);
@@ -245,7 +291,8 @@ const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (ap
       },
       async (request, reply) => {
         const webhook = await load(request);
-        if (webhook.status === 'disabled') throw conflict('the webhook is disabled: re-enable it with PATCH status active first');
+        if (webhook.status === 'disabled')
+          throw conflict('the webhook is disabled: re-enable it with PATCH status active first');
         const { webhookId, deliveryId } = request.params;
         const delivery = await webhooks.retry(webhookId, deliveryId);
         if (delivery === undefined) throw notFound(`delivery ${deliveryId} of webhook ${webhookId} does not exist`);

@@ -9,11 +9,15 @@ export type WebhookSortField = (typeof WEBHOOK_SORT_FIELDS)[number];
 const Url = Type.String({
   maxLength: 2000,
   allOf: [Storable],
-  description: 'where events are POSTed: https, and not a private, loopback or link-local address (unless the operator allows them)',
+  description:
+    'where events are POSTed: https, and not a private, loopback or link-local address (unless the operator allows them)',
   examples: ['https://hooks.example.com/posts-api'],
 });
 const Types = Type.Union(
-  [Type.Array(StringEnum([...EVENT_TYPES]), { minItems: 1, maxItems: EVENT_TYPES.length, uniqueItems: true }), Type.Null()],
+  [
+    Type.Array(StringEnum([...EVENT_TYPES]), { minItems: 1, maxItems: EVENT_TYPES.length, uniqueItems: true }),
+    Type.Null(),
+  ],
   { description: 'the event types sent; null = every type', examples: [['post.created', 'comment.created']] },
 );
 const Description = Type.Union([Text(500), Type.Null()], { description: 'a note for the owner' });
@@ -28,7 +32,9 @@ const webhookProperties = {
   types: Types,
   description: Description,
   status: Status,
-  failingSince: Type.Union([Timestamp, Type.Null()], { description: 'since when every attempt has failed; null after a success' }),
+  failingSince: Type.Union([Timestamp, Type.Null()], {
+    description: 'since when every attempt has failed; null after a success',
+  }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 };
@@ -55,7 +61,12 @@ export const CreateWebhookBody = Type.Object(
   { additionalProperties: false, examples: [{ url: 'https://hooks.example.com/posts-api', types: ['post.created'] }] },
 );
 export const UpdateWebhookBody = Type.Object(
-  { url: Type.Optional(Url), types: Type.Optional(Types), description: Type.Optional(Description), status: Type.Optional(Status) },
+  {
+    url: Type.Optional(Url),
+    types: Type.Optional(Types),
+    description: Type.Optional(Description),
+    status: Type.Optional(Status),
+  },
   { additionalProperties: false, minProperties: 1, examples: [{ status: 'active' }] },
 );
 
@@ -69,12 +80,17 @@ export const DeliverySchema = Type.Object(
     eventId: { ...Id, description: 'the event sent (its webhook-id header)' },
     attempt: SmallInt(0, 1_000_000, { description: 'attempts made so far' }),
     status: StringEnum(['pending', 'delivered', 'failed', 'given_up'], {
-      description: 'pending: not tried yet; failed: the last attempt failed and another is due at nextAttemptAt; given_up: no more attempts',
+      description:
+        'pending: not tried yet; failed: the last attempt failed and another is due at nextAttemptAt; given_up: no more attempts',
     }),
-    statusCode: Type.Union([SmallInt(100, 599), Type.Null()], { description: "the last attempt's HTTP status, if it got one" }),
+    statusCode: Type.Union([SmallInt(100, 599), Type.Null()], {
+      description: "the last attempt's HTTP status, if it got one",
+    }),
     error: Type.Union([Type.String({ maxLength: 600 }), Type.Null()], { description: 'why the last attempt failed' }),
     durationMs: Type.Union([SmallInt(0, 3_600_000), Type.Null()], { description: 'how long the last attempt took' }),
-    nextAttemptAt: Type.Union([Timestamp, Type.Null()], { description: 'when the next attempt is due; null once delivered or given up' }),
+    nextAttemptAt: Type.Union([Timestamp, Type.Null()], {
+      description: 'when the next attempt is due; null once delivered or given up',
+    }),
     createdAt: Timestamp,
     updatedAt: Timestamp,
   },

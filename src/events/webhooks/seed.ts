@@ -15,7 +15,11 @@ export const DEMO_WEBHOOK_URL = 'https://hooks.example.com/posts-api';
 export async function seedWebhook(db: Queryable, userId: number): Promise<void> {
   const webhooks = webhooksRepository(db);
   const id = await webhooks.nextId();
-  const fields = { url: DEMO_WEBHOOK_URL, types: ['post.deleted' as const], description: 'demo: an endpoint that does not exist' };
+  const fields = {
+    url: DEMO_WEBHOOK_URL,
+    types: ['post.deleted' as const],
+    description: 'demo: an endpoint that does not exist',
+  };
   await webhooks.create(id, userId, fields, sealSecret(newSecret().bytes, id, undefined));
   await db.query(
     prepared(

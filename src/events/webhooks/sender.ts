@@ -37,7 +37,11 @@ export interface SendOptions extends TargetPolicy {
 }
 
 export function signedHeaders(attempt: Attempt, now = new Date()): Record<string, string> {
-  const signature = new Webhook(new Uint8Array(attempt.secret), { format: 'raw' }).sign(attempt.messageId, now, attempt.body);
+  const signature = new Webhook(new Uint8Array(attempt.secret), { format: 'raw' }).sign(
+    attempt.messageId,
+    now,
+    attempt.body,
+  );
   return {
     'content-type': 'application/json',
     'user-agent': USER_AGENT,

@@ -36,7 +36,8 @@ export function urlProblem(url: string, policy: TargetPolicy): string | undefine
   if (parsed.protocol !== 'https:' && !(policy.allowHttp && parsed.protocol === 'http:')) {
     return policy.allowHttp ? 'must be an http or https URL' : 'must be an https URL';
   }
-  if (parsed.username || parsed.password) return 'must not hold a user name or password (deliveries are signed instead)';
+  if (parsed.username || parsed.password)
+    return 'must not hold a user name or password (deliveries are signed instead)';
   if (parsed.hash) return 'must not hold a fragment';
   const literal = literalAddress(parsed.hostname);
   if (literal !== undefined && !policy.allowPrivate) {

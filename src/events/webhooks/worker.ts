@@ -57,7 +57,11 @@ export default fp<WebhookWorkerOptions>(
         result = { ok: false, statusCode: null, error: 'the event is no longer retained', durationMs: 0 };
       } else {
         try {
-          const secret = openSecret({ secret: claimed.secret, sealed: claimed.sealed }, claimed.webhookId, options.secretKey);
+          const secret = openSecret(
+            { secret: claimed.secret, sealed: claimed.sealed },
+            claimed.webhookId,
+            options.secretKey,
+          );
           const body = JSON.stringify(toEvent(claimed.event, options.apiPrefix));
           result = await send(
             { url: claimed.url, messageId: String(claimed.event.id), body, secret },
@@ -72,14 +76,20 @@ export default fp<WebhookWorkerOptions>(
       const outcome: Outcome = {
         ...result,
         nextAttemptAt:
-          result.ok || claimed.event === null ? null : interrupted ? now : nextAttemptAt(claimed.attempt, claimed.createdAt, now, options),
+          result.ok || claimed.event === null
+            ? null
+            : interrupted
+              ? now
+              : nextAttemptAt(claimed.attempt, claimed.createdAt, now, options),
       };
       await queue.record(claimed, outcome, options.disableAfterSeconds);
     }
 
     function start(claimed: Claimed): void {
       const running = attempt(claimed)
-        .catch((error: unknown) => app.log.warn({ err: error, deliveryId: claimed.id }, 'recording a webhook attempt failed'))
+        .catch((error: unknown) =>
+          app.log.warn({ err: error, deliveryId: claimed.id }, 'recording a webhook attempt failed'),
+        )
         .finally(() => {
           inFlight.delete(running);
           wake();
@@ -103,7 +113,8 @@ export default fp<WebhookWorkerOptions>(
         failing = false;
       } catch (error) {
         // Once per outage: the poll keeps trying.
-        if (!failing && !shutdown.signal.aborted) app.log.warn({ err: error }, 'webhook deliveries paused: the database failed');
+        if (!failing && !shutdown.signal.aborted)
+          app.log.warn({ err: error }, 'webhook deliveries paused: the database failed');
         failing = true;
       }
     }

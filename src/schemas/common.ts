@@ -273,7 +273,8 @@ export const LinkHeader = {
   type: 'string',
   // Comma-separated <URI-reference>; rel="..." links (RFC 8288 §3).
   pattern: '^<[^<>]+>; rel="[a-z]+"(, <[^<>]+>; rel="[a-z]+")*$',
-  maxLength: 4096,
+  // Two links, each with a key and a search of 200 four-byte characters percent-encoded (2 400 each).
+  maxLength: 16384,
   description: 'RFC 8288: next and prev; in offset mode also first and last (paths, or URLs under PUBLIC_BASE_URL)',
 };
 

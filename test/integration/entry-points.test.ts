@@ -74,12 +74,17 @@ describe.concurrent('--help and usage', () => {
     ['start', 'usage: npm start -- [--help]\n', '  RATE_LIMIT_MAX (300): requests per window per client\n'],
     ['bench', 'usage: npm run bench -- [--smoke] ', '  --variant name=ref[:cache]\n'],
     ['chaos', 'usage: npm run chaos -- [--short] [--only ids] [--no-build]\n', '  --short '],
-  ])('npm run %s -- --help prints the usage as typed, exit 0', async (script, usage, text) => {
-    const { code, stdout, stderr } = await npm(script, ['--help']);
-    expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
-    expect(stdout.startsWith(usage)).toBe(true);
-    expect(stdout).toContain(text);
-  });
+  ])(
+    'npm run %s -- --help prints the usage as typed, exit 0',
+    async (script, usage, text) => {
+      const { code, stdout, stderr } = await npm(script, ['--help']);
+      expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
+      expect(stdout.startsWith(usage)).toBe(true);
+      expect(stdout).toContain(text);
+      // The bench and chaos entry points load their whole harness through tsx before parsing.
+    },
+    60_000,
+  );
 
   it('--help without npm names the file run, exit 0', async () => {
     const { code, stdout } = await runToEnd(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate', '--help'], {

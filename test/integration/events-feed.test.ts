@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { onTopology } from '../helpers/database.js';
 import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
 import { expect422, expectError, iso } from '../helpers/expect.js';
 import { eventsRepository } from '../../src/events/repository.js';
@@ -261,7 +262,8 @@ describe('no gaps, no repeats', () => {
 describe('the sequencer held up', () => {
   it('readiness reports the backlog; the feed lists nothing unnumbered, then all of it once numbered', async () => {
     const start = await head();
-    const blocker = new pg.Client({ connectionString: t.db.url });
+    // On the server itself: a session-level lock taken through a pooler outlives the client.
+    const blocker = new pg.Client({ connectionString: onTopology(t.db.url).databaseListenUrl ?? t.db.url });
     await blocker.connect();
     try {
       // The lock number_events() takes: while another session holds it, nothing is numbered.

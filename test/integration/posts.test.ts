@@ -721,3 +721,18 @@ describe('totals under concurrent writes', () => {
     }
   });
 });
+
+describe('Link headers of the longest keys', () => {
+  it('a cursor page between titles of 200 four-byte characters has both links, as the document describes them', async () => {
+    // Each key is 2 400 characters in the URL; next and prev together passed the 4 096 once documented.
+    const long = (c: string) => c.repeat(200);
+    const first = await createPost(t.app, ann, { title: long('😀') });
+    await createPost(t.app, ann, { title: long('😁') });
+    await createPost(t.app, ann, { title: long('😂') });
+    const res = await t.app.inject({ url: `/posts?sort=title&limit=1&after=${first.id}` });
+    expect(res.statusCode).toBe(200);
+    const link = res.headers.link as string;
+    expect(link.length).toBeGreaterThan(4096);
+    expect(link).toMatch(/rel="next".*rel="prev"|rel="prev".*rel="next"/);
+  });
+});

@@ -171,10 +171,12 @@ export interface ServiceOptions {
   root?: string;
   /** Node flags before the script (profiles, investigations). */
   nodeArgs?: string[];
+  /** More environment variables (MAX_STREAMS...), over the defaults. */
+  env?: Record<string, string>;
 }
 
 /** `npm run start:prod` of checkout `root` on `databaseUrl`, with production defaults. */
-export function startService(name: string, databaseUrl: string, port: number, { cache, root = ROOT, nodeArgs = [] }: ServiceOptions): Promise<Child> {
+export function startService(name: string, databaseUrl: string, port: number, { cache, root = ROOT, nodeArgs = [], env = {} }: ServiceOptions): Promise<Child> {
   return startChild(name, [...nodeArgs, ...productionCommand(root)], {
     PATH: process.env.PATH ?? '',
     NODE_ENV: 'production',
@@ -188,5 +190,6 @@ export function startService(name: string, databaseUrl: string, port: number, { 
     RATE_LIMIT_AUTH_MAX: '1000000',
     PG_POOL_MAX: String(PG_POOL_MAX),
     ...(cache ? {} : { RESPONSE_CACHE_MB: '0' }),
+    ...env,
   }, port, { cwd: root, readyPath: '/health/ready' });
 }

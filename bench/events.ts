@@ -18,6 +18,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import autocannon from 'autocannon';
 import { exitWithUsage, parseCommandLine, type CommandSpec } from '../src/command-line.js';
 import { migrate } from '../src/db/migrate.js';
@@ -119,15 +120,20 @@ async function ensureEvents(server: BenchServer): Promise<Dataset> {
   return dataset;
 }
 
+/** Logs the user in; a 503 (the feed's last requests, given up by autocannon, still hold the pool) is retried for a minute. */
 async function logIn(service: Child, dataset: Dataset): Promise<string> {
   const { email } = await withClient(dataset.url, async (c) => (await c.query<{ email: string }>('SELECT email FROM users ORDER BY id LIMIT 1')).rows[0]!);
-  const res = await fetch(`${service.url}/tokens`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ email, password: DEMO_PASSWORD }),
-  });
-  if (res.status !== 201) throw new Error(`log-in as ${email} failed: ${res.status} ${await res.text()}`);
-  return ((await res.json()) as { token: string }).token;
+  for (let attempt = 0; ; attempt++) {
+    const res = await fetch(`${service.url}/tokens`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email, password: DEMO_PASSWORD }),
+    });
+    if (res.status === 201) return ((await res.json()) as { token: string }).token;
+    if (res.status !== 503 || attempt >= 60) throw new Error(`log-in as ${email} failed: ${res.status} ${await res.text()}`);
+    await res.arrayBuffer();
+    await sleep(1000);
+  }
 }
 
 interface Feed {
@@ -136,6 +142,7 @@ interface Feed {
   p99: number;
   requests: number;
   failed: number;
+  statusCodes: Record<string, number>;
   cpuMsPerRequest: number;
 }
 
@@ -161,6 +168,7 @@ async function driveFeed(service: Child, seconds: number): Promise<Feed> {
     p99: result.latency.p99,
     requests,
     failed: result.errors + result.timeouts + result.non2xx,
+    statusCodes: { ...Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, { count }]) => [code, count])), errors: result.errors, timeouts: result.timeouts },
     cpuMsPerRequest: requests ? (cpu * 1000) / requests : 0,
   };
 }
@@ -185,7 +193,9 @@ the built service (\`node dist/src/server.js\`, production defaults, MAX_STREAMS
 | ---: | ---: | ---: | ---: | ---: | ---: |
 | ${feed.pagesPerSecond.toFixed(0)} | ${feed.p50} ms | ${feed.p99} ms | ${feed.cpuMsPerRequest.toFixed(2)} ms | ${count(feed.requests)} | ${feed.failed} |
 
-**Fan-out** — ${fan.streams} open \`GET /events/stream\` connections on one instance (node:http clients
+Answers: ${JSON.stringify(feed.statusCodes)}.
+
+**Fan-out** — ${count(fan.streams)} open \`GET /events/stream\` connections on one instance (node:http clients
 parsing the SSE), \`POST /posts\` at ${RATE}/s for ${STREAM_SECONDS} s (sent ${fan.writes.perSecond.toFixed(1)}/s, answers
 ${JSON.stringify(fan.writes.statusCodes)}); latency from the write's 201 answer to the event's receipt on each stream:
 

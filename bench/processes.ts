@@ -193,6 +193,8 @@ export interface ServiceOptions {
   root?: string;
   /** Node flags before the script (profiles, investigations). */
   nodeArgs?: string[];
+  /** More environment variables (MAX_STREAMS...), over the defaults. */
+  env?: Record<string, string>;
 }
 
 /** `npm run start:prod` of checkout `root` on `databaseUrl`, with production defaults. */
@@ -200,7 +202,7 @@ export function startService(
   name: string,
   databaseUrl: string,
   port: number,
-  { cache, root = ROOT, nodeArgs = [] }: ServiceOptions,
+  { cache, root = ROOT, nodeArgs = [], env = {} }: ServiceOptions,
 ): Promise<Child> {
   return startChild(
     name,
@@ -218,6 +220,7 @@ export function startService(
       RATE_LIMIT_AUTH_MAX: '1000000',
       PG_POOL_MAX: String(PG_POOL_MAX),
       ...(cache ? {} : { RESPONSE_CACHE_MB: '0' }),
+      ...env,
     },
     port,
     { cwd: root, readyPath: '/health/ready' },

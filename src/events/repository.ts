@@ -67,7 +67,9 @@ export function eventsRepository(db: Queryable) {
       if (filter.types !== undefined) conditions.push(sql`type = ANY(${filter.types})`);
       if (filter.post !== undefined) conditions.push(sql`post_id = ${filter.post}`);
       const { rows } = await db.query<EventRow>(
-        toQuery(sql`SELECT ${raw(COLUMNS)} FROM events WHERE ${join(conditions, ' AND ')} ORDER BY id LIMIT ${limit}`),
+        toQuery(
+          sql`SELECT ${raw(COLUMNS)} FROM events WHERE ${join(conditions, ' AND ')} ORDER BY events.id LIMIT ${limit}`,
+        ),
       );
       return rows;
     },

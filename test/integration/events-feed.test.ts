@@ -294,6 +294,32 @@ describe('the sequencer held up', () => {
   });
 });
 
+describe('a page far from the newest event', () => {
+  it('is read along the id index, not by sorting every event after the cursor', async () => {
+    await t.app.db.query(
+      `INSERT INTO events (id, type, resource_type, resource_id, post_id, data)
+       SELECT m.top + g, 'post.created', 'post', 1, 1, '{}'::jsonb
+       FROM (SELECT coalesce(max(id), 0) AS top FROM events) m, generate_series(1, 20000) g`,
+    );
+    await t.app.db.query('ANALYZE events');
+    const sent: { text: string; values?: unknown[] }[] = [];
+    const capturing = {
+      query: (statement: { text: string; values?: unknown[] }) => {
+        sent.push(statement);
+        return t.app.db.query(statement);
+      },
+    } as unknown as Parameters<typeof eventsRepository>[0];
+    const head = await eventsRepository(t.app.db).head();
+    expect(await eventsRepository(capturing).page(head - 15000, 21)).toHaveLength(21);
+    const { rows } = await t.app.db.query<{ 'QUERY PLAN': unknown }>(
+      `EXPLAIN (FORMAT JSON) ${sent[0]!.text}`,
+      sent[0]!.values,
+    );
+    // Before the fix, ORDER BY named the float8 output column: a Sort over every later event.
+    expect(JSON.stringify(rows[0]!['QUERY PLAN'])).not.toContain('"Node Type":"Sort"');
+  });
+});
+
 describe('retention', () => {
   it('purges events past EVENT_RETENTION, oldest first, never the newest; an older cursor is a 410', async () => {
     const last = await head();

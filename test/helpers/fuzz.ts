@@ -799,9 +799,9 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
           });
           const context = describeResponse(res, { route: route.path(':id'), method: route.method, raw, segment });
           const canonical = /^[1-9][0-9]*$/.test(raw) && Number(raw) <= Number.MAX_SAFE_INTEGER;
-          // GET /users/me is a route of its own; PATCH /users/me is PATCH /users/{userId} with an id that names nothing.
+          // /users/me is a route of its own (GET and HEAD): any other method there is a 405 (docs/api.md §4).
           if (raw === 'me' && route.path(':id') === '/users/:id')
-            return void expect(route.method === 'GET' ? 200 : 404, context).toBe(res.statusCode);
+            return void expect(['GET', 'HEAD'].includes(route.method) ? 200 : 405, context).toBe(res.statusCode);
           // Sent raw, some segments change the path itself (a backslash is a slash to URL parsers): no route, 404.
           if (bodyInvalid) return void expect(encode ? [400, 422] : [400, 404, 422], context).toContain(res.statusCode);
           if (!canonical) return void expect([400, 404], context).toContain(res.statusCode);

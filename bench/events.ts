@@ -30,6 +30,7 @@ import {
   databaseExists,
   databaseUrl,
   lockDatasets,
+  migratesInPlace,
   recreateDatabase,
   withClient,
   type BenchServer,
@@ -103,15 +104,8 @@ async function resetEvents(dataset: Dataset): Promise<void> {
 async function ensureEvents(server: BenchServer): Promise<Dataset> {
   const url = databaseUrl(server.adminUrl, NAME);
   const dataset: Dataset = { name: NAME, url, size: SIZE };
-  // A database migrated by migrations this checkout no longer ships (the baseline) is made again.
   const reusable = (await databaseExists(server, NAME)) && (await holdsEvents(url));
-  if (
-    reusable &&
-    (await migrate(url).then(
-      () => true,
-      () => false,
-    ))
-  ) {
+  if (reusable && (await migratesInPlace(migrate, url))) {
     await resetEvents(dataset);
     log(`${NAME}: reusing ${EVENTS} events`);
     return dataset;

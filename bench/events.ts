@@ -95,8 +95,9 @@ async function resetEvents(dataset: Dataset): Promise<void> {
   await cleanUp(dataset);
   await withClient(dataset.url, async (c) => {
     await c.query('SET statement_timeout = 0');
-    const { rowCount } = await c.query('DELETE FROM events WHERE seq > $1', [EVENTS]);
-    await c.query(`SELECT setval(pg_get_serial_sequence('events', 'seq'), $1)`, [EVENTS]);
+    const { rowCount } = await c.query('DELETE FROM events WHERE id > $1', [EVENTS]);
+    await c.query('DELETE FROM events_pending');
+    await c.query(`SELECT setval(pg_get_serial_sequence('events_pending', 'seq'), $1)`, [EVENTS]);
     if (rowCount) await c.query('VACUUM (ANALYZE) events');
   });
 }
@@ -125,7 +126,7 @@ async function ensureEvents(server: BenchServer): Promise<Dataset> {
        FROM posts p CROSS JOIN generate_series(1, $1::int) g WHERE p.id = (SELECT min(id) FROM posts)`,
       [EVENTS],
     );
-    await c.query(`SELECT setval(pg_get_serial_sequence('events', 'seq'), $1)`, [EVENTS]);
+    await c.query(`SELECT setval(pg_get_serial_sequence('events_pending', 'seq'), $1)`, [EVENTS]);
     await c.query('VACUUM (ANALYZE) events');
   });
   log(`${NAME}: ${EVENTS} events loaded in ${((performance.now() - started) / 1000).toFixed(1)} s`);

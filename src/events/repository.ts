@@ -1,7 +1,7 @@
 /**
  * All SQL about the event log (migrations/1795800000000_events.sql): pages of
- * numbered events, the retention floor and its purge. Only numbered events
- * (id set) are ever read; the sequencer numbers the rest (sequencer.ts).
+ * numbered events, the retention floor and its purge. Events still waiting in
+ * events_pending are never read; the sequencer numbers them (sequencer.ts).
  */
 import type { Queryable } from '../db/pool.js';
 import { join, raw, sql, toQuery } from '../db/sql.js';
@@ -99,7 +99,7 @@ export function eventsRepository(db: Queryable) {
      */
     async purgeExpired(retentionSeconds: number, batch: number): Promise<number> {
       const { rowCount } = await db.query(
-        `WITH oldest AS (SELECT id, created_at FROM events WHERE id IS NOT NULL ORDER BY id LIMIT $2),
+        `WITH oldest AS (SELECT id, created_at FROM events ORDER BY id LIMIT $2),
          young AS (SELECT min(id) AS id FROM oldest WHERE created_at > now() - make_interval(secs => $1))
          DELETE FROM events WHERE id IN (
            SELECT id FROM oldest WHERE id < coalesce((SELECT id FROM young), (SELECT max(id) FROM events)))`,
@@ -112,7 +112,7 @@ export function eventsRepository(db: Queryable) {
     async backlog(): Promise<{ unnumbered: number; oldestSeconds: number }> {
       const { rows } = await db.query<{ unnumbered: number; oldestSeconds: number }>(
         `SELECT count(*)::int AS unnumbered, coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS "oldestSeconds"
-         FROM events WHERE id IS NULL`,
+         FROM events_pending`,
       );
       return rows[0]!;
     },

@@ -36,15 +36,20 @@ afterAll(async () => {
 });
 /** Events written from now on are the test's (sequence values may skip: a rollback uses some up). */
 async function markNow(): Promise<void> {
-  mark = Number((await sql.query('SELECT coalesce(max(seq), 0) AS m FROM events')).rows[0].m);
+  mark = Number(
+    (await sql.query('SELECT greatest((SELECT max(seq) FROM events), (SELECT max(seq) FROM events_pending), 0) AS m'))
+      .rows[0].m,
+  );
 }
 beforeEach(markNow);
 
-/** The events written since the test began, in insertion order. */
+/** The events written since the test began, numbered or not, in insertion order. */
 async function newEvents(): Promise<LoggedEvent[]> {
   const { rows } = await sql.query(
     `SELECT type, resource_type AS "resourceType", resource_id::int AS "resourceId", post_id::int AS "postId", data
-     FROM events WHERE seq > $1 ORDER BY seq`,
+     FROM (SELECT seq, type, resource_type, resource_id, post_id, data FROM events
+           UNION ALL SELECT seq, type, resource_type, resource_id, post_id, data FROM events_pending) e
+     WHERE seq > $1 ORDER BY seq`,
     [mark],
   );
   return rows;

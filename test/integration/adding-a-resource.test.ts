@@ -151,10 +151,11 @@ describe('its list', () => {
     const page = await get(`${tags(post.id)}?sort=name&limit=2`);
     expect(names(page)).toEqual(['a', 'b']);
     const anchor = page.json<{ nextCursor: number }>().nextCursor;
-    const next = /<([^>]+)>; rel="next"/.exec(page.headers.link as string)![1]!;
+    const next = new URL(/<([^>]+)>; rel="next"/.exec(page.headers.link as string)![1]!, 'http://x');
     await sql('DELETE FROM tags WHERE id = $1', [anchor]);
+    // Without afterKey the anchor's key is read from its tombstone.
     expect(names(await get(`${tags(post.id)}?sort=name&limit=2&after=${anchor}`))).toEqual(['c', 'd']);
-    expect(names(await get(new URL(next, 'http://x').pathname + new URL(next, 'http://x').search))).toEqual(['c', 'd']);
+    expect(names(await get(next.pathname + next.search))).toEqual(['c', 'd']);
   });
 });
 
@@ -168,6 +169,7 @@ describe('its errors', () => {
     );
     expect401(await app.inject({ method: 'POST', url: tags(), payload: { name: 'x' } }));
     expect422(await create(' '), { name: ['must not be blank'] });
+    // NoQuery: src/app.ts's hook gives it to a route plugin registered after its own.
     expect422(await get(`${tags()}/${id}?colour=red`), { colour: ['is not allowed'] });
     expect422(await get(`${tags()}?sort=colour`), { sort: [expect.any(String)] });
     expectError(
@@ -180,7 +182,7 @@ describe('its errors', () => {
       await remove(id, ann, { 'if-match': '"t0"' }),
       412,
       'precondition_failed',
-      expect.any(String) as unknown as string,
+      'If-Match does not match the current ETag',
     );
   });
 
@@ -192,6 +194,13 @@ describe('its errors', () => {
     expect(res.statusCode).toBe(401);
     expect(res.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
   });
+});
+
+it('is in the OpenAPI document, so every answer above was checked against it', async () => {
+  const doc = (await get('/openapi.json')).json<{ paths: Record<string, Record<string, { operationId: string }>> }>();
+  const ops = (path: string) => Object.values(doc.paths[path] ?? {}).map((op) => op.operationId);
+  expect(ops('/posts/{postId}/tags')).toEqual(['listTags', 'createTag']);
+  expect(ops('/posts/{postId}/tags/{tagId}')).toEqual(['getTag', 'deleteTag']);
 });
 
 describe('what the fixture cannot take from test/, checked against the code', () => {

@@ -169,6 +169,9 @@ describe('its errors', () => {
     );
     expect401(await app.inject({ method: 'POST', url: tags(), payload: { name: 'x' } }));
     expect422(await create(' '), { name: ['must not be blank'] });
+    const patch = await app.inject({ method: 'PATCH', url: `${tags()}/${id}`, headers: ann.auth, payload: {} });
+    expect(patch.statusCode).toBe(405);
+    expect(patch.headers.allow).toBe('DELETE, GET, HEAD');
     // NoQuery: src/app.ts's hook gives it to a route plugin registered after its own.
     expect422(await get(`${tags()}/${id}?colour=red`), { colour: ['is not allowed'] });
     expect422(await get(`${tags()}?sort=colour`), { sort: [expect.any(String)] });

@@ -99,12 +99,12 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
 
   await registerPlugins(app, config);
 
+  // Unknown query parameters are a 422 on every route registered from here on, not only where a query is declared.
+  app.addHook('onRoute', (route) => {
+    route.schema = { ...route.schema, querystring: route.schema?.querystring ?? NoQuery };
+  });
   await app.register(
     async (api) => {
-      // Unknown query parameters are a 422 on every route, not only where a query is declared.
-      api.addHook('onRoute', (route) => {
-        route.schema = { ...route.schema, querystring: route.schema?.querystring ?? NoQuery };
-      });
       await api.register(healthRoutes);
       await api.register(usersRoutes);
       await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });

@@ -37,17 +37,16 @@ export const MAX_PARAM_LENGTH = 16_384;
 const UNIQUE_VIOLATIONS = new Map<string, () => HttpError>([['users_email_key', emailTaken]]);
 
 /**
- * Foreign keys to users. The only user id a write carries is its author's, the
- * token's user: a violation means that user was deleted behind the service's
- * back (an operator's SQL) while an instance still trusted the token
- * (AUTH_CACHE_MS). The token names no one any more: 401.
+ * Foreign keys to users: every column referencing users is `author_id` or
+ * `user_id`, so PostgreSQL names its constraint `<table>_author_id_fkey` or
+ * `<table>_user_id_fkey`, and a new table needs no entry here. The only user id
+ * a write carries is the token's user: a violation means that user was deleted
+ * behind the service's back (an operator's SQL) while an instance still
+ * trusted the token (AUTH_CACHE_MS). The token names no one any more: 401.
  */
-const USER_REFERENCES = new Set([
-  'posts_author_id_fkey',
-  'comments_author_id_fkey',
-  'author_post_counts_author_id_fkey',
-  'tokens_user_id_fkey',
-]);
+const USER_REFERENCE = /_(author|user)_id_fkey$/;
+/** Foreign keys to posts, likewise (`<table>_post_id_fkey`): the post named by the path has gone. */
+const POST_REFERENCE = /_post_id_fkey$/;
 
 /**
  * Every way the database can fail a request that is not the request's fault,
@@ -225,9 +224,9 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
     const unique = error.constraint ? UNIQUE_VIOLATIONS.get(error.constraint) : undefined;
     return unique ? unique() : conflict('the request conflicts with an existing resource');
   }
-  if (error.code === '23503' && USER_REFERENCES.has(error.constraint ?? '')) return invalidToken();
+  if (error.code === '23503' && USER_REFERENCE.test(error.constraint ?? '')) return invalidToken();
   // The post went away between the request's check and its insert (deleted by SQL meanwhile).
-  if (error.code === '23503' && error.constraint === 'comments_post_id_fkey') {
+  if (error.code === '23503' && POST_REFERENCE.test(error.constraint ?? '')) {
     return notFound(`post ${(request.params as { postId?: number }).postId} does not exist`);
   }
   if (error.code?.startsWith('22') && error.code.length === 5) return dataException(error.code, request);

@@ -7,7 +7,7 @@
  */
 import type { Queryable } from '../db/pool.js';
 
-const TABLES = ['deleted_posts', 'deleted_comments'] as const;
+export const TOMBSTONE_TABLES = ['deleted_posts', 'deleted_comments'] as const;
 
 export function tombstonesRepository(db: Queryable) {
   return {
@@ -18,7 +18,7 @@ export function tombstonesRepository(db: Queryable) {
      */
     async purgeExpired(retentionSeconds: number, batch: number): Promise<number> {
       let most = 0;
-      for (const table of TABLES) {
+      for (const table of TOMBSTONE_TABLES) {
         const { rowCount } = await db.query(
           `DELETE FROM ${table} WHERE id IN (
              SELECT id FROM ${table} WHERE deleted_at <= now() - make_interval(secs => $1)

@@ -24,8 +24,12 @@ export interface CreatedResource {
 }
 
 export interface Creation {
-  /** The kind of resource created, as records name it (`post`, `comment`, `user`). */
-  kind: 'post' | 'comment' | 'user';
+  /**
+   * The resource's singular (`post`, `comment`, `user`): its record names it
+   * `<kind>:<id>`, and its table's `<table>_forget_idempotent` trigger passes the
+   * same word, so a deleted resource is not replayed.
+   */
+  kind: string;
   /** What the request asks for: the body members the operation uses, flat. */
   input: Record<string, string | number | boolean | null | undefined>;
   /** A password to store hashed; the hash is handed to `create`. */

@@ -168,6 +168,17 @@ describe('checked tokens', () => {
       expectInvalidToken(res);
     });
 
+    it('a webhook (its owner a foreign key to users, like every user reference) is a 401', async () => {
+      const gone = await deletedUser();
+      const res = await trusting.inject({
+        method: 'POST',
+        url: '/webhooks',
+        headers: gone.auth,
+        payload: { url: 'https://hooks.example.com/in' },
+      });
+      expectInvalidToken(res);
+    });
+
     it('GET /users/me is a 401, not a 404', async () => {
       const gone = await deletedUser();
       expectInvalidToken(await me(trusting, gone.auth));

@@ -8,6 +8,8 @@
  * the database lets one number at a time, and one that finds the lock taken
  * tries again shortly (what the holder numbers may predate the newest commit).
  */
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { EventListener } from './listener.js';
 
 export interface Sequencer {
@@ -21,6 +23,13 @@ export interface Sequencer {
 /** number_events() numbers at most this many per call: a full batch runs again at once. */
 const BATCH = 10_000;
 const BUSY_RETRY_MS = 20;
+/**
+ * Calls asked for while one runs start at most this often: under a stream of
+ * writes each call would otherwise find a few new events and run again at once,
+ * a busy loop of transactions and NOTIFYs on both sides; this lets events
+ * gather into batches, at the price of this much latency.
+ */
+const GAP_MS = 20;
 
 export function createSequencer(
   db: Pick<EventListener, 'connected' | 'query'>,
@@ -37,19 +46,23 @@ export function createSequencer(
       again = false;
       // While the session is away (its loss is logged), other instances number; this one does on reconnecting.
       if (!db.connected()) return;
+      const started = performance.now();
+      let full = false;
       try {
         const { rows } = await db.query<{ numbered: number | null }>('SELECT number_events() AS numbered');
         const numbered = rows[0]!.numbered;
         if (numbered === null) {
           clearTimeout(retry);
           retry = setTimeout(wake, BUSY_RETRY_MS).unref();
-        } else if (numbered >= BATCH) again = true;
+        } else if (numbered >= BATCH) again = full = true;
         failing = false;
       } catch (error) {
         // Once per outage: the interval keeps trying.
         if (!failing && !closed) onError(error);
         failing = true;
       }
+      const wait = GAP_MS - (performance.now() - started);
+      if (again && !full && wait > 0) await sleep(wait);
     } while (again && !closed);
   }
 

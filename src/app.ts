@@ -134,7 +134,7 @@ async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise
   await app.register(httpCaching);
   // LISTEN needs a session of its own: never through a pooler in transaction mode.
   await app.register(changes, { connectionString: config.databaseListenUrl ?? config.databaseUrl });
-  // After rate limiting and auth: a cached answer still spends the budget and still needs a valid token, if one is sent.
+  // After rate limiting and auth: a cached answer still spends the budget and checks a token sent.
   await app.register(responseCache, { maxBytes: config.responseCacheBytes, maxAgeMs: config.responseCacheMaxAgeMs });
   // After the response cache: only its misses are routed, and it says which it will store.
   await app.register(readRouting);

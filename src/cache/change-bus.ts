@@ -155,7 +155,7 @@ export class ChangeBus {
   private onNotification(client: pg.Client, payload: string): void {
     if (payload === '') return this.evicted(null);
     const { id, sender, writers, position, words } = parseFence(payload);
-    // Sent through the pool by an instance that does not listen: no position, so the writers' reads stay on the primary.
+    // From an instance that does not listen: no position, so the writers' reads stay on the primary.
     if (writers.length) for (const l of this.listeners) l.wrote?.(writers, position ?? Infinity);
     if (sender === this.instance) {
       if (position !== undefined && words.length) for (const l of this.listeners) l.reached?.(position);

@@ -8,7 +8,7 @@ import type { FastifyRequest } from 'fastify';
 import { HttpError, badRequest } from '../errors.js';
 import { PATCH_MEDIA_TYPES, isUtf8, parametersOf } from '../media-types.js';
 
-// fatal: a malformed sequence throws instead of becoming U+FFFD; a leading BOM is dropped (RFC 8259 allows ignoring it).
+// fatal: a malformed sequence throws instead of becoming U+FFFD; a leading BOM is dropped (RFC 8259 allows it).
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 const BODYLESS_METHODS = new Set(['DELETE', 'OPTIONS']);

@@ -1,7 +1,4 @@
-/**
- * buildApp(config): the whole HTTP application — every Fastify option, plugin
- * and route. It never listens and never exits; server.ts and the tests do that.
- */
+/** The whole HTTP application. It never listens and never exits; server.ts and the tests do that. */
 import { randomUUID } from 'node:crypto';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -36,8 +33,7 @@ import webhookRoutes from './events/webhooks/routes.js';
 
 export type AppConfig = Config & { databaseUrl: string };
 
-// A client's X-Request-Id is reused only if it is short and plain, so it can
-// neither forge log lines nor bloat them.
+// Short and plain, so a client's X-Request-Id can neither forge log lines nor bloat them.
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export function loggerOptions(level: string, stream?: DestinationStream): FastifyServerOptions['logger'] {
@@ -52,16 +48,11 @@ export function loggerOptions(level: string, stream?: DestinationStream): Fastif
   };
 }
 
-/**
- * What Fastify's options type calls a validator builder: typed for Ajv's own
- * compile signature, while Fastify calls what it returns with the route's
- * schema and HTTP part, as a schema compiler expects.
- */
+// Fastify's typings expect Ajv's compile signature; it calls our compiler as a schema compiler.
 type ValidatorBuilder = NonNullable<
   NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']
 >;
 
-/** `logStream` lets the server pretty-print on a terminal and tests read the logs. */
 export async function buildApp(config: AppConfig, options: { logStream?: DestinationStream } = {}) {
   const validator = createValidatorCompiler();
   const app = Fastify({
@@ -83,17 +74,14 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
     return503OnClosing: false,
     routerOptions: {
       ignoreTrailingSlash: false,
-      // Longer than any request line Node accepts (its 16 KiB header limit), so the
-      // router never answers by itself: an overlong path id goes through every
-      // hook (rate limit, request id, auth, logs) and is the id schema's 404.
+      // Past Node's 16 KiB header limit: the router never answers an overlong id by itself.
       maxParamLength: MAX_PARAM_LENGTH,
     },
     // A URL that cannot be decoded (e.g. /%zz) goes through the one error handler.
     frameworkErrors: (error, request, reply) =>
       void sendError(reply, request, toHttpError(error, request) ?? badRequest('the request is malformed')),
     ajv: { customOptions: {} },
-    // Our validator in every scope: one set by setValidatorCompiler gives way to Ajv's default in a
-    // scope that adds shared schemas, as each route plugin does (its resource's read schema).
+    // setValidatorCompiler would give way to Ajv's default in scopes that add shared schemas.
     schemaController: { compilersFactory: { buildValidator: (() => validator) as unknown as ValidatorBuilder } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -146,7 +134,7 @@ async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise
   await app.register(httpCaching);
   // LISTEN needs a session of its own: never through a pooler in transaction mode.
   await app.register(changes, { connectionString: config.databaseListenUrl ?? config.databaseUrl });
-  // After rate limiting and auth: a cached answer still spends the budget and still needs a valid token, if one is sent.
+  // After rate limiting and auth: a cached answer still spends the budget and checks a token sent.
   await app.register(responseCache, { maxBytes: config.responseCacheBytes, maxAgeMs: config.responseCacheMaxAgeMs });
   // After the response cache: only its misses are routed, and it says which it will store.
   await app.register(readRouting);

@@ -1,10 +1,6 @@
 /**
- * Operator commands sharing the app's config and repositories:
- *   migrate                 apply pending migrations
- *   admin:grant <email>     make that user an admin
- *   seed --posts N          fill the database with demo data
- * Each works on DATABASE_URL or, without it, on the embedded development
- * database `npm start` uses: the running one, else started for the command.
+ * Operator commands (migrate, admin:grant, seed), on DATABASE_URL or else the
+ * embedded development database: the running one, else started for the command.
  */
 import { exitWithUsage, parseCommandLine, readConfiguration, usageLine, type CommandSpec } from './command-line.js';
 import type { Pool } from 'pg';
@@ -49,11 +45,7 @@ options:
   -h, --help     print this help and exit`,
 };
 
-/**
- * Runs `work` on DATABASE_URL (`direct`: DATABASE_LISTEN_URL first), else on
- * the embedded development database, migrated first (`migrateFirst`), and
- * stopped after if this command started it.
- */
+/** `direct`: DATABASE_LISTEN_URL first. */
 async function withDatabase(
   work: (url: string) => Promise<void>,
   { direct = false, migrateFirst = true } = {},
@@ -90,7 +82,6 @@ async function withPool(url: string, work: (pool: Pool) => Promise<void>): Promi
   await work(pool).finally(() => pool.end());
 }
 
-/** A non-negative integer option, or exits with the usage. */
 function count(name: string, raw: unknown): number | undefined {
   if (raw === undefined) return undefined;
   if (typeof raw !== 'string' || !/^[0-9]+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {

@@ -1,10 +1,6 @@
 /**
- * What every entry point (the server and each operator command) does before
- * its work: read its arguments with node:util's parseArgs, answer --help
- * (exit 0), turn away what it does not know with its usage (exit 64,
- * EX_USAGE), then read .env and the configuration (exit 78, EX_CONFIG).
- * Usage names the command the way the user typed it: `npm run seed -- …`
- * under npm, `node dist/src/cli.js seed …` without.
+ * What every entry point does first: arguments (usage: exit 64), --help, then
+ * .env and configuration (exit 78). Usage names the command as the user typed it.
  */
 import { relative } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
@@ -13,20 +9,15 @@ import { ConfigError, loadConfig, loadEnvFile, npmScript, type Config } from './
 type Options = NonNullable<ParseArgsConfig['options']>;
 
 export interface CommandSpec {
-  /** The npm scripts that run it: "start", "seed"... */
   scripts: readonly string[];
   /** Its word after the entry file when run without npm (`cli.js seed`). */
   subcommand?: string;
-  /** What follows the command on the usage line, e.g. `--posts N [--users N]`. */
   synopsis?: string;
-  /** The rest of --help: what it does, its options. */
   help: string;
   options?: Options;
-  /** How many positional arguments it takes (exactly). */
   positionals?: number;
 }
 
-/** A bad argument found after parsing (a count that is not a number...): usage, exit 64. */
 export class UsageError extends Error {
   override name = 'UsageError';
 }
@@ -46,13 +37,11 @@ export function usageLine(spec: CommandSpec): string {
   return `usage: ${command}${command.startsWith('npm ') ? ' --' : ''} ${spec.synopsis}`;
 }
 
-/** Prints the usage and a reason on stderr, exit 64: for errors the caller finds in the values. */
 export function exitWithUsage(spec: CommandSpec, reason: string): never {
   console.error(`${reason}\n${usageLine(spec)}\n(--help for more)`);
   process.exit(64);
 }
 
-/** The command's options and positionals, or exits: --help prints the help (0), anything unknown the usage (64). */
 export function parseCommandLine<const O extends Options = Options>(
   spec: CommandSpec & { options?: O },
   args: string[],
@@ -81,7 +70,6 @@ export function parseCommandLine<const O extends Options = Options>(
   }
 }
 
-/** `.env`, then the environment, validated; every problem is printed and the process exits 78. */
 export function readConfiguration(): Config {
   try {
     loadEnvFile();

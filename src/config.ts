@@ -1,16 +1,12 @@
 /**
- * All settings come from environment variables, validated by one TypeBox schema.
- * Invalid values stop start-up with one line per variable, saying what it must be
- * (in the words of the schema), so a typo in a deployment fails loudly instead of
- * running with a surprising default. `.env` in the working directory adds to the
- * environment. This is the only module that reads process.env.
+ * Every setting, from environment variables (and `.env`) checked by one schema:
+ * a typo fails start-up loudly instead of running with a surprising default.
  */
 import { readFileSync } from 'node:fs';
 import { parseEnv } from 'node:util';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 
-// `errorMessage` says in words what a pattern allows; integers and choices say it from their bounds.
 const PositiveInt = (def: number, max: number, description: string) =>
   Type.Integer({ minimum: 1, maximum: max, default: def, description });
 const PostgresUrl = (description: string) =>
@@ -212,7 +208,6 @@ export const EnvSchema = Type.Object({
 });
 export type Env = Static<typeof EnvSchema>;
 
-/** One line per problem: every invalid variable at once, or the bad line of a .env file. */
 export class ConfigError extends Error {
   override name = 'ConfigError';
   constructor(readonly problems: string[]) {
@@ -220,7 +215,6 @@ export class ConfigError extends Error {
   }
 }
 
-/** What a variable must be, in words: from its errorMessage, else from its kind. */
 function mustBe(schema: TSchema): string {
   if (typeof schema.errorMessage === 'string') return schema.errorMessage;
   if (schema.type === 'integer') return `must be an integer from ${schema.minimum} to ${schema.maximum}`;
@@ -229,7 +223,6 @@ function mustBe(schema: TSchema): string {
   return 'is invalid';
 }
 
-/** A value as an error may show it: no password from a URL. */
 const withoutPassword = (value: string) => value.replace(/\/\/([^:@/,\s]*):[^@,\s]*@/g, '//$1:***@');
 
 function parseTrustProxy(raw: string): boolean | number | string[] {
@@ -300,10 +293,8 @@ export type Config = ReturnType<typeof loadConfig>;
 const ENV_LINE = /^\s*(#.*)?$|^\s*(export\s+)?[A-Za-z_][A-Za-z0-9_]*\s*=/;
 
 /**
- * Adds the variables of `path` (default `.env` in the working directory) to the
- * environment; one already set there, even to empty, wins. A missing file is
- * fine. Node's own parser (as `node --env-file`) reads the values, but skips or
- * merges lines it cannot read without a word, so the lines are checked first.
+ * A variable already set, even to empty, wins. The lines are checked first:
+ * Node's parser silently skips or merges lines it cannot read.
  */
 export function loadEnvFile(path = '.env', env: Record<string, string | undefined> = process.env): void {
   let text: string;
@@ -347,7 +338,6 @@ export function describeConnections(config: Config, databaseUrl: string) {
   };
 }
 
-/** Every setting for --help: name, default, what it does, from the schema. */
 export function describeSettings(): string {
   return Object.entries(EnvSchema.properties as Record<string, TSchema>)
     .map(([key, schema]) => {
@@ -357,5 +347,4 @@ export function describeSettings(): string {
     .join('\n');
 }
 
-/** The npm script that started this process (`npm run seed` runs "seed"), so usage can name it. */
 export const npmScript = (): string | undefined => process.env.npm_lifecycle_event;

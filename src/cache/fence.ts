@@ -1,10 +1,7 @@
 /**
- * The NOTIFY payloads of the change bus, as pure functions. A payload is a
- * fence id (`<instance>.<sequence>`, ended by `~` when sent through the pool:
- * nobody waits for its confirmations), then words: `~<user id>` a writer,
- * `!<lsn>` the WAL position after the write's commit, `@<fence>` a peer's
- * confirmation, `@bye` a peer stopping, anything else a cache label (`*`:
- * flush all). An empty payload (a trigger's) flushes all.
+ * The change bus's NOTIFY payloads: a fence id (`~`-ended when unconfirmed), then
+ * `~<user>` writers, `!<lsn>`, `@<fence>` confirmations, `@bye`, or cache labels.
+ * An empty payload (a trigger's) flushes all.
  */
 import { parseLsn } from '../db/replicas.js';
 import { FLUSH_ALL } from './store.js';
@@ -13,7 +10,7 @@ import { FLUSH_ALL } from './store.js';
 const MAX_PAYLOAD = 7_900;
 export const UNCONFIRMED = '~';
 
-/** A fence's payload: its id, the writers and labels, or `*` when the labels would not fit. */
+/** `*` when the labels would not fit. */
 export function fencePayload(id: string, labels: Set<string>, writers: Set<number> = new Set()): string {
   const head = [id, ...[...writers].map((writer) => `~${writer}`)].join(' ');
   const payload = labels.size ? `${head} ${[...labels].join(' ')}` : head;

@@ -1,18 +1,6 @@
 /**
- * The response cache's labels (src/plugins/response-cache.ts), derived without
- * per-route code. An entry is labelled, from its route and body, with each item
- * it shows (`posts/7`, `comments/9`), its list's scope (`posts`,
- * `users/3/posts`, `posts/7/comments`; filters are not tracked),
- * `<scope>#updated` when the list's order or membership depends on fields a
- * write may change (a sort on other than id/createdAt, an unknown filter), and
- * the parents it lives under (`posts/7/*`). A change is labelled from the
- * resource's id and foreign keys (`postId` names posts, `authorId` users):
- * - created/deleted: the item, its scopes (their totals and pages change) and
- *   the items it references (their counts change);
- * - updated: the item and `<scope>#updated` of its scopes;
- * - deleted also names everything under the item (`posts/7/*`).
- * An entry that embeds authors (include=author) is also labelled with each of
- * them (`users/3`), which a change of that user names.
+ * The response cache's labels, derived from routes and bodies without per-route
+ * code (docs/architecture.md, "The response cache").
  */
 
 export type ChangeKind = 'created' | 'updated' | 'deleted';
@@ -21,10 +9,7 @@ export type ChangeKind = 'created' | 'updated' | 'deleted';
 const REFERENCES: Record<string, string> = { authorId: 'users' };
 /** Sort fields no write changes. */
 const IMMUTABLE_SORT = new Set(['id', 'createdAt']);
-/**
- * Query parameters that only page through a list, shape its items, or filter
- * on something no write changes (`q` is not one: an edit changes what matches).
- */
+/** Parameters no write changes the meaning of (`q` is not one: an edit changes what matches). */
 const STABLE_QUERY = new Set([
   'page',
   'perPage',
@@ -38,7 +23,6 @@ const STABLE_QUERY = new Set([
   'include',
 ]);
 const UPDATED = '#updated';
-/** The collections a resource references, from its `xId` members. */
 function references(resource: object): [string, number][] {
   const refs: [string, number][] = [];
   for (const [key, value] of Object.entries(resource)) {
@@ -63,7 +47,6 @@ export interface RouteShape {
   pairs: { collection: string; param: string }[];
   /** The last segment is a parameter: one resource, not a list. */
   single: boolean;
-  /** The collection its items belong to. */
   collection: string;
 }
 
@@ -106,7 +89,6 @@ export function entryLabels(
   return labels;
 }
 
-/** The users embedded as `author`, each once. */
 function authorLabels(items: unknown[]): string[] {
   const ids = new Set<number>();
   for (const item of items) {

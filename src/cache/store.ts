@@ -1,40 +1,27 @@
-/**
- * The response cache's store: answers by URL in an LRU whose byte budget
- * counts bodies, URLs, headers and labels, an index from cache label to URLs,
- * and the record of recent evictions that decides whether a miss that started
- * before one may still be stored. No I/O: the plugin and the change bus feed it.
- */
+/** The response cache's store, a byte-budgeted LRU with a label index. No I/O. */
 import { LRUCache } from 'lru-cache';
 
 export interface StoredAnswer {
   body: Buffer;
   headers: Record<string, string>;
-  /** The cache labels of what it shows (src/cache/labels.ts). */
   labels: string[];
 }
 
-/** A label that stands for every entry. */
 export const FLUSH_ALL = '*';
 /** One answer larger than this share of the budget is not worth evicting the others for. */
 const MAX_ENTRY_SHARE = 8;
-/**
- * What an entry and each of its labels hold beyond their strings (objects,
- * the LRU's slots, the label index), so that the budget bounds the memory
- * really used; measured with the heap after a full GC (docs/architecture.md).
- */
+/** Beyond the strings (objects, LRU slots, label index), so the budget bounds the memory really used. */
 const ENTRY_OVERHEAD = 768;
 const LABEL_OVERHEAD = 200;
-/** Evictions remembered to decide whether a miss that started earlier may still be stored. */
 const RECENT_EVICTIONS = 256;
 
 export interface ResponseStore {
   get(url: string): StoredAnswer | undefined;
   put(url: string, answer: StoredAnswer): void;
-  /** Drops the answers showing any of `labels` (all of them, when null or holding FLUSH_ALL). */
+  /** null: all. */
   evict(labels: Iterable<string> | null): void;
-  /** Counts evictions: a miss notes it when it starts. */
+  /** A miss notes it when it starts. */
   epoch(): number;
-  /** Whether an eviction since epoch `since` may have touched an answer with these labels. */
   evictedSince(since: number, labels: string[]): boolean;
 }
 
@@ -110,12 +97,7 @@ export function createResponseStore({ maxBytes, maxAgeMs }: { maxBytes: number; 
   };
 }
 
-/**
- * "Seen twice": whether a URL was missed recently before (then it is worth
- * storing); remembers this miss. Two generations of `slots` fingerprints, the
- * older dropped each time the newer has taken in half as many misses, so
- * one-off URLs (random ids, random cursors) are never stored.
- */
+/** "Seen twice" (two generations of fingerprints): one-off URLs, random ids or cursors, are never stored. */
 export function doorkeeper(slots = 1 << 13): (url: string) => boolean {
   let current = new Uint32Array(slots);
   let previous = new Uint32Array(slots);

@@ -1,17 +1,7 @@
 /**
- * Reads of one row by id that coalesce while the pool is busy. A lookup
- * arriving when a connection is free runs alone, as `byId`, at once; one
- * arriving while every connection is taken joins a batch that waits for the
- * next free connection, and the batch then runs as one `byIds` statement
- * (`= ANY($1)`) for every id gathered meanwhile.
- *
- * Why: under load, a request for one post spent about half of the service's
- * busy time in socket writes, its statement's and its answer's (V8 profile of
- * the bench's random-id reads), and PostgreSQL runs a statement per request.
- * Requests queued behind a busy pool cost one statement, one write and one
- * round trip between them instead of one each, and none waits longer than
- * it would have in the pool's queue. Each batch is its own statement, so what
- * it reads is as fresh as a statement sent for each request after it arrived.
+ * Reads of one row by id that coalesce while the pool is busy: lookups queued
+ * behind it share one `= ANY($1)` statement, socket write and round trip, and
+ * none waits longer than it would have in the pool's queue.
  */
 import type pg from 'pg';
 import type { Queryable } from './pool.js';
@@ -23,22 +13,18 @@ interface Batch<T> {
 }
 
 export interface LookupStatements {
-  /** One row: `$1` is the id. */
   byId: string;
-  /** Several rows: `$1` is an array of ids; each row has `id`. */
+  /** `$1` is an array of ids. */
   byIds: string;
 }
 
-/** Whether `db` is a pool (lookups through it may coalesce) rather than one transaction's client. */
 function isPool(db: Queryable): db is pg.Pool {
   return 'idleCount' in db && 'totalCount' in db && 'options' in db;
 }
 
 type Lookup = (id: number) => Promise<unknown>;
-/** One coalescing lookup per pool and statement, whichever repository instance asks. */
 const lookups = new WeakMap<pg.Pool, Map<string, Lookup>>();
 
-/** The row with this id, through `db`: coalesced with concurrent lookups when `db` is a busy pool. */
 export function findOne<T extends { id: number }>(
   db: Queryable,
   statements: LookupStatements,

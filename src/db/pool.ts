@@ -1,58 +1,27 @@
 /**
- * The PostgreSQL pool. int8 columns (ids, counts) arrive as JS numbers: ids stay
- * far below 2^53. Timeouts are bounded so a stalled database turns into a quick
- * 503 instead of piling up requests; the pool reconnects by itself when the
- * database comes back.
- *
- * Transactions (withTransaction) are re-run from the start, a bounded number of
- * times, when PostgreSQL aborts them for a serialization failure (40001), a
- * deadlock (40P01) or a named statement a pooler lost (LOST_STATEMENT, below):
- * the whole transaction is the unit of retry, so nothing of a failed attempt
- * survives and callers' functions must only touch the database through the
- * client they are given (no other side effects).
+ * The PostgreSQL pool and withTransaction (docs/architecture.md, "The database").
+ * A transaction is re-run whole after a conflict, so its function must only touch
+ * the database through the client it is given.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { LRUCache } from 'lru-cache';
 
-/** The channel on which changes to posts or comments are announced (src/cache/change-bus.ts). */
 export const CHANGES_CHANNEL = 'posts_api_changed';
 
 /**
- * The application_name of the service's pool connections. It also tells the
- * posts_changed and comments_changed triggers that these sessions announce
- * their changes themselves, after they commit (a NOTIFY inside the writing
- * transaction would serialize every commit behind PostgreSQL's single
- * notification lock):
- * application_name is the one startup parameter PgBouncer passes on to every
- * server connection it lends in transaction mode, so this works behind it.
+ * Tells the change triggers that these sessions NOTIFY after commit themselves;
+ * PgBouncer passes application_name on, so this works behind it.
  */
 export const APPLICATION_NAME = 'posts-api';
 
-/**
- * The older form of the same signal (`posts_api.notifies`), kept for tools
- * that can only set options (pgbench's PGOPTIONS in the bench).
- * Statements are prepared by name (src/db/sql.ts `prepared`) and planned under
- * PostgreSQL's default plan_cache_mode (auto): forcing a custom plan for every
- * execution made a point lookup spend three times as long planning as running.
- *
- * JIT compilation is off (behind PgBouncer: the role's setting, like the
- * timeouts): it starts when a plan's estimated cost passes jit_above_cost, and
- * a search page's plan carries the cost of reading every match in a branch
- * that runs only for rare words (src/db/pagination/offset.ts), so a page that reads
- * 25 rows in 0.3 ms spent 30–40 ms compiling expressions. No statement of this
- * service runs long enough for compiled expressions to pay that back.
- */
+// `posts_api.notifies` is the same signal for tools that can only set options (pgbench).
+// JIT is off: search plans carry costs past jit_above_cost that no statement here pays back.
 export const SESSION_OPTIONS = '-c posts_api.notifies=after_commit -c jit=off';
 
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
 
-/**
- * A memory this instance keeps per database handle (the pool, a replica's
- * pool), made on first use and dropped with the handle: at most `max` entries,
- * the one set longest ago going first when full (read them with `peek` and
- * `has`, which leave that order alone).
- */
+/** An LRU memory per database handle (pool or replica pool), dropped with the handle. */
 export function perDatabase<V extends NonNullable<unknown>>(max: number): (db: Queryable) => LRUCache<string, V> {
   const memories = new WeakMap<Queryable, LRUCache<string, V>>();
   return (db) => {
@@ -72,35 +41,21 @@ const types = {
 export interface PoolOptions {
   /** Longest a statement may run (ms) before PostgreSQL cancels it (SQLSTATE 57014). */
   statementTimeoutMs?: number;
-  /** Told about errors of idle clients (e.g. the server closed their connection). */
   onIdleError?: (error: Error) => void;
-  /**
-   * Named prepared statements (default true). False sends every statement
-   * unnamed (parsed on each run), for a pooler in transaction mode that cannot
-   * follow names across its server connections (PgBouncer < 1.21, or without
-   * max_prepared_statements). With true, the pool finds such a pooler by itself
-   * (LOST_STATEMENT) and goes on unnamed.
-   */
+  /** False for a pooler that cannot follow statement names; true still falls back on LOST_STATEMENT. */
   preparedStatements?: boolean;
-  /** Told once, when the pool stops naming statements because a pooler lost one. */
   onStatementNamesLost?: (error: Error) => void;
 }
 
-/**
- * A named statement that the server connection does not have (26000) or
- * already has (42P05): a pooler in transaction mode ran the client's Bind, or
- * its Parse, on another server connection than the one it prepared it on.
- * Either way the statement did not run.
- */
+// A pooler in transaction mode ran Bind or Parse on another server connection; nothing ran.
 const LOST_STATEMENT = new Set(['26000', '42P05']);
 
-/** The `code` of an error: a SQLSTATE, a Node.js error code or ours (POOL_EXHAUSTED). */
 export const codeOf = (error: unknown): string => {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : '';
 };
 
-/** The code of a wait for a free client that outlasted the connection timeout while the database answers. */
+/** A wait for a free client timed out while the database answers (every client busy). */
 export const POOL_EXHAUSTED = 'POOL_EXHAUSTED';
 
 type Named = { name: unknown; text: string };
@@ -116,15 +71,11 @@ function unnamed(config: Named): unknown {
 }
 
 /**
- * The client class of one pool. Once `named` is false (set so, or after a
- * LOST_STATEMENT) it drops statement names. The statement that met the loss is
- * sent again unnamed when it ran on its own (transaction status idle: nothing
- * else was affected); inside a transaction block the failure aborted the whole
- * transaction, so it is withTransaction that runs it again.
+ * Drops statement names once `named` is false. A statement lost outside a
+ * transaction block is re-sent here; inside one, withTransaction re-runs it all.
  */
 function clientClass(named: boolean, onLost: (error: Error) => void): typeof pg.Client {
   return class extends pg.Client {
-    /** After a LOST_STATEMENT: from now on unnamed; whether the statement may be sent again here. */
     private retriable(error: unknown): boolean {
       if (!LOST_STATEMENT.has(codeOf(error))) return false;
       if (named) {
@@ -163,11 +114,7 @@ function clientClass(named: boolean, onLost: (error: Error) => void): typeof pg.
   };
 }
 
-/**
- * A pool that tells a wait for a free client past connectionTimeoutMillis
- * while clients are connected (the database answers, every client is busy:
- * POOL_EXHAUSTED) from one while none is (the database does not answer).
- */
+/** Tells a busy pool (POOL_EXHAUSTED) from an unreachable database on a connect timeout. */
 class ServicePool extends pg.Pool {
   readonly connected = new Set<pg.PoolClient>();
 
@@ -208,61 +155,41 @@ export function createPool(connectionString: string, max: number, options: PoolO
     types,
     connectionTimeoutMillis: 3000,
     idleTimeoutMillis: 30_000,
-    // The timeouts travel in `options`, the one startup parameter PgBouncer can
-    // be told to ignore (ignore_startup_parameters = options); behind it they are
-    // the database role's settings instead (docs/operations.md).
+    // Behind PgBouncer `options` is ignored and the role's settings apply (docs/operations.md).
     options: `${SESSION_OPTIONS} -c statement_timeout=${options.statementTimeoutMs ?? 10_000} -c idle_in_transaction_session_timeout=15000`,
     application_name: APPLICATION_NAME,
     Client: clientClass(options.preparedStatements !== false, options.onStatementNamesLost ?? (() => undefined)),
   });
-  // An idle client losing its connection (database restart) must not crash the
-  // process; the pool drops it and the next query opens a fresh one.
+  // An idle client losing its connection must not crash the process.
   const onIdleError = options.onIdleError ?? (() => undefined);
   pool.on('error', (error) => onIdleError(error));
   return pool;
 }
 
-/**
- * SQLSTATEs after which running the same transaction again can succeed: a
- * serialization failure or deadlock, and a named statement a pooler lost (the
- * pool sends statements unnamed from then on).
- */
 const RETRYABLE_SQLSTATES = new Set(['40001', '40P01', ...LOST_STATEMENT]);
-/** Attempts in all; a conflict that outlasts them is reported (503, plugins/errors.ts). */
 export const TRANSACTION_ATTEMPTS = 3;
 
 const isRetryable = (error: unknown) => RETRYABLE_SQLSTATES.has(codeOf(error));
 
-/**
- * Runs fn in one transaction: committed if it resolves, rolled back (nothing
- * partial kept) if it throws. Serialization failures and deadlocks re-run it
- * after a short random pause, so two colliding requests do not collide again.
- */
 export function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   return retryingConflicts(() => transactionOnce(pool, fn));
 }
 
-/**
- * Runs an atomic unit (a transaction, or one statement in autocommit, which
- * PostgreSQL also aborts for a conflict under REPEATABLE READ or SERIALIZABLE)
- * again after a serialization failure or deadlock, a bounded number of times.
- */
+/** Also for single autocommit statements, which PostgreSQL aborts for conflicts too. */
 export async function retryingConflicts<T>(unit: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await unit();
     } catch (error) {
       if (!isRetryable(error) || attempt >= TRANSACTION_ATTEMPTS) throw error;
-      await sleep(attempt * (5 + Math.random() * 20));
+      await sleep(attempt * (5 + Math.random() * 20)); // random, so colliders do not collide again
     }
   }
 }
 
 async function transactionOnce<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
-  // A checked-out client has no pool listener: a connection broken mid-transaction
-  // (database restart) would be an unhandled 'error' event and crash the process.
-  // The query in flight rejects by itself; the broken client is discarded, not reused.
+  // A checked-out client has no pool listener: an unhandled 'error' would crash the process.
   let broken: Error | undefined;
   const onError = (error: Error) => {
     broken = error;
@@ -274,8 +201,7 @@ async function transactionOnce<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => 
     await client.query('COMMIT');
     return result;
   } catch (error) {
-    // A client whose ROLLBACK failed may still be inside the transaction (or
-    // broken): it is destroyed below instead of going back to the pool.
+    // A client whose ROLLBACK failed may still be in the transaction: destroy it.
     await client.query('ROLLBACK').catch((rollbackError: Error) => {
       broken ??= rollbackError;
     });

@@ -1,39 +1,24 @@
 /**
- * Reads on streaming replicas (DATABASE_READ_URL), with a bound on how stale
- * they may be. Every CHECK_MS the primary's WAL insert position is sampled
- * (with the time it was asked) and each replica's replay position is read. A
- * replica that has replayed the position sampled at time t holds every commit
- * made before t: it takes reads while that t is less than the max lag ago.
- * Positions, not pg_last_xact_replay_timestamp(): on a quiet primary the last
- * replayed commit grows old although the replica is fully caught up.
- *
- * A replica that does not answer, or answers with an error that says its
- * connection or its recovery is the trouble, is marked stale until the next
- * check, and the statement runs again on the primary: a read never fails
- * because a replica did.
+ * Reads on streaming replicas within a lag bound: a replica that replayed the
+ * primary's position sampled at time t holds every commit before t. Positions,
+ * not pg_last_xact_replay_timestamp(), which grows old on a quiet primary.
+ * A read that fails on a replica runs again on the primary.
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import type { Queryable } from './pool.js';
 
-/** How often positions are compared; a fraction of the lag bound, so a healthy replica never drops out between checks. */
+/** A fraction of the lag bound, so a healthy replica never drops out between checks. */
 export const checkInterval = (maxLagMs: number) => Math.min(250, Math.floor(maxLagMs / 4));
-/** Primary samples kept: enough to date a replica up to many check intervals behind. */
 const SAMPLES = 64;
 
-/** A WAL position (`16/B374D848`) as a number of bytes: exact up to 2^53 bytes of WAL. */
+/** `16/B374D848` as a number of bytes. */
 export function parseLsn(text: string): number {
   const slash = text.indexOf('/');
   return parseInt(text.slice(0, slash), 16) * 2 ** 32 + parseInt(text.slice(slash + 1), 16);
 }
 
-/**
- * Errors after which the same read can succeed on the primary: no SQLSTATE
- * (the connection failed), connection exceptions (08), insufficient resources
- * (53), operator intervention other than a statement timeout (57P*, e.g. the
- * replica shutting down), and 40001, which a standby raises when replaying
- * the primary's changes cancels a query (a conflict with recovery).
- */
+/** The replica's trouble, not the statement's (40001 on a standby: a conflict with recovery). */
 function worthRetrying(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
@@ -42,9 +27,8 @@ function worthRetrying(error: unknown): boolean {
 
 interface Replica {
   pool: pg.Pool;
-  /** Runs a statement here, or on the primary when this replica fails it. */
   reader: Queryable;
-  /** Replay position at the last check; -1 while unknown or unreachable. */
+  /** -1 while unknown or unreachable. */
   replayed: number;
   /** performance.now() of the newest primary sample it has replayed. */
   freshAt: number;
@@ -52,19 +36,13 @@ interface Replica {
 
 export interface ReadRouter {
   readonly maxLagMs: number;
-  /**
-   * Where a read that must see the primary's position `atLeast` (0: any) goes:
-   * a replica within the lag bound that has replayed it, else the primary.
-   */
+  /** A replica within the bound that has replayed `atLeast` (0: any), else the primary. */
   reader(atLeast: number): Queryable;
-  /** The primary's position sampled after `time` (performance.now()), once there is one. */
   positionAfter(time: number): number | undefined;
-  /** For tests and logs: each replica's state. */
   status(): { replayed: number; lagMs: number }[];
   close(): Promise<void>;
 }
 
-/** A replica whose reader runs a statement there, or on the primary when the replica fails it. */
 function replicaOn(pool: pg.Pool, primary: pg.Pool): Replica {
   const replica: Replica = { pool, replayed: -1, freshAt: -Infinity, reader: primary };
   const run = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
@@ -81,7 +59,6 @@ function replicaOn(pool: pg.Pool, primary: pg.Pool): Replica {
   return replica;
 }
 
-/** Reads a replica's replay position and dates it by the newest primary sample it has replayed. */
 async function checkReplica(
   replica: Replica,
   samples: { at: number; position: number }[],
@@ -103,11 +80,7 @@ async function checkReplica(
 
 export function createReadRouter(options: {
   primary: pg.Pool;
-  /**
-   * A connection of its own to the primary for the position samples: on a
-   * busy request pool they would wait their turn, and the replicas would look
-   * stale exactly when they are needed most.
-   */
+  /** Its own connection: on the busy request pool, samples would wait and replicas look stale under load. */
   sampler: pg.Pool;
   replicas: pg.Pool[];
   maxLagMs: number;

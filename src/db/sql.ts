@@ -1,22 +1,6 @@
 /**
- * A tiny tagged template that turns `sql\`... ${value} ...\`` into a
- * parameterized query ({ text, values }) with $n placeholders numbered for us.
- * Interpolated values are always bound parameters; only fragments made by this
- * module (sql, raw with a constant, join) are spliced as SQL text, so user
- * input can never become SQL.
- *
- * Every statement with parameters goes out as a named prepared statement (pg's
- * own `{ name, text, values }`), one name per distinct SQL text, so PostgreSQL
- * parses and analyzes each text once per connection instead of per request,
- * and after a few runs keeps a generic plan where it costs no more than a
- * custom one (plan_cache_mode = auto: point lookups, inserts, updates, the
- * triggers' statements, and lists, whose page size is part of the text for
- * that reason: see pageSize in src/db/pagination/common.ts).
- *
- * A name is a digest of its text, not a counter: several instances (or
- * versions) behind one pooler then never give one name to two texts, so a
- * statement a pooler in transaction mode runs on another server connection
- * is the same statement or none (src/db/pool.ts, LOST_STATEMENT).
+ * The `sql` tagged template: interpolated values are always bound parameters;
+ * only fragments made here are spliced as text, so user input never becomes SQL.
  */
 import { createHash } from 'node:crypto';
 
@@ -66,7 +50,10 @@ export interface Statement {
 const MAX_PREPARED_STATEMENTS = 500;
 const names = new Map<string, string>();
 
-/** The statement, named after its text so that each connection prepares it once. */
+/**
+ * Named by a digest of its text, not a counter, so instances behind one pooler
+ * never give one name to two texts.
+ */
 export function prepared(text: string, values: unknown[]): Statement {
   if (values.length === 0) return { text, values };
   let name = names.get(text);
@@ -78,12 +65,7 @@ export function prepared(text: string, values: unknown[]): Statement {
   return { name, text, values };
 }
 
-/**
- * `named: false` sends the statement unnamed, which PostgreSQL plans with the
- * bound values every time: for statements whose best plan depends on them
- * (how common a searched word is, how wide a date range), where a generic
- * plan would fit one value and be ruinous for another.
- */
+/** `named: false` for statements whose best plan depends on the values (a date range's width). */
 export function toQuery(root: SqlFragment, named = true): Statement {
   const values: unknown[] = [];
   const walk = (f: SqlFragment): string => {

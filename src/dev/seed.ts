@@ -1,34 +1,7 @@
 /**
- * Demo data for `npm run seed -- --posts N` and the benchmark: users, posts and
- * comments generated inside PostgreSQL (`INSERT ... SELECT ... FROM
- * generate_series`), a batch of rows per statement so progress can be shown,
- * never row by row from Node (docs/operations.md says how long a million posts take).
- *
- * The data is added to what is there (nothing is wiped), in ONE transaction:
- * all of it or none. Writers wait on a table lock meanwhile; readers do not,
- * except when the load at least doubles a table: building that table's
- * indexes afresh after the load is then much faster than maintaining them row
- * by row, and its readers wait for the rebuild too.
- *
- * Speed: the counting triggers (and, for a superuser, the foreign-key checks)
- * are switched off for the load, which is safe because every id is generated
- * from rows inserted in the same transaction; then every total the triggers
- * keep (`counters`, `author_post_counts`, `posts.comment_count`, `post_floors`) is recomputed
- * exactly from the rows before COMMIT, so the result is indistinguishable from
- * data created through the API.
- *
- * Shape: randomness comes from a hash of each row's ordinal (hashint8extended),
- * so the same arguments always produce the same data, and statements can
- * recompute any row's values (a comment knows its post's creation time without
- * a join). Ids come from the tables' own identity sequences. Timestamps
- * (microsecond precision) span the past year, increase with the id as through
- * the API, and a comment is never older than its post. A few authors are
- * prolific, titles repeat often (ties for `sort=title`), body lengths vary
- * widely, and comments are uneven: a handful of popular posts collect about a
- * tenth of them, recent posts get most of the rest, many posts get none.
- * Every seeded user has the same password (hashed once: scrypt costs ~100 ms).
- * The first user writes the first post and its first comment, so the examples
- * of the OpenAPI document (ids 1, the first user's log-in) work on a freshly seeded database.
+ * Demo data for `npm run seed -- --posts N` and the benchmark, generated inside
+ * PostgreSQL in one transaction, triggers bypassed and totals recomputed
+ * (docs/architecture.md, "The demo data").
  */
 import type pg from 'pg';
 import { hashPassword } from '../security.js';
@@ -144,122 +117,45 @@ async function dropSecondaryIndexes(client: pg.PoolClient, table: 'posts' | 'com
 
 export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedResult> {
   const started = performance.now();
-  const posts = options.posts;
-  const users = options.users ?? defaultUsers(posts);
-  const comments = options.comments ?? Math.round(posts * (options.commentsPerPost ?? 2));
-  const batch = options.batchSize ?? DEFAULT_BATCH;
+  const counts = seedCounts(options);
+  const { posts, users, comments } = counts;
   const password = options.password ?? DEMO_PASSWORD;
   const progress = options.onProgress ?? (() => {});
-  for (const [name, value] of Object.entries({ posts, users, comments, batch })) {
-    if (!Number.isSafeInteger(value) || value < 0) throw new Error(`seed: ${name} must be a non-negative integer`);
-  }
-  if (posts > 0 && users < 1) throw new Error('seed: posts need at least one user');
-  if (comments > 0 && posts < 1) throw new Error('seed: comments need at least one post');
-
   const hash = await hashPassword(password);
   const client = await pool.connect();
-  let mode: SeedResult['mode'] = 'replica';
   try {
     await client.query('BEGIN');
-    // The load is long by design; the pool's limits are for requests.
-    await client.query(`SET LOCAL statement_timeout = 0`);
-    await client.query(`SET LOCAL idle_in_transaction_session_timeout = 0`);
-    // Big sorts and hashes in memory; JIT compiling each batch's expressions costs more than it saves.
-    await client.query(`SET LOCAL work_mem = '256MB'`);
-    await client.query(`SET LOCAL maintenance_work_mem = '256MB'`);
-    await client.query(`SET LOCAL jit = off`);
-    // Writers wait (the ids below must stay contiguous and the totals exact); readers go on.
-    await client.query(
-      'LOCK TABLE users, posts, comments, counters, author_post_counts, post_floors IN EXCLUSIVE MODE',
-    );
-    const { rows: su } = await client.query<{ on: string }>(`SELECT current_setting('is_superuser') AS on`);
-    if (su[0]?.on === 'on') {
-      // Skips user triggers and foreign-key checks, for this transaction only.
-      await client.query(`SET LOCAL session_replication_role = replica`);
-    } else {
-      mode = 'disable-trigger';
-      for (const table of ['users', 'posts', 'comments'])
-        await client.query(`ALTER TABLE ${table} DISABLE TRIGGER USER`);
-    }
-
+    const mode = await beginLoad(client);
     const userBase = users > 0 ? await nextId(client, 'users') : 0;
     const postBase = posts > 0 ? await nextId(client, 'posts') : 0;
     const commentBase = comments > 0 ? await nextId(client, 'comments') : 0;
     const start = new Date(Date.now() - YEAR_SECONDS * 1000).toISOString();
     const common = { users, n: posts, m: comments, start, userBase, postBase, commentBase };
+    const load: Load = { client, progress, batch: counts.batch, common };
 
-    const inBatches = async (phase: SeedProgress['phase'], total: number, statement: string, extra: object) => {
-      progress({ phase, done: 0, total });
-      for (let from = 0; from < total; from += batch) {
-        const to = Math.min(total, from + batch);
-        await client.query(bind(statement, { ...common, ...extra, from, to }));
-        progress({ phase, done: to, total });
-      }
-    };
-
-    await inBatches('users', users, INSERT_USERS, { hash, first: FIRST_NAMES, last: LAST_NAMES });
-
-    // Each post's comment count is known before the post is written, so no post row is rewritten later.
-    await client.query('CREATE TEMP TABLE seed_comment_plan (ord int8 NOT NULL, n int8 NOT NULL) ON COMMIT DROP');
-    await inBatches('plan', comments, PLAN_COMMENTS, { popular: Math.min(POPULAR_POSTS, posts) });
-    // Several batches may name the same post: their counts add up.
-    await client.query(`CREATE TEMP TABLE seed_comment_counts ON COMMIT DROP AS
-      SELECT ord, sum(n)::int8 AS n FROM seed_comment_plan GROUP BY ord`);
-    await client.query('ALTER TABLE seed_comment_counts ADD PRIMARY KEY (ord)');
-    await client.query('ANALYZE seed_comment_counts');
-
+    await inBatches(load, 'users', users, INSERT_USERS, { hash, first: FIRST_NAMES, last: LAST_NAMES });
+    await planComments(load, comments, posts);
     const corpus = { corpus: CORPUS, starts: WORD_STARTS };
     await client.query(bind(POST_TEXTS, corpus));
     await client.query(bind(COMMENT_TEXTS, corpus));
     await client.query('ANALYZE seed_post_texts, seed_comment_texts');
-
-    // Maintaining a table's secondary indexes row by row costs far more than
-    // building them afresh once the rows are in, whenever the load at least
-    // doubles the table.
-    const rebuild: string[] = [];
-    for (const [table, adding] of [
-      ['posts', posts],
-      ['comments', comments],
-    ] as const) {
-      const { rows } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`);
-      if (adding > 0 && adding >= Number(rows[0]!.n)) rebuild.push(...(await dropSecondaryIndexes(client, table)));
-    }
-
-    await inBatches('posts', posts, INSERT_POSTS, { adjectives: ADJECTIVES, nouns: NOUNS });
-    await inBatches('comments', comments, INSERT_COMMENTS, { popular: Math.min(POPULAR_POSTS, posts) });
-
-    if (rebuild.length > 0) {
-      progress({ phase: 'indexes', done: 0, total: rebuild.length });
-      for (const [k, definition] of rebuild.entries()) {
-        await client.query(definition);
-        progress({ phase: 'indexes', done: k + 1, total: rebuild.length });
-      }
-    }
+    const rebuild = await dropIndexesOfDoubledTables(client, posts, comments);
+    await inBatches(load, 'posts', posts, INSERT_POSTS, { adjectives: ADJECTIVES, nouns: NOUNS });
+    await inBatches(load, 'comments', comments, INSERT_COMMENTS, { popular: Math.min(POPULAR_POSTS, posts) });
+    await inSteps(progress, 'indexes', rebuild, (definition) => client.query(definition));
 
     if (users > 0) await reserveIds(client, 'users', userBase + users - 1);
     if (posts > 0) await reserveIds(client, 'posts', postBase + posts - 1);
     if (comments > 0) await reserveIds(client, 'comments', commentBase + comments - 1);
-
-    progress({ phase: 'totals', done: 0, total: RECOMPUTE_TOTALS.length });
-    for (const [k, statement] of RECOMPUTE_TOTALS.entries()) {
-      await client.query(bind(statement, { lo: postBase, hi: postBase + posts - 1 }));
-      progress({ phase: 'totals', done: k + 1, total: RECOMPUTE_TOTALS.length });
-    }
-    if (mode === 'disable-trigger') {
-      for (const table of ['users', 'posts', 'comments'])
-        await client.query(`ALTER TABLE ${table} ENABLE TRIGGER USER`);
-    }
+    await inSteps(progress, 'totals', RECOMPUTE_TOTALS, (statement) =>
+      client.query(bind(statement, { lo: postBase, hi: postBase + posts - 1 })),
+    );
+    await endLoad(client, mode);
     if (users > 0) await seedWebhook(client, userBase);
     // The bypassed triggers would have told running instances to drop their cached answers.
     await client.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, '']);
     await client.query('COMMIT');
-
-    // Fresh statistics, so the planner sees the new sizes before the first request does.
-    progress({ phase: 'analyze', done: 0, total: 1 });
-    await client.query('SET statement_timeout = 0');
-    await client.query('ANALYZE users, posts, comments, counters, author_post_counts, post_floors');
-    await client.query('RESET statement_timeout');
-    progress({ phase: 'analyze', done: 1, total: 1 });
+    await analyze(client, progress);
 
     const seconds = (performance.now() - started) / 1000;
     progress({ phase: 'done', done: 1, total: 1 });
@@ -283,6 +179,117 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
   } finally {
     client.release();
   }
+}
+
+function seedCounts(options: SeedOptions): { posts: number; users: number; comments: number; batch: number } {
+  const posts = options.posts;
+  const users = options.users ?? defaultUsers(posts);
+  const comments = options.comments ?? Math.round(posts * (options.commentsPerPost ?? 2));
+  const batch = options.batchSize ?? DEFAULT_BATCH;
+  for (const [name, value] of Object.entries({ posts, users, comments, batch })) {
+    if (!Number.isSafeInteger(value) || value < 0) throw new Error(`seed: ${name} must be a non-negative integer`);
+  }
+  if (posts > 0 && users < 1) throw new Error('seed: posts need at least one user');
+  if (comments > 0 && posts < 1) throw new Error('seed: comments need at least one post');
+  return { posts, users, comments, batch };
+}
+
+const LOADED_TABLES = ['users', 'posts', 'comments'] as const;
+
+/** Session settings, locks and the trigger bypass for the load; returns how triggers were bypassed. */
+async function beginLoad(client: pg.PoolClient): Promise<SeedResult['mode']> {
+  // The load is long by design; the pool's limits are for requests.
+  await client.query(`SET LOCAL statement_timeout = 0`);
+  await client.query(`SET LOCAL idle_in_transaction_session_timeout = 0`);
+  // Big sorts and hashes in memory; JIT compiling each batch's expressions costs more than it saves.
+  await client.query(`SET LOCAL work_mem = '256MB'`);
+  await client.query(`SET LOCAL maintenance_work_mem = '256MB'`);
+  await client.query(`SET LOCAL jit = off`);
+  // Writers wait (the ids below must stay contiguous and the totals exact); readers go on.
+  await client.query('LOCK TABLE users, posts, comments, counters, author_post_counts, post_floors IN EXCLUSIVE MODE');
+  const { rows: su } = await client.query<{ on: string }>(`SELECT current_setting('is_superuser') AS on`);
+  if (su[0]?.on === 'on') {
+    // Skips user triggers and foreign-key checks, for this transaction only.
+    await client.query(`SET LOCAL session_replication_role = replica`);
+    return 'replica';
+  }
+  for (const table of LOADED_TABLES) await client.query(`ALTER TABLE ${table} DISABLE TRIGGER USER`);
+  return 'disable-trigger';
+}
+
+async function endLoad(client: pg.PoolClient, mode: SeedResult['mode']): Promise<void> {
+  if (mode !== 'disable-trigger') return;
+  for (const table of LOADED_TABLES) await client.query(`ALTER TABLE ${table} ENABLE TRIGGER USER`);
+}
+
+interface Load {
+  client: pg.PoolClient;
+  progress: (progress: SeedProgress) => void;
+  batch: number;
+  common: object;
+}
+
+async function inBatches(
+  { client, progress, batch, common }: Load,
+  phase: SeedProgress['phase'],
+  total: number,
+  statement: string,
+  extra: object,
+): Promise<void> {
+  progress({ phase, done: 0, total });
+  for (let from = 0; from < total; from += batch) {
+    const to = Math.min(total, from + batch);
+    await client.query(bind(statement, { ...common, ...extra, from, to }));
+    progress({ phase, done: to, total });
+  }
+}
+
+async function inSteps<T>(
+  progress: (progress: SeedProgress) => void,
+  phase: SeedProgress['phase'],
+  steps: readonly T[],
+  run: (step: T) => Promise<unknown>,
+): Promise<void> {
+  if (steps.length === 0) return;
+  progress({ phase, done: 0, total: steps.length });
+  for (const [k, step] of steps.entries()) {
+    await run(step);
+    progress({ phase, done: k + 1, total: steps.length });
+  }
+}
+
+/** Each post's comment count is known before the post is written, so no post row is rewritten later. */
+async function planComments(load: Load, comments: number, posts: number): Promise<void> {
+  const { client } = load;
+  await client.query('CREATE TEMP TABLE seed_comment_plan (ord int8 NOT NULL, n int8 NOT NULL) ON COMMIT DROP');
+  await inBatches(load, 'plan', comments, PLAN_COMMENTS, { popular: Math.min(POPULAR_POSTS, posts) });
+  // Several batches may name the same post: their counts add up.
+  await client.query(`CREATE TEMP TABLE seed_comment_counts ON COMMIT DROP AS
+      SELECT ord, sum(n)::int8 AS n FROM seed_comment_plan GROUP BY ord`);
+  await client.query('ALTER TABLE seed_comment_counts ADD PRIMARY KEY (ord)');
+  await client.query('ANALYZE seed_comment_counts');
+}
+
+/** Building indexes afresh beats maintaining them row by row once a load at least doubles a table. */
+async function dropIndexesOfDoubledTables(client: pg.PoolClient, posts: number, comments: number): Promise<string[]> {
+  const rebuild: string[] = [];
+  for (const [table, adding] of [
+    ['posts', posts],
+    ['comments', comments],
+  ] as const) {
+    const { rows } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${table}`);
+    if (adding > 0 && adding >= Number(rows[0]!.n)) rebuild.push(...(await dropSecondaryIndexes(client, table)));
+  }
+  return rebuild;
+}
+
+/** Fresh statistics, so the planner sees the new sizes before the first request does. */
+async function analyze(client: pg.PoolClient, progress: (progress: SeedProgress) => void): Promise<void> {
+  progress({ phase: 'analyze', done: 0, total: 1 });
+  await client.query('SET statement_timeout = 0');
+  await client.query('ANALYZE users, posts, comments, counters, author_post_counts, post_floors');
+  await client.query('RESET statement_timeout');
+  progress({ phase: 'analyze', done: 1, total: 1 });
 }
 
 /** `npm run seed -- --posts N [--comments N] [--users N]` (src/cli.ts reads the arguments). */

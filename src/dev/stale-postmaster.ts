@@ -1,4 +1,4 @@
-/** What a crash of the embedded development database leaves behind, cleared before it starts again (src/dev/embedded.ts). */
+/** What a crash of the embedded development database leaves behind, cleared before it starts again. */
 import { readFile, readlink, realpath, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -6,12 +6,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 const ORPHAN_STOP_TIMEOUT_MS = 30_000;
 
 /**
- * PostgreSQL itself ignores a postmaster.pid whose PID is dead, but not two
- * cases a crash leaves behind: the PID now belongs to another process of the
- * same user, or the old server is still running because the Node process that
- * started it was killed (SIGKILL/OOM skip the library's exit hook). The first
- * is a stale file; the second is an orphan we stop, unless a live Node process
- * (another instance of this app) still owns it: then its PIDs and port are returned.
+ * PostgreSQL ignores a dead PID, but not one reused by another process, nor an
+ * orphaned server whose Node parent was killed: stopped, unless a live Node
+ * process still owns it (then its PIDs and port are returned).
  */
 export async function clearStalePostmaster(
   dataDir: string,

@@ -1,8 +1,4 @@
-/**
- * The HTTP side of every list endpoint: picks the pagination mode from the
- * query, builds the envelope and the RFC 8288 Link header. Route plugins call
- * these instead of repeating the logic per resource.
- */
+/** The HTTP side of every list: pagination mode, envelope, RFC 8288 Link header. */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ListResult, PageRequest, Sort } from '../db/pagination.js';
 import { validation } from '../errors.js';
@@ -66,11 +62,8 @@ export type ListEnvelope<T> =
   | { data: T[]; limit: number; hasMore: boolean; nextCursor: number | null; prevCursor: number | null };
 
 /**
- * The 200 schema of a list is a union (OffsetPage | CursorPage, schemas/common.ts),
- * and serializing a union makes fast-json-stringify validate the whole page
- * against a branch to choose it: about a sixth of a list request's CPU. The
- * mode is known here, so that branch's serializer (compiled once per route)
- * writes the same JSON directly.
+ * Serializing the 200's union makes fast-json-stringify validate the page to
+ * pick a branch; the mode is known here, so that branch's serializer writes it.
  */
 function serializeAs(reply: FastifyReply, title: 'OffsetPage' | 'CursorPage'): void {
   const response = reply.request.routeOptions.schema?.response as
@@ -91,7 +84,7 @@ export function listResponse<T>(
   serializeAs(reply, result.kind === 'offset' ? 'OffsetPage' : 'CursorPage');
   const links: string[] = [];
   if (result.kind === 'cursor' && page.kind === 'cursor') {
-    // The anchor's key as read travels with it, so the walk stays put when the anchor is edited (src/db/pagination/cursor.ts).
+    // The anchor's key as read travels with it, so the walk stays put when the anchor is edited.
     if (result.nextCursor !== null) {
       const next = {
         after: result.nextCursor,

@@ -1,11 +1,6 @@
-/**
- * The query parameters of richer reads (docs/api.md §10) as the repositories
- * take them. The schemas have checked each value (distinct field names, the
- * include value, RFC 3339 date-times).
- */
+/** The query parameters of richer reads (docs/api.md §10), already checked by the schemas. */
 import type { CreatedRange, View } from '../db/views.js';
 
-/** Whether a view is the resource's full representation (the one with a stored ETag). */
 export { isFull } from '../db/views.js';
 
 interface ReadQuery {
@@ -13,7 +8,6 @@ interface ReadQuery {
   include?: 'author';
 }
 
-/** The representation asked for (the schema has checked that the fields are distinct). */
 export function viewOf<F extends string>(query: ReadQuery): View<F> {
   const view: View<F> = {};
   if (query.include === 'author') view.author = true;
@@ -27,11 +21,8 @@ interface RangeQuery {
 }
 
 /**
- * Only the millisecond a bound falls in, and whether it falls exactly on it,
- * decide a comparison with the shown times (whole milliseconds): digits past
- * the millisecond become `5` (half-way) when any is not zero, which PostgreSQL
- * holds exactly, where it would round a tenth digit and could move a bound
- * across a millisecond.
+ * Digits past the millisecond become `5` when any is not zero: PostgreSQL would
+ * round a tenth digit and could move a bound across a millisecond.
  */
 const toMilliseconds = (value: string | undefined) =>
   value?.replace(/\.(\d{3})(\d*)/, (_, ms: string, rest: string) => `.${ms}${/[1-9]/.test(rest) ? '5' : ''}`);

@@ -1,20 +1,7 @@
 /**
- * Bearer-token authentication (docs/api.md §6). Every request that sends an
- * Authorization header has it checked, public routes included: a bad token is
- * a 401 anywhere. Routes that need a user live in a plugin scope that adds
- * `app.requireUser` as an onRequest hook, so no hook matches URL strings.
- *
- * A token is checked against the issued format first (src/security.ts), so a
- * malformed one costs no query; a well-formed one is one indexed lookup, whose
- * answer this instance then trusts for AUTH_CACHE_MS (default 1 s, never past
- * the token's expiry). That spares a query on nearly every request of an active
- * client. The price is bounded: a token revoked here (DELETE /tokens/{id}, a
- * password change) is forgotten here at once, while another instance may still
- * accept it for at most AUTH_CACHE_MS; a role changed by the operator command
- * likewise. AUTH_CACHE_MS=0 asks the database every time.
- *
- * `request.authenticate()` is memoized so the rate limiter can key clients by
- * user id with the same single lookup.
+ * Bearer tokens, checked on every request that sends one (a bad token is a 401
+ * anywhere). A checked token is trusted for AUTH_CACHE_MS: another instance may
+ * accept a revoked one that long. `authenticate()` is memoized for the rate limiter.
  */
 import fp from 'fastify-plugin';
 import { LRUCache } from 'lru-cache';
@@ -27,21 +14,16 @@ declare module 'fastify' {
   interface FastifyRequest {
     user: AuthUser | null;
     authenticate(): Promise<AuthUser | null>;
-    /**
-     * The SHA-256 (base64) of the bearer token sent, when it has the issued
-     * form; null otherwise. Computed once per request: the token cache here and
-     * the rate limiter's memory of token owners both key by it.
-     */
+    /** The SHA-256 of a well-formed bearer token, else null; computed once per request. */
     credential(): string | null;
   }
   interface FastifyInstance {
     requireUser: onRequestAsyncHookHandler;
-    /** Stops trusting the checked tokens `which` picks: call after revoking them commits. */
+    /** Call after revoking them commits. */
     forgetTokens(which: (user: AuthUser) => boolean): void;
   }
 }
 
-/** Checked tokens kept at most; each entry is a few hundred bytes. */
 const AUTH_CACHE_ENTRIES = 10_000;
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/-]{1,512}=*) *$/i;
@@ -113,8 +95,7 @@ export default fp<{ cacheMs: number }>(
       }, done);
     });
 
-    // A 401 to a request whose token was trusted: its user is gone (deleted behind the service's
-    // back, plugins/errors.ts), so none of that user's tokens are trusted any longer.
+    // A 401 to a trusted token: its user was deleted behind the service's back.
     if (trusted) {
       app.addHook('onSend', (request, reply, payload, done) => {
         const user = request.user;

@@ -1,25 +1,14 @@
 /**
- * The only accepted request bodies are JSON objects (docs/api.md §2): anything
- * that is not parseable JSON, or is JSON but not an object, is a 400; any other
- * media type is a 415. PATCH also takes application/merge-patch+json (RFC 7396).
- * Fastify's own parser does the parsing, keeping its __proto__ poisoning guard.
- *
- * JSON is UTF-8 (RFC 8259 §8.1): a declared charset that does not name UTF-8
- * (media-types.ts lists the spellings) is a 415, and bytes that are not UTF-8
- * are a 400, where decoding leniently would store U+FFFD in place of what the
- * client meant. A malformed or repeated parameter (`charset=utf-8; charset=latin1`,
- * an unclosed quote) leaves no one charset to trust: a 415 too.
- *
- * DELETE and OPTIONS take no body: an empty one is no body, whatever
- * Content-Type says (clients often send their default Content-Type on every
- * request). A non-empty one is parsed like any other and then ignored.
+ * JSON objects in UTF-8 only (docs/api.md §2); bytes that are not UTF-8 are a 400,
+ * not U+FFFD stored. An empty DELETE/OPTIONS body is no body, whatever its
+ * Content-Type: clients send their default one on every request.
  */
 import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';
 import { HttpError, badRequest } from '../errors.js';
 import { PATCH_MEDIA_TYPES, isUtf8, parametersOf } from '../media-types.js';
 
-// fatal: a malformed sequence throws instead of becoming U+FFFD; a leading BOM is dropped (RFC 8259 allows ignoring it).
+// fatal: a malformed sequence throws instead of becoming U+FFFD; a leading BOM is dropped (RFC 8259 allows it).
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 const BODYLESS_METHODS = new Set(['DELETE', 'OPTIONS']);

@@ -1,10 +1,7 @@
 /**
- * Announcing committed changes to every instance (src/cache/change-bus.ts):
- * a write records what it changed with `request.changed(...)`, and once it
- * answers 2xx (or 5xx: its commit may have happened) the bus evicts it here
- * and on the other instances before the answer leaves. Rejected requests,
- * idempotent replays and empty PATCHes record nothing. Registered whether or
- * not this instance caches: the others' caches may be on.
+ * Announces what a write recorded with `request.changed` before its answer leaves
+ * (on 5xx too: its commit may have happened). Registered even without a cache
+ * here: the other instances' may be on.
  */
 import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';
@@ -13,13 +10,7 @@ import { changeLabels, type ChangeKind } from '../cache/labels.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /**
-     * Records that this request wrote `resource` (its representation: `id` and
-     * foreign keys such as `authorId`) of `collection` (`posts`): once it has
-     * answered 2xx, the cached answers showing it are evicted on every instance.
-     */
     changed<R extends { id: number }>(how: ChangeKind, collection: string, resource: R): void;
-    /** The cache labels of what this request changed; null while it changed nothing. */
     changes: Set<string> | null;
   }
   interface FastifyInstance {

@@ -1,12 +1,4 @@
-/**
- * Decorates the app with the pool (`app.db`), ended when the app closes, and,
- * when replicas are configured (DATABASE_READ_URL), with the router that
- * picks where a read goes (`app.replicas`, src/db/replicas.ts). Errors of idle
- * clients (the server ended their connection) cost nothing, as the pool
- * replaces them, but are logged: a stream of them tells an operator something.
- * A pool that meets a pooler losing its named statements goes on without
- * names (src/db/pool.ts) and says so once.
- */
+/** `app.db` and, with replicas, `app.replicas`. Idle-client errors are logged: a stream of them means something. */
 import fp from 'fastify-plugin';
 import pg from 'pg';
 import { APPLICATION_NAME, createPool } from '../db/pool.js';
@@ -32,12 +24,8 @@ export interface DbOptions {
 }
 
 /**
- * Gives every connection of the pool an 'error' listener for its whole life.
- * pg-pool removes its idle listener when it hands a client out, and
- * `await pool.connect()` resumes a microtask later: a server's FATAL message
- * (PostgreSQL killed, the connection terminated) read in between was an
- * 'error' event nobody listened to, which ended the process. The client is
- * then broken: its next query fails and the pool discards it on release.
+ * An 'error' listener for each connection's whole life: a FATAL read between
+ * pg-pool handing a client out and `await connect()` resuming ended the process.
  */
 function guarded(pool: pg.Pool): pg.Pool {
   pool.on('connect', (client) => client.on('error', () => undefined));
@@ -90,17 +78,13 @@ export default fp<DbOptions>(
   { name: 'db' },
 );
 
-/** Exit code of a start refused for the schema: EX_CONFIG, as for a bad setting. */
+/** EX_CONFIG, as for a bad setting. */
 export const SCHEMA_BEHIND_EXIT = 78;
 
 /**
- * The check at start with DATABASE_URL (src/server.ts). A schema behind this
- * version stops start-up (an error with `exitCode` 78) naming `npm run
- * migrate`: every route would fail on it. A schema ahead of it (a newer
- * version migrated during a rolling upgrade) is served, with one warning. A
- * database that fails (unreachable, missing, refusing the login) is said once,
- * plainly: the service starts all the same and answers 503, readiness
- * included, until the database answers; then readiness checks the schema.
+ * A schema behind this version stops start-up; one ahead (a rolling upgrade) is
+ * served with a warning; an unreachable database is said once, and the service
+ * answers 503 until it answers.
  */
 export async function checkDatabaseAtStart(
   databaseUrl: string,

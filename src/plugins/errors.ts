@@ -1,9 +1,4 @@
-/**
- * One error body for everything (docs/api.md §2). Every failure — thrown catalogue
- * errors, schema validation, body parser and plugin errors, PostgreSQL errors,
- * unknown routes and unsupported methods — is rendered here and only here.
- * Anything unrecognised is a 500 whose body says nothing about internals.
- */
+/** Every failure is rendered here and only here, in the one error body (docs/api.md §2). */
 import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import type { FastifyError, FastifyReply, FastifyRequest, FastifySchemaValidationError } from 'fastify';
@@ -30,36 +25,19 @@ interface ErrorBody {
   requestId: string;
 }
 
-/** The routers' limit on a path parameter's length (app.ts, and the 405 mirror below). */
 export const MAX_PARAM_LENGTH = 16_384;
 
-/** Unique indexes whose violation is the client's fault, and the error that blames the field. */
 const UNIQUE_VIOLATIONS = new Map<string, () => HttpError>([['users_email_key', emailTaken]]);
 
-/**
- * Foreign keys to users: every column referencing users is `author_id` or
- * `user_id`, so PostgreSQL names its constraint `<table>_author_id_fkey` or
- * `<table>_user_id_fkey`, and a new table needs no entry here. The only user id
- * a write carries is the token's user: a violation means that user was deleted
- * behind the service's back (an operator's SQL) while an instance still
- * trusted the token (AUTH_CACHE_MS). The token names no one any more: 401.
- */
+// Columns referencing users are `author_id` or `user_id`, so any new table's constraint matches. A write's
+// only user id is the token's: a violation means the user was deleted behind a cached token (401).
 const USER_REFERENCE = /_(author|user)_id_fkey$/;
-/** Foreign keys to posts, likewise (`<table>_post_id_fkey`): the post named by the path has gone. */
 const POST_REFERENCE = /_post_id_fkey$/;
 
-/**
- * Every way the database can fail a request that is not the request's fault,
- * by SQLSTATE, SQLSTATE class (two characters), Node.js error code or the
- * pool's own (POOL_EXHAUSTED): a 503 with Retry-After whose message names the
- * cause, so an outage is never confused with a refusal or a busy instance.
- * Seconds are short where the cause passes by itself, long (30: "later")
- * where an operator must act.
- */
+/** A 503 naming its cause; retryAfter is long (30) where an operator must act. */
 interface Failure {
   cause: string;
   retryAfter: number;
-  /** What the client should do, when not merely to try again. */
   advice?: string;
 }
 const unreachable: Failure = { cause: 'the database is unreachable', retryAfter: 5 };
@@ -92,13 +70,11 @@ const DATABASE_FAILURES = new Map<string, Failure>([
   ['57P01', restarting],
   ['57P02', restarting],
   ['57P03', restarting],
-  // A statement past PG_STATEMENT_TIMEOUT_MS (or cancelled), e.g. waiting on a lock: the database is up.
   ['57014', { cause: 'the database did not answer in time', retryAfter: 5 }],
   ['55P03', { cause: 'what the request needs is locked by another transaction (lock not available)', retryAfter: 1 }],
   ['54', { cause: 'the request ran into a limit of the database (program limit exceeded)', retryAfter: 30 }],
-  // A table, column or function the code needs is gone: the schema was changed under a running service.
   ...['42P01', '42703', '42883'].map((code) => [code, schemaChanged] as const),
-  // Outlasted withTransaction's attempts (src/db/pool.ts): nothing changed, the same request can be sent again.
+  // Outlasted withTransaction's attempts: nothing changed.
   ['40001', collided],
   ['40P01', collided],
   [
@@ -119,10 +95,8 @@ function failureOf(error: unknown): Failure | undefined {
   return LOST_CONNECTION.test((error as Error | null)?.message ?? '') ? unreachable : undefined;
 }
 
-/** What went wrong with the database, said plainly (for logs), or undefined when `error` is no database failure. */
 export const databaseCause = (error: unknown): string | undefined => failureOf(error)?.cause;
 
-/** The 503 a database failure is, or undefined when `error` is not one. */
 export function databaseFailure(error: unknown): HttpError | undefined {
   const failure = failureOf(error);
   if (!failure) return undefined;
@@ -131,10 +105,8 @@ export function databaseFailure(error: unknown): HttpError | undefined {
 }
 
 /**
- * Class 22 (data exception): a value PostgreSQL could not take, such as a
- * date-time out of its range. Blamed on the request's one date-time or integer
- * field when exactly one is there to blame (422), else a 400; never with the
- * database's words, which quote SQL values.
+ * A value PostgreSQL could not take: blamed on the one field of that kind when
+ * there is one (422), else a 400; never in the database's words, which quote SQL values.
  */
 const DATA_KINDS: Record<string, (schema: { type?: string; format?: string }) => boolean> = {
   '22007': (schema) => schema.format === 'date-time',
@@ -173,7 +145,6 @@ function isCatalogued(error: AnyError): error is AnyError & HttpError {
   return status !== undefined && ERROR_CODES[status] === error.code;
 }
 
-/** Fastify and plugin errors with a 4xx status get a safe, fixed message. */
 const FASTIFY_MESSAGES: Record<string, string> = {
   FST_ERR_CTP_INVALID_JSON_BODY: 'body is not valid JSON',
   FST_ERR_CTP_EMPTY_JSON_BODY: 'body must not be empty when Content-Type is application/json',
@@ -182,7 +153,6 @@ const FASTIFY_MESSAGES: Record<string, string> = {
   FST_ERR_BAD_URL: 'the URL is malformed',
 };
 
-/** Header fields arrive lower-cased; errors name them as the contract does (e.g. `Idempotency-Key`). */
 const headerCased = (fieldErrors: Record<string, string[]>) =>
   Object.fromEntries(
     Object.entries(fieldErrors).map(([name, messages]) => [
@@ -198,10 +168,7 @@ function fromValidation(errors: readonly FastifySchemaValidationError[], context
   return validation(context === 'headers' ? headerCased(fieldErrors) : fieldErrors);
 }
 
-/**
- * Fastify validates params first and stops there, but the contract ranks a bad
- * body, query or header (400/422) above the 404 of a path id that names nothing.
- */
+/** Fastify stops at params, but the contract ranks a bad body, query or header above the 404. */
 function laterPartFailure(request: FastifyRequest): HttpError | undefined {
   const parts = { body: request.body, querystring: request.query, headers: request.headers };
   for (const [part, data] of Object.entries(parts)) {
@@ -214,7 +181,6 @@ function laterPartFailure(request: FastifyRequest): HttpError | undefined {
 export function toHttpError(error: AnyError, request: FastifyRequest): HttpError | null {
   if (error.validation) {
     const context = error.validationContext;
-    // A path id that is not a positive integer names no resource.
     if (context === 'params')
       return laterPartFailure(request) ?? notFound(`${quotedPath(requestPath(request))} does not exist`);
     return fromValidation(error.validation, context);
@@ -225,7 +191,7 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
     return unique ? unique() : conflict('the request conflicts with an existing resource');
   }
   if (error.code === '23503' && USER_REFERENCE.test(error.constraint ?? '')) return invalidToken();
-  // The post went away between the request's check and its insert (deleted by SQL meanwhile).
+  // The post was deleted (by SQL) between the request's check and its insert.
   if (error.code === '23503' && POST_REFERENCE.test(error.constraint ?? '')) {
     return notFound(`post ${(request.params as { postId?: number }).postId} does not exist`);
   }
@@ -242,9 +208,8 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
   return null;
 }
 
-/** Renders the contract's error body; also used for errors raised before routing (app.ts frameworkErrors). */
 export function sendError(reply: FastifyReply, request: FastifyRequest, e: HttpError) {
-  // Set here too: errors raised before the onRequest hooks (a malformed URL) still carry it.
+  // Set here too, for errors raised before the onRequest hooks (a malformed URL).
   reply.header('x-request-id', request.id);
   const body: ErrorBody = { error: e.code, message: e.message, requestId: request.id };
   if (e.fieldErrors) body.fieldErrors = e.fieldErrors;
@@ -254,7 +219,6 @@ export function sendError(reply: FastifyReply, request: FastifyRequest, e: HttpE
 
 export default fp(
   async (app) => {
-    // Every response carries the request id (the client's if it sent a sane one, see app.ts genReqId).
     app.addHook('onRequest', (request, reply, done) => {
       reply.header('x-request-id', request.id);
       done();
@@ -280,9 +244,7 @@ export default fp(
       );
     });
 
-    // Known paths answer 405 with Allow for the methods they lack; the router below
-    // mirrors every registered route so path parameters match as Fastify would.
-    // The CORS plugin's catch-all OPTIONS route (for preflights) is no path of the API.
+    // Mirrors every route so a known path's 405 matches parameters as Fastify would (CORS's '*' is no path).
     const paths = FindMyWay({ ignoreTrailingSlash: false, maxParamLength: MAX_PARAM_LENGTH });
     const methodsByPath = new Map<string, Set<string>>();
     app.addHook('onRoute', (route) => {
@@ -313,10 +275,7 @@ export default fp(
       return sendError(reply, request, notFound(`no route ${request.method} ${quotedPath(path)}`));
     };
 
-    // An unrouted request is answered before its body is parsed (preParsing runs
-    // after every onRequest hook: rate limit, authentication): whatever it
-    // carries, or lacks (QUERY without Content-Type), is the body of a method
-    // or path that does not exist, so the answer is 405 or 404, never a 400.
+    // Answered before its body is parsed: a body for a route that does not exist is a 405/404, never a 400.
     app.addHook('preParsing', (request, reply, payload, done) => {
       if (request.is404)
         unrouted(request, reply); // answered: the chain stops here

@@ -1,14 +1,7 @@
 /**
- * Graceful close, the app's half of server.ts's close-with-grace: once
- * app.close() begins (preClose, before the listener closes), requests already
- * running finish normally, but their responses say `Connection: close`, so each
- * connection ends with its last response. Node closes only the connections idle
- * at the moment of close(); one whose response ended later would otherwise
- * idle in keep-alive and hold the process past its grace period.
- *
- * A request that still arrives on an open connection gets the contract's 503
- * (with Retry-After and X-Request-Id) from the one error handler, not Fastify's
- * own closing body (app.ts turns return503OnClosing off for that).
+ * Once closing begins, responses say `Connection: close`: Node closes only the
+ * connections idle at close(), and one idle later would hold the process past its
+ * grace period. New requests get the contract's 503 from the one error handler.
  */
 import fp from 'fastify-plugin';
 import { serviceUnavailable } from '../errors.js';

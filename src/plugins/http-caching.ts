@@ -1,16 +1,6 @@
 /**
- * HTTP caching for clients and shared caches (docs/api.md): a Cache-Control on
- * every answer, and an ETag on every 200 GET that has none of its own (lists),
- * with If-None-Match answered 304 and no body.
- * - Public reads (GET and HEAD, 200 and 304): `no-cache`. Store, but revalidate
- *   every time: any client's write may change them at any moment.
- * - Answers holding a user's private data: `private, no-store`, set by the
- *   route (config `cacheControl`, or keepPrivate() when only some viewers see
- *   an e-mail).
- * - Everything else (the answers of writes, errors): `no-store`.
- * The list ETag is a digest of the body as sent, so its 304 saves bandwidth,
- * not work; the response cache (src/plugins/response-cache.ts) answers it from
- * memory when it holds the page.
+ * Cache-Control on every answer (`no-cache` for public reads: any write may
+ * change them) and a body-digest ETag on 200 GETs that have none of their own.
  */
 import fp from 'fastify-plugin';
 import type { FastifyReply } from 'fastify';
@@ -18,7 +8,6 @@ import { PRIVATE, bodyEtag, namesEtag } from '../http/conditional.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** This route's Cache-Control, whatever the answer. */
     cacheControl?: string;
   }
 }

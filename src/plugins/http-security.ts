@@ -1,18 +1,7 @@
 /**
- * Security headers (helmet) and CORS. The API serves JSON only, so its CSP
- * forbids everything; the /docs page sets its own CSP for its static assets.
- * CORS is off unless CORS_ORIGINS lists origins (or *); browsers then see
- * every response header the contract names (EXPOSED_HEADERS).
- *
- * OPTIONS is only ever a CORS preflight (it carries Access-Control-Request-Method).
- * A plain OPTIONS is routed like any method a path lacks, CORS on or off: 405
- * with Allow on a known path, 404 elsewhere, with the one error body. With CORS
- * on it is answered where preflights are, before rate limiting and authentication.
- *
- * helmet's headers depend only on its options, so they are computed once at
- * start-up and copied onto each reply: running its middleware per request
- * (what @fastify/helmet does) cost about as much as everything else a cached
- * read does, together.
+ * Security headers (helmet, computed once: per request they cost as much as a
+ * cached read) and CORS. A plain OPTIONS, not a preflight, is routed like any
+ * method a path lacks: 405 or 404.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import fp from 'fastify-plugin';
@@ -39,7 +28,6 @@ function helmetHeaders(options: HelmetOptions): Record<string, string> {
   return headers;
 }
 
-/** Every response header of the contract a script may need to read (CORS-safelisted ones aside). */
 export const EXPOSED_HEADERS = [
   'Allow',
   'ETag',

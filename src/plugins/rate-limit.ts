@@ -1,11 +1,4 @@
-/**
- * Rate limiting (docs/api.md §7) by @fastify/rate-limit, in Redis when
- * REDIS_URL is set (one budget per client across instances), else in memory.
- * Clients are `user:<id>` or `ip:<address>`; a client over its budget costs no
- * token lookup. Redis failures fail open, and every Redis call is bounded so a
- * slow Redis never stalls a request. Details: docs/architecture.md
- * ("Authentication and rate limiting").
- */
+/** Rate limiting (docs/architecture.md, "Authentication and rate limiting"). */
 import { setTimeout as sleep } from 'node:timers/promises';
 import fp from 'fastify-plugin';
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
@@ -34,7 +27,6 @@ interface Policy {
 }
 
 const REDIS_WARNING_INTERVAL_MS = 30_000;
-/** Entries of each of the maps below (~100 bytes each). */
 const MAX_REMEMBERED = 10_000;
 const STARTUP_WAIT_MS = 1_000;
 
@@ -52,10 +44,7 @@ function createRedis(url: string) {
   });
 }
 
-/**
- * Redis keys look like `posts-api:rate-limit:<database>:default:user:42`. The
- * database name separates deployments (and test runs) sharing one Redis.
- */
+// The database name separates deployments (and test runs) sharing one Redis.
 function redisNamespace(databaseUrl: string): string {
   const database = decodeURIComponent(new URL(databaseUrl).pathname.slice(1)) || 'default';
   return `posts-api:rate-limit:${database}:`;
@@ -100,18 +89,11 @@ function remember<V>(map: Map<string, V>, key: string, value: V): void {
   map.set(key, value);
 }
 
-/**
- * Counter keys: `<policy>:user:<id>` for a token whose owner is known (from
- * earlier requests auth accepted, or one lookup that auth then reuses), else
- * `<policy>:ip:<address>`; an address already over its budget is not looked up.
- */
+/** An address already over its budget is not looked up. */
 function clientKeys(app: FastifyInstance, policyOf: (request: FastifyRequest) => Policy) {
   const ipKey = (request: FastifyRequest) => `ip:${normalizeIP(request.ip)}`;
-  /** Token digest → its user's id. */
   const tokenOwners = new Map<string, number>();
-  /** Counter key (`<policy>:ip:<address>`) → until when (epoch ms) it is over its budget. */
   const limitedIps = new Map<string, number>();
-  /** The counter key of each request that sent a token. */
   const keyOf = new WeakMap<FastifyRequest, string>();
 
   const tokenKey = (request: FastifyRequest): string | Promise<string> => {

@@ -1,15 +1,6 @@
 /**
- * Replica routing (DATABASE_READ_URL, src/db/replicas.ts): picks the database
- * that the public reads of a request go to and sets it as `request.replica`,
- * for the GET routes marked `config: { cached: true }`. Routes read through
- * `readRepository`, which binds a repository to that choice.
- *
- * Two promises ride on the change bus: a user's reads go to a replica that
- * has replayed that user's latest write (read-your-writes on any instance),
- * and an answer the response cache will store is read where every eviction
- * heard so far has been replayed (NOTIFY is not replicated). While the bus is
- * not healthy every read goes to the primary. docs/architecture.md ("Read
- * replicas") has the reasoning.
+ * Sets `request.replica` for the `cached` routes. Read-your-writes and cache
+ * freshness ride on the change bus (docs/architecture.md, "Read replicas").
  */
 import { performance } from 'node:perf_hooks';
 import fp from 'fastify-plugin';
@@ -19,15 +10,11 @@ import { HEARTBEAT_MS } from '../cache/change-bus.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /**
-     * The replica this request's public reads go to, set by this plugin for the
-     * routes marked `cached`; null: the primary (`app.db`).
-     */
+    /** null: the primary. */
     replica: Queryable | null;
   }
 }
 
-/** Makes a repository (or anything bound to a database) once per pool or replica, not once per request. */
 export function oncePerDatabase<R>(make: (db: Queryable) => R): (db: Queryable) => R {
   const made = new WeakMap<Queryable, R>();
   return (db) => {
@@ -37,7 +24,6 @@ export function oncePerDatabase<R>(make: (db: Queryable) => R): (db: Queryable) 
   };
 }
 
-/** A route's public reads: `make`'s repository on the request's replica, else on `primary`. */
 export function readRepository<R>(
   make: (db: Queryable) => R,
   primary: Queryable,
@@ -53,11 +39,9 @@ export default fp(
     if (router === null) return;
     const bus = app.changeBus;
 
-    /** The highest WAL position of an eviction heard. */
     let evictedUpTo = 0;
     /** performance.now() of the latest eviction of unknown position, until a later position is sampled. */
     let unknownSince: number | null = null;
-    /** Per writer: the position of their latest write and when this instance heard of it. */
     const written = new Map<number, { position: number; at: number }>();
     bus.subscribe({
       evicted(_labels, position) {

@@ -1,33 +1,23 @@
-/**
- * The response cache for the public reads of posts and comments: the 200
- * answers of GET routes marked `config: { cached: true }`, by URL, in the store
- * (src/cache/store.ts), evicted by cache label through the change bus
- * (src/plugins/changes.ts). A URL is stored when it is missed twice soon
- * (the doorkeeper). Hits are served only while the bus is healthy; a hit
- * answers If-None-Match itself. The guarantees and the reasoning are in
- * docs/architecture.md ("The response cache").
- */
+/** The response cache of the `cached` routes' 200s (docs/architecture.md, "The response cache"). */
 import fp from 'fastify-plugin';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { namesEtag } from '../http/conditional.js';
 import { entryLabels, routeShape, type RouteShape } from '../cache/labels.js';
 import { createResponseStore, doorkeeper, type ResponseStore } from '../cache/store.js';
 
-/** on: hits served; bypassed: the bus is not healthy, reads go to the database; off: RESPONSE_CACHE_MB=0. */
+/** bypassed: the bus is not healthy, reads go to the database. */
 export type CacheState = 'on' | 'bypassed' | 'off';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    /** This GET route's 200 answers are public and may be served from the response cache. */
     cached?: boolean;
   }
   interface FastifyRequest {
-    /** The eviction count a storable miss started at; null when its answer will not be stored. */
+    /** null when its answer will not be stored. */
     cacheEpoch: number | null;
   }
   interface FastifyInstance {
     responseCache: {
-      /** Resolves once every change committed before the call has reached this instance (or the listener is down). */
       sync(): Promise<void>;
       state(): CacheState;
     };
@@ -37,9 +27,8 @@ declare module 'fastify' {
 const KEPT_HEADERS = ['content-type', 'etag', 'link', 'cache-control'] as const;
 
 export interface ResponseCacheOptions {
-  /** Budget for the cached answers (bodies, URLs, headers, labels), bytes; 0 turns the cache off. */
+  /** 0 turns the cache off. */
   maxBytes: number;
-  /** No entry is served older than this. */
   maxAgeMs: number;
 }
 
@@ -98,11 +87,7 @@ export default fp<ResponseCacheOptions>(
   { name: 'response-cache', dependencies: ['db', 'auth', 'rate-limit', 'http-caching', 'changes'] },
 );
 
-/**
- * Stores a storable miss's 200. Its labels come from the body as sent, parsed
- * again: only a URL missed twice gets here, so this costs less than a hook on
- * every answer.
- */
+/** Parses the body again for its labels: only a URL missed twice gets here. */
 function put(
   store: ResponseStore,
   shapeOf: (url: string) => RouteShape,

@@ -1,21 +1,6 @@
 /**
- * Data is kept only as long as it serves a purpose, without an external cron:
- * - idempotency records: 24 h, the replay window (docs/api.md §8); lookups ignore
- *   older rows anyway. A record whose resource is deleted loses its copy of
- *   the content at once (the posts_forget_idempotent and comments_forget_idempotent triggers).
- * - tombstones of deleted posts and comments (their sort keys, titles
- *   included): TOMBSTONE_RETENTION (default 24 h), how long a cursor naming a
- *   deleted item stays valid.
- * - events: EVENT_RETENTION (default 7 days), oldest first and never the newest
- *   (src/events/repository.ts); a cursor older than what is kept is a 410.
- * - finished webhook deliveries (delivered, given up): EVENT_RETENTION after
- *   their last attempt, as long as the events they could send again.
- * Every instance runs a timer (every 10 minutes) that deletes expired rows in
- * small batches: short statements, no long lock, and FOR UPDATE SKIP LOCKED so
- * instances purging at the same moment share the work instead of waiting on
- * each other; no instance has to be elected. So a row lives at most its
- * retention plus one interval. When a purge fails (database down) it logs and
- * tries again at the next tick. The timer is unref'd: it never keeps a process alive.
+ * Purges expired rows on a timer in every instance, in small SKIP LOCKED batches,
+ * so no cron and no election (docs/architecture.md, "Retention").
  */
 import fp from 'fastify-plugin';
 import { idempotencyKeysRepository } from '../repositories/idempotency-keys.js';
@@ -26,7 +11,6 @@ import { webhookQueue } from '../events/webhooks/queue.js';
 export interface RetentionPluginOptions {
   tombstoneRetentionSeconds: number;
   eventRetentionSeconds: number;
-  /** Between purges; default 10 minutes. */
   purgeIntervalMs?: number;
 }
 

@@ -1,11 +1,7 @@
 /**
- * All SQL about comments, always addressed through their post: a comment id
- * under another post names nothing.
- *
- * Lock order is post first, then comment, in every write that touches both
- * (create, delete, and the cascade of a post delete), so concurrent writers
- * queue instead of deadlocking; the comment_count trigger's row lock on the
- * post then keeps commentCount exact.
+ * All SQL about comments, always addressed through their post. Writes that touch
+ * both lock the post first, then the comment, so concurrent writers queue instead
+ * of deadlocking.
  */
 import type { Queryable } from '../db/pool.js';
 import type { CommentField, CommentSortField } from '../schemas/comments.js';
@@ -32,7 +28,7 @@ export interface Comment {
   updatedAt: string;
 }
 
-/** A single comment as read for a request about it: `version` is internal (ETags), never serialized. */
+/** `version` is internal (ETags), never serialized. */
 export type VersionedComment = Comment & { version: number };
 
 export interface CommentFilter {
@@ -49,8 +45,7 @@ const FIELDS: Columns<CommentField> = {
   updatedAt: 'iso_utc(updated_at) AS "updatedAt"',
 };
 
-// List items are exactly the JSON members: the list envelope is a union, whose
-// serializer rejects items with extra members.
+// The list envelope is a union, whose serializer rejects items with extra members.
 const LIST_COLUMNS = selectList(FIELDS);
 const COLUMNS = `${LIST_COLUMNS}, version`;
 
@@ -61,8 +56,7 @@ const list: ListSource<CommentSortField, CommentFilter> = {
   sortColumns: { id: idColumn, createdAt: timestampColumn('created_at') },
   scope: ({ postId, author }) =>
     author === undefined ? [sql`post_id = ${postId}`] : [sql`post_id = ${postId}`, sql`author_id = ${author}`],
-  // NULL when the post is missing. By author there is no kept counter, but the
-  // (post_id, author_id, id) index bounds the count to one author's comments on one post.
+  // By author there is no kept counter; the (post_id, author_id, id) index bounds the count.
   total: ({ postId, author }) =>
     author === undefined
       ? sql`SELECT comment_count FROM posts WHERE id = ${postId}`
@@ -72,12 +66,9 @@ const list: ListSource<CommentSortField, CommentFilter> = {
 };
 
 /**
- * Concurrent comments share one INSERT (src/db/batch.ts). Their posts are
- * locked first (a shared statement skips those locked elsewhere); a post that
- * is missing (or deleted before its lock was granted) inserts no row for any
- * of its comments. Rows are inserted in the inputs' order, so their ids grow
- * in that order, and each input's row, if any, is the next unmatched one by
- * id with its post: a post is either locked or not for the whole statement.
+ * Posts are locked first, so a concurrent post delete either waits or has
+ * happened (no row). Ids grow in the inputs' order, and a post is locked or not
+ * for the whole statement: each input's row is the next one with its post.
  */
 const createComments = batchedWrite<{ postId: number; authorId: number; body: string }, VersionedComment>({
   async run(db, inputs, wait) {
@@ -97,6 +88,22 @@ const createComments = batchedWrite<{ postId: number; authorId: number; body: st
   },
 });
 
+/** Carries the post's author for the delete rule. */
+async function lockForDelete(
+  db: Queryable,
+  postId: number,
+  id: number,
+): Promise<(VersionedComment & { postAuthorId: number }) | undefined> {
+  const post = await db.query<{ authorId: number }>(
+    prepared('SELECT author_id AS "authorId" FROM posts WHERE id = $1 FOR NO KEY UPDATE', [postId]),
+  );
+  if (!post.rows[0]) return undefined;
+  const { rows } = await db.query<VersionedComment>(
+    prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR UPDATE`, [id, postId]),
+  );
+  return rows[0] && { ...rows[0], postAuthorId: post.rows[0].authorId };
+}
+
 export function commentsRepository(db: Queryable) {
   async function find(postId: number, id: number): Promise<VersionedComment | undefined> {
     const { rows } = await db.query<VersionedComment>(
@@ -106,18 +113,13 @@ export function commentsRepository(db: Queryable) {
   }
 
   return {
-    /**
-     * undefined when the post does not exist. The post is locked before the
-     * insert, so a concurrent post delete either waits for this comment (and
-     * takes it along) or has already happened (nothing is inserted).
-     */
+    /** undefined when the post does not exist. */
     create(postId: number, authorId: number, body: string): Promise<VersionedComment | undefined> {
       return createComments(db, { postId, authorId, body });
     },
 
     find,
 
-    /** A comment as the view renders it (no version: such a view's ETag is a digest of its body). */
     async read(postId: number, id: number, view: View<CommentField>): Promise<Viewed<Comment> | undefined> {
       const { rows } = await db.query<Viewed<Comment>>(
         prepared(
@@ -128,7 +130,7 @@ export function commentsRepository(db: Queryable) {
       return rows[0];
     },
 
-    /** Reads and row-locks a comment for a change of its own columns (the post is not involved). */
+    /** For a change of its own columns: the post is not involved. */
     async lockForUpdate(postId: number, id: number): Promise<VersionedComment | undefined> {
       const { rows } = await db.query<VersionedComment>(
         prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR NO KEY UPDATE`, [id, postId]),
@@ -136,25 +138,9 @@ export function commentsRepository(db: Queryable) {
       return rows[0];
     },
 
-    /** Locks the post, then the comment (see the lock order above); carries the post's author for the delete rule. */
-    async lockForDelete(
-      postId: number,
-      id: number,
-    ): Promise<(VersionedComment & { postAuthorId: number }) | undefined> {
-      const post = await db.query<{ authorId: number }>(
-        prepared('SELECT author_id AS "authorId" FROM posts WHERE id = $1 FOR NO KEY UPDATE', [postId]),
-      );
-      if (!post.rows[0]) return undefined;
-      const { rows } = await db.query<VersionedComment>(
-        prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR UPDATE`, [id, postId]),
-      );
-      return rows[0] && { ...rows[0], postAuthorId: post.rows[0].authorId };
-    },
+    lockForDelete: (postId: number, id: number) => lockForDelete(db, postId, id),
 
-    /**
-     * A real change bumps version and updated_at; an empty one, or one to the
-     * body already stored, leaves the comment as it is.
-     */
+    /** A change to the body already stored leaves the comment as it is. */
     async update(
       postId: number,
       id: number,
@@ -178,7 +164,6 @@ export function commentsRepository(db: Queryable) {
       return rowCount === 1;
     },
 
-    /** null when the post does not exist. */
     list(
       filter: CommentFilter & CreatedRange,
       sort: Sort<CommentSortField>,

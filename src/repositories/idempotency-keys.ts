@@ -1,8 +1,6 @@
 /**
- * All SQL about idempotency keys (docs/api.md §8). A key is "in flight" while a
- * transaction holds its advisory lock; pg_try_advisory_xact_lock answers at
- * once instead of queueing the retry behind the first request, and the lock
- * goes away with that transaction, so a crashed request never leaves a key stuck.
+ * All SQL about idempotency keys. A key is in flight while a transaction holds
+ * its advisory lock, which a crashed request cannot leave behind.
  */
 import { createHash } from 'node:crypto';
 import type { Queryable } from '../db/pool.js';
@@ -21,9 +19,9 @@ export interface IdempotencyRecord extends Omit<StoredResponse, 'body'> {
   scope: string;
   key: string;
   requestHash: Buffer;
-  /** The resource the response describes, e.g. `post:42`. */
+  /** e.g. `post:42` */
   resource: string | null;
-  /** The password hash of a sign-up's password (src/security.ts), else null. */
+  /** A sign-up's password hash. */
   secretHash: string | null;
   /** null once the resource has been deleted (a trigger drops the copy). */
   body: string | null;
@@ -49,7 +47,6 @@ export function idempotencyKeysRepository(db: Queryable) {
       return rows[0]!.locked;
     },
 
-    /** The unexpired record of this key, if any. */
     async find(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
       const { rows } = await db.query<IdempotencyRecord>(
         prepared(
@@ -61,11 +58,7 @@ export function idempotencyKeysRepository(db: Queryable) {
       return rows[0];
     },
 
-    /**
-     * Outside a transaction, one statement: the unexpired record if there is
-     * one, else whether a request is processing the key right now (its lock is
-     * taken for the statement only, so this holds nothing afterwards).
-     */
+    /** One statement outside a transaction; the lock it takes ends with it. */
     async peek(scope: string, key: string): Promise<{ record?: IdempotencyRecord; inUse: boolean }> {
       const { rows } = await db.query<IdempotencyRecord & { free: boolean }>(
         prepared(
@@ -102,10 +95,7 @@ export function idempotencyKeysRepository(db: Queryable) {
       );
     },
 
-    /**
-     * Deletes up to `batch` expired rows; returns how many. SKIP LOCKED lets
-     * several instances purge at once without waiting on each other.
-     */
+    /** SKIP LOCKED: several instances purge at once without waiting on each other. */
     async purgeExpired(batch: number): Promise<number> {
       const { rowCount } = await db.query(
         prepared(

@@ -1,10 +1,6 @@
 /**
- * All SQL about posts. Totals never count rows: the global one is the sum of
- * the `counters` slots named 'posts', a user's the sum of their
- * `author_post_counts` slots (at most 16 rows each), and `commentCount` is
- * `posts.comment_count`, all kept exact by triggers (see the migrations).
- * Writes that check ownership first lock the row (`lock`), so the check and the
- * write see the same post and a conditional-request check can slot in between.
+ * All SQL about posts. Totals are slot rows the triggers keep (`counters`,
+ * `author_post_counts`, `posts.comment_count`), never a count of rows.
  */
 import type { Queryable } from '../db/pool.js';
 import type { PostField, PostSortField } from '../schemas/posts.js';
@@ -44,7 +40,7 @@ export interface Post {
   updatedAt: string;
 }
 
-/** A single post as read for a request about it: `version` is internal (ETags), never serialized. */
+/** `version` is internal (ETags), never serialized. */
 export type VersionedPost = Post & { version: number };
 
 export interface PostChanges {
@@ -52,7 +48,6 @@ export interface PostChanges {
   body?: string;
 }
 
-/** A list's filters: section 5's author, section 10's search and creation range. */
 export interface PostFilter extends CreatedRange {
   author?: number | undefined;
   q?: string | undefined;
@@ -68,8 +63,7 @@ const FIELDS: Columns<PostField> = {
   updatedAt: 'iso_utc(updated_at) AS "updatedAt"',
 };
 
-// List items are exactly the JSON members: the list envelope is a union, whose
-// serializer rejects items with extra members.
+// The list envelope is a union, whose serializer rejects items with extra members.
 const LIST_COLUMNS = selectList(FIELDS);
 const COLUMNS = `${LIST_COLUMNS}, version`;
 const ONE = {
@@ -78,20 +72,9 @@ const ONE = {
 };
 
 /**
- * Sorted by id, a recent week would be found by walking the primary key from
- * the first post (a million rows, a second): ids grow with created_at, which
- * the planner does not know, so it expects matches all along the way. A bound
- * on the range's ids lets that walk start where the matches do:
- * - ascending, from `createdAfter`: the smallest floor of the range's hours
- *   (post_floors, kept by the triggers of migrations/1700000000000_baseline.sql:
- *   at most the smallest id ever created in that hour), a read of one row per
- *   hour (168 for a week) where reading the range's first id from the
- *   created_at index read every post of it (19 000, 2 ms). No floor means no
- *   post: the bound is NULL and the page empty, as it should be.
- * - descending, to `createdBefore`: the range's last id, read from the
- *   (created_at, id) index (exact whatever the order of ids and timestamps).
- * The walk from the first post (ascending, no `createdAfter`) or from the last
- * (descending, no `createdBefore`) finds the range's posts at once: no bound.
+ * The planner does not know ids grow with created_at: sorted by id, a bound on
+ * the range's ids (post_floors ascending, the last id descending) starts the walk
+ * where the matches do (docs/architecture.md, "Lists").
  */
 function idBound(range: CreatedRange, sort: Sort<PostSortField>): SqlFragment[] {
   const { createdAfter, createdBefore } = range;
@@ -110,7 +93,7 @@ function idBound(range: CreatedRange, sort: Sort<PostSortField>): SqlFragment[] 
   ];
 }
 
-/** `primary`: where a search is registered for proven totals (src/db/search-proofs.ts). */
+/** `primary`: where a search is registered for proven totals. */
 function narrowing(
   filter: Omit<PostFilter, 'author'>,
   sort: Sort<PostSortField>,
@@ -133,17 +116,13 @@ function narrowing(
   };
 }
 
-/**
- * Row locks: DELETE takes the strongest, so comments being written to the post
- * (which lock it FOR NO KEY UPDATE first) finish before or fail cleanly after.
- */
+// DELETE takes the strongest, so comment writes (FOR NO KEY UPDATE) finish first or fail cleanly.
 const LOCKS = { update: 'FOR NO KEY UPDATE', delete: 'FOR UPDATE' } as const;
 
 const listBase = {
   table: 'posts',
   tombstones: 'deleted_posts',
   columns: LIST_COLUMNS,
-  // Kept by the posts_removed triggers (migrations/1700000000000_baseline.sql).
   removals: `SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'posts_removed'`,
   sortColumns: {
     id: idColumn,
@@ -157,7 +136,7 @@ const byAuthor = (author: number) => [sql`author_id = ${author}`];
 const authorTotal = (author: number) =>
   sql`(SELECT COALESCE(sum(n), 0) FROM author_post_counts WHERE author_id = ${author})`;
 
-/** GET /posts[?author=]: an unknown author is an empty list, not a missing parent. */
+/** An unknown author is an empty list, not a missing parent. */
 const allPosts: ListSource<PostSortField, number | undefined> = {
   ...listBase,
   scope: (author) => (author === undefined ? [] : byAuthor(author)),
@@ -165,7 +144,6 @@ const allPosts: ListSource<PostSortField, number | undefined> = {
     author === undefined ? sql`SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'posts'` : authorTotal(author),
 };
 
-/** GET /users/{userId}/posts: the user is the parent, so a missing one is a 404. */
 const postsOfUser: ListSource<PostSortField, number> = {
   ...listBase,
   scope: byAuthor,
@@ -173,11 +151,7 @@ const postsOfUser: ListSource<PostSortField, number> = {
   parentExists: (userId) => sql`EXISTS (SELECT 1 FROM users WHERE id = ${userId})`,
 };
 
-/**
- * Concurrent creates share one INSERT (src/db/batch.ts). Rows are inserted in
- * the inputs' order, so their identity ids grow in that order: sorted by id,
- * the returned rows line up with the inputs.
- */
+/** Rows are inserted in the inputs' order, so sorted by id they line up with the inputs. */
 const createPosts = batchedWrite<{ authorId: number; title: string; body: string }, VersionedPost>({
   async run(db, inputs) {
     const { rows } = await db.query<VersionedPost>(
@@ -193,11 +167,8 @@ const createPosts = batchedWrite<{ authorId: number; title: string; body: string
 });
 
 /**
- * Concurrent changes share one UPDATE (src/db/batch.ts), one post at most once
- * per statement. A missing field (NULL) keeps its column; a post whose given
- * fields already hold those values, or, with `author`, another author's, is not
- * written and not returned. The posts are locked first, so that a shared
- * statement can skip those locked elsewhere; rows are matched to inputs by id.
+ * A post whose fields already hold the values, or another author's, is not
+ * written. Locked first, so a shared statement can skip posts locked elsewhere.
  */
 const updatePosts = batchedWrite<
   { id: number; author: number | undefined; title: string | undefined; body: string | undefined },
@@ -221,7 +192,6 @@ const updatePosts = batchedWrite<
   },
 });
 
-/** `primary`: the database writes go to, when `db` is a replica. */
 export function postsRepository(db: Queryable, primary: Queryable = db) {
   const findById = (id: number) => findOne<VersionedPost>(db, ONE, id);
 
@@ -232,7 +202,6 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
 
     findById,
 
-    /** A post as the view renders it (no version: such a view's ETag is a digest of its body). */
     async read(id: number, view: View<PostField>): Promise<Viewed<Post> | undefined> {
       const { rows } = await db.query<Viewed<Post>>(
         prepared(`SELECT ${selectList(FIELDS, view)} FROM ${viewSource('posts', view)} WHERE id = $1`, [id]),
@@ -240,7 +209,6 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
       return rows[0];
     },
 
-    /** Reads and row-locks a post for the rest of the caller's transaction. */
     async lock(id: number, purpose: keyof typeof LOCKS): Promise<VersionedPost | undefined> {
       const { rows } = await db.query<VersionedPost>(
         prepared(`SELECT ${COLUMNS} FROM posts WHERE id = $1 ${LOCKS[purpose]}`, [id]),
@@ -248,19 +216,12 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
       return rows[0];
     },
 
-    /**
-     * Only the given fields change; a real change bumps version and updated_at
-     * and returns the post as written. An empty one (e.g. only read-only members
-     * sent) or one to the values already stored (e.g. a PUT of what GET gave)
-     * writes nothing and returns undefined, as does a post that is missing or,
-     * with `author`, not that author's: the statement locks, checks and writes at once.
-     */
+    /** undefined when nothing changes, the post is missing, or it is not `author`'s. */
     async update(id: number, changes: PostChanges, author?: number): Promise<VersionedPost | undefined> {
       if (changes.title === undefined && changes.body === undefined) return undefined;
       return updatePosts(db, { id, author, title: changes.title, body: changes.body });
     },
 
-    /** Its comments go with it (ON DELETE CASCADE); triggers keep every total and tombstone. */
     async delete(id: number): Promise<boolean> {
       const { rowCount } = await db.query(prepared('DELETE FROM posts WHERE id = $1', [id]));
       return rowCount === 1;
@@ -273,7 +234,6 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
       });
     },
 
-    /** null when the user does not exist. */
     listOfUser(
       userId: number,
       filter: Omit<PostFilter, 'author'>,

@@ -44,10 +44,7 @@ export function tokensRepository(db: Queryable) {
       return rows[0]!;
     },
 
-    /**
-     * The user a live token belongs to, with the token's expiry (epoch ms), or
-     * undefined for unknown, expired and revoked tokens.
-     */
+    /** undefined for unknown, expired and revoked tokens. */
     async authenticate(hash: Buffer): Promise<(AuthUser & { expiresAtMs: number }) | undefined> {
       const { rows } = await db.query<AuthUser & { expiresAtMs: number }>(
         prepared(
@@ -60,7 +57,7 @@ export function tokensRepository(db: Queryable) {
       return rows[0];
     },
 
-    /** Revokes one live token of this user; false when there is none (another user's included). */
+    /** false when there is none (another user's included). */
     async revoke(userId: number, tokenId: number): Promise<boolean> {
       const { rowCount } = await db.query(
         prepared(

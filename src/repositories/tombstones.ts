@@ -1,21 +1,11 @@
-/**
- * The tombstones of deleted posts and comments (deleted_posts,
- * deleted_comments: their sort keys, written by the delete triggers) are kept
- * only while a cursor naming a deleted item should stay valid
- * (TOMBSTONE_RETENTION); after that the item is forgotten and such a cursor is
- * a 422 like one that never named an item.
- */
+/** Tombstones live as long as a cursor naming a deleted item should stay valid (TOMBSTONE_RETENTION). */
 import type { Queryable } from '../db/pool.js';
 
 export const TOMBSTONE_TABLES = ['deleted_posts', 'deleted_comments'] as const;
 
 export function tombstonesRepository(db: Queryable) {
   return {
-    /**
-     * Deletes up to `batch` tombstones per table older than `retentionSeconds`;
-     * returns the most deleted from one table (`batch`: more may be left).
-     * SKIP LOCKED lets several instances purge at once.
-     */
+    /** Returns the most deleted from one table (`batch`: more may be left). */
     async purgeExpired(retentionSeconds: number, batch: number): Promise<number> {
       let most = 0;
       for (const table of TOMBSTONE_TABLES) {

@@ -1,4 +1,4 @@
-/** All SQL about users. Factory over a Queryable so callers choose pool or transaction. */
+/** All SQL about users. */
 import type { Queryable } from '../db/pool.js';
 import type { UserField, UserSortField } from '../schemas/users.js';
 import { type Columns, type View, type Viewed, listView, selectList } from '../db/views.js';
@@ -38,12 +38,33 @@ const list: ListSource<UserSortField, void> = {
   total: () => sql`SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'users'`,
 };
 
-export function usersRepository(db: Queryable) {
-  async function findById(id: number): Promise<User | undefined> {
-    const { rows } = await db.query<User>(prepared(`SELECT ${COLUMNS} FROM users WHERE id = $1`, [id]));
-    return rows[0];
-  }
+async function findById(db: Queryable, id: number): Promise<User | undefined> {
+  const { rows } = await db.query<User>(prepared(`SELECT ${COLUMNS} FROM users WHERE id = $1`, [id]));
+  return rows[0];
+}
 
+/** A change to the values already stored writes nothing (a new password hash always differs). */
+async function update(
+  db: Queryable,
+  id: number,
+  changes: { name?: string; email?: string; passwordHash?: string },
+): Promise<User | undefined> {
+  const fields = [
+    ['name', changes.name],
+    ['email', changes.email],
+    ['password_hash', changes.passwordHash],
+  ].filter((field): field is [string, string] => field[1] !== undefined);
+  if (fields.length === 0) return findById(db, id);
+  const sets = fields.map(([column, value]) => sql`${raw(column)} = ${value}`);
+  const differs = fields.map(([column, value]) => sql`${raw(column)} IS DISTINCT FROM ${value}`);
+  const { rows } = await db.query<User>(
+    toQuery(sql`UPDATE users SET ${join([...sets, sql`version = version + 1`, sql`updated_at = now()`])}
+      WHERE id = ${id} AND (${join(differs, ' OR ')}) RETURNING ${raw(COLUMNS)}`),
+  );
+  return rows[0] ?? findById(db, id);
+}
+
+export function usersRepository(db: Queryable) {
   return {
     async create(input: { name: string; email: string; passwordHash: string }): Promise<User> {
       const { rows } = await db.query<User>(
@@ -56,7 +77,7 @@ export function usersRepository(db: Queryable) {
       return rows[0]!;
     },
 
-    findById,
+    findById: (id: number) => findById(db, id),
 
     async read(id: number, view: View<UserField>): Promise<Viewed<User> | undefined> {
       const { rows } = await db.query<Viewed<User>>(
@@ -65,7 +86,6 @@ export function usersRepository(db: Queryable) {
       return rows[0];
     },
 
-    /** Reads and row-locks a user for a change in the caller's transaction (If-Match is checked in between). */
     async lock(id: number): Promise<User | undefined> {
       const { rows } = await db.query<User>(
         prepared(`SELECT ${COLUMNS} FROM users WHERE id = $1 FOR NO KEY UPDATE`, [id]),
@@ -80,7 +100,7 @@ export function usersRepository(db: Queryable) {
       return rows[0];
     },
 
-    /** Whether another user has this e-mail address (compared as the unique index does). */
+    /** Compared as the unique index does. */
     async emailTaken(email: string, exceptId = 0): Promise<boolean> {
       const { rows } = await db.query<{ taken: boolean }>(
         prepared('SELECT EXISTS (SELECT 1 FROM users WHERE lower(email) = lower($1) AND id <> $2) AS taken', [
@@ -91,29 +111,7 @@ export function usersRepository(db: Queryable) {
       return rows[0]!.taken;
     },
 
-    /**
-     * Only the given fields change. A change to the values already stored is
-     * none: the row is not written and version and updated_at stay (a new
-     * password hash always differs, so a password change always writes).
-     */
-    async update(
-      id: number,
-      changes: { name?: string; email?: string; passwordHash?: string },
-    ): Promise<User | undefined> {
-      const fields = [
-        ['name', changes.name],
-        ['email', changes.email],
-        ['password_hash', changes.passwordHash],
-      ].filter((field): field is [string, string] => field[1] !== undefined);
-      if (fields.length === 0) return findById(id);
-      const sets = fields.map(([column, value]) => sql`${raw(column)} = ${value}`);
-      const differs = fields.map(([column, value]) => sql`${raw(column)} IS DISTINCT FROM ${value}`);
-      const { rows } = await db.query<User>(
-        toQuery(sql`UPDATE users SET ${join([...sets, sql`version = version + 1`, sql`updated_at = now()`])}
-          WHERE id = ${id} AND (${join(differs, ' OR ')}) RETURNING ${raw(COLUMNS)}`),
-      );
-      return rows[0] ?? findById(id);
-    },
+    update: (id: number, changes: { name?: string; email?: string; passwordHash?: string }) => update(db, id, changes),
 
     async setRole(email: string, role: 'user' | 'admin'): Promise<User | undefined> {
       const { rows } = await db.query<User>(

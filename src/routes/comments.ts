@@ -105,7 +105,7 @@ function readRoutes(app: Api) {
       const [postId, id] = ids(request.params);
       const view = viewOf<CommentField>(request.query);
       if (!isFull(view)) {
-        // Its ETag is a digest of the body (src/plugins/http-caching.ts): it differs from the full comment's and follows the author's name.
+        // Its ETag is a digest of the body: it differs from the full comment's and follows the author's name.
         const partial = await publicReads(request).read(postId, id, view);
         if (!partial) throw notFound(missingComment(postId, id));
         return partial;

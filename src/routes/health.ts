@@ -1,22 +1,7 @@
 /**
- * Liveness (the process answers) and readiness (the database answers, with a
- * schema this version can use). Not rate limited, never stored by caches.
- *
- * Readiness is 503 while the database fails (the message names the cause, as
- * every database failure's does: src/plugins/errors.ts) or its schema is behind
- * the migrations this version ships. A schema ahead of them (a newer version
- * migrated it during a rolling upgrade) is ready. A change of verdict is
- * logged once, so the log says why an instance left rotation.
- *
- * Readiness also reports the response cache: `on`, `off`, or `bypassed` when its
- * listener is lost, stalled or reconnecting. A bypassed cache leaves the instance
- * ready (200): it answers correctly from the database, only slower, and a 503
- * would take every instance out of rotation at once when PostgreSQL's
- * notifications fail for all of them. Monitoring alerts on `bypassed`.
- *
- * And the event log's backlog: committed events not numbered yet, and the age
- * of the oldest. It stays near zero; growth means no instance numbers events
- * (docs/operations.md, "Events"). It leaves readiness as it is, for the same reason.
+ * Liveness and readiness (docs/operations.md). A bypassed cache or an event
+ * backlog leaves an instance ready: a 503 would take every instance out of
+ * rotation at once when notifications fail for all of them.
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -27,7 +12,6 @@ import { schemaState, shippedMigrations } from '../db/migrate.js';
 import { codeOf } from '../db/pool.js';
 import { eventsRepository } from '../events/repository.js';
 
-/** A schema behind this version: every route may fail on it, so the instance takes no traffic. */
 export const schemaBehind = (missing: readonly string[]) =>
   serviceUnavailable(
     `the database schema is behind this version of the service (${missing.length} migration${missing.length === 1 ? '' : 's'} not applied): run \`npm run migrate\``,

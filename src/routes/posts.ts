@@ -91,10 +91,17 @@ async function changePost(
   return withEtag(reply, postEtag(post), post);
 }
 
-function readRoutes(app: Api) {
-  // Public reads may go to a replica (request.replica, src/plugins/read-routing.ts).
-  const publicReads = readRepository((db) => postsRepository(db, app.db), app.db);
+type PublicReads = (request: FastifyRequest) => PostsRepository;
 
+function readRoutes(app: Api) {
+  // Public reads may go to a replica (request.replica).
+  const publicReads = readRepository((db) => postsRepository(db, app.db), app.db);
+  listRoute(app, publicReads);
+  getRoute(app, publicReads);
+  userListRoute(app, publicReads);
+}
+
+function listRoute(app: Api, publicReads: PublicReads) {
   app.get(
     '/posts',
     {
@@ -121,36 +128,9 @@ function readRoutes(app: Api) {
       return listResponse(request, reply, result, page);
     },
   );
+}
 
-  app.get(
-    '/posts/:postId',
-    {
-      config: { cached: true },
-      schema: {
-        tags: ['posts'],
-        operationId: 'getPost',
-        summary: 'One post',
-        params: PostParams,
-        querystring: PostQuery,
-        headers: ConditionalGetHeaders,
-        response: { 200: PostView, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
-      },
-    },
-    async (request, reply) => {
-      const id = request.params.postId;
-      const view = viewOf<PostField>(request.query);
-      if (!isFull(view)) {
-        // Its ETag is a digest of the body (src/plugins/http-caching.ts): it differs from the full post's and follows the author's name.
-        const partial = await publicReads(request).read(id, view);
-        if (!partial) throw notFound(`post ${id} does not exist`);
-        return partial;
-      }
-      const post = await publicReads(request).findById(id);
-      if (!post) throw notFound(`post ${id} does not exist`);
-      return conditionalGet(request, reply, postEtag(post), post);
-    },
-  );
-
+function userListRoute(app: Api, publicReads: PublicReads) {
   app.get(
     '/users/:userId/posts',
     {
@@ -178,6 +158,37 @@ function readRoutes(app: Api) {
       );
       if (!result) throw notFound(`user ${userId} does not exist`);
       return listResponse(request, reply, result, page);
+    },
+  );
+}
+
+function getRoute(app: Api, publicReads: PublicReads) {
+  app.get(
+    '/posts/:postId',
+    {
+      config: { cached: true },
+      schema: {
+        tags: ['posts'],
+        operationId: 'getPost',
+        summary: 'One post',
+        params: PostParams,
+        querystring: PostQuery,
+        headers: ConditionalGetHeaders,
+        response: { 200: PostView, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
+      },
+    },
+    async (request, reply) => {
+      const id = request.params.postId;
+      const view = viewOf<PostField>(request.query);
+      if (!isFull(view)) {
+        // Its ETag is a digest of the body: it differs from the full post's and follows the author's name.
+        const partial = await publicReads(request).read(id, view);
+        if (!partial) throw notFound(`post ${id} does not exist`);
+        return partial;
+      }
+      const post = await publicReads(request).findById(id);
+      if (!post) throw notFound(`post ${id} does not exist`);
+      return conditionalGet(request, reply, postEtag(post), post);
     },
   );
 }

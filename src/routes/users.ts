@@ -213,9 +213,8 @@ function changeRoute(r: Api, users: UsersRepository) {
       const { name, email, password } = request.body;
       // The viewer is the user or an admin: both get (and were given the ETag of) the view with e-mail.
       const check: OwnedCheck<User> = { rule: ownProfile(id), etag: userEtag };
-      // 404, 403, 412 on the row as read now, so every cheap check passes before the password
-      // is hashed (~0.1 s of CPU and 32 MiB), then again on the row locked for the write.
-      // A PATCH that asks for no change writes nothing.
+      // Every cheap check passes before the password is hashed (scrypt: costly by design),
+      // then again on the row locked for the write.
       const current = await loadForChange(request, users.findById(id), check);
       if (name === undefined && email === undefined && password === undefined)
         return withEtag(reply, userEtag(current), current);

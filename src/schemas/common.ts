@@ -1,8 +1,4 @@
-/**
- * Shared TypeBox contracts: ids, timestamps, the error body, list parameters
- * and envelopes. These drive validation, serialization, static types and the
- * OpenAPI document alike.
- */
+/** Shared TypeBox contracts: ids, timestamps, the error body, list parameters and envelopes. */
 import { Type, type Static, type TSchema, type TObject, type TOptional, type TProperties } from '@sinclair/typebox';
 import { ERROR_CODES } from '../errors.js';
 import { WELL_FORMED } from '../validation.js';
@@ -13,26 +9,16 @@ const MAX_PAGE = 100_000;
 export const Id = Type.Integer({ format: 'int64', minimum: 1, maximum: MAX_ID, description: 'positive integer id' });
 /** Always rendered with milliseconds in UTC: exactly 24 characters. */
 export const Timestamp = Type.String({ format: 'date-time', maxLength: 24, examples: ['2026-11-22T10:00:00.000Z'] });
-/** Counts and totals: never negative, and far below 2^53 (ids are, too). */
 export const Count = Type.Integer({ format: 'int64', minimum: 0, maximum: MAX_ID });
-/** Small integers with their bounds, e.g. page sizes. */
 export const SmallInt = (minimum: number, maximum: number, options: object = {}) =>
   Type.Integer({ format: 'int32', minimum, maximum, ...options });
 
-/**
- * Path ids: a positive integer in canonical digits (validation.ts), else the
- * path names no resource (404). The example, 1, names the first user, post,
- * comment and token of a freshly seeded database (src/dev/seed.ts), which the
- * first user owns: what /docs offers works as offered.
- */
+/** Non-canonical digits name no resource (404). The example names the seed's first user, post and comment. */
 export const PathId = { ...Id, examples: [1] };
 
 /**
- * What PostgreSQL text can hold faithfully: no NUL (it refuses it) and no
- * unpaired UTF-16 surrogate (it would be stored as U+FFFD, not as sent).
- * Surrogates are checked by a keyword (validation.ts), not a pattern: a
- * surrogate range means nothing to the regex engines of languages whose
- * strings are not UTF-16, and a string in those cannot hold one anyway.
+ * What PostgreSQL text holds faithfully: no NUL, no unpaired surrogate. Surrogates
+ * are a keyword, not a pattern: a surrogate range means nothing to non-UTF-16 regex engines.
  */
 export const Storable = {
   pattern: '^[^\\x00]*$',
@@ -40,17 +26,10 @@ export const Storable = {
   [WELL_FORMED]: true,
 };
 
-/**
- * Unicode White_Space, and U+FEFF: the characters JavaScript's \s matches plus
- * U+0085, which it lacks. Written as the characters themselves, which every
- * regex engine reads alike (\s and \u escapes differ between engines).
- */
+// JavaScript's \s plus U+0085, written as characters: \s and \u escapes differ between regex engines.
 const BLANK = '\t\n\v\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000\uFEFF';
 
-/**
- * Not blank: some character besides BLANK; at most `max` characters, counted
- * in code points as PostgreSQL counts them.
- */
+/** Not blank; `max` in code points, as PostgreSQL counts. */
 export const Text = (max: number, description?: string) =>
   Type.String({
     pattern: `[^${BLANK}]`,
@@ -67,12 +46,7 @@ const readOnly = (shown: string) =>
   Type.Optional(
     Type.Unknown({ readOnly: true, description: `read-only: any value is accepted and ignored (GET shows ${shown})` }),
   );
-/**
- * Read-only members a client may send back unchanged (e.g. PUT what it got from
- * GET): accepted and ignored whatever their value (docs/api.md §2), while any
- * other unknown member is a 422. Typed as what the service accepts, any JSON
- * value, so a client or fuzzer that follows the document is right whatever it sends.
- */
+/** A client may send these back unchanged (PUT what GET gave): ignored, whatever their value (docs/api.md §2). */
 export const ReadOnlyMembers = {
   id: readOnly('the id'),
   authorId: readOnly("the author's id"),
@@ -102,10 +76,8 @@ export const ErrorSchema = Type.Object(
 
 export const NoContent = Type.Null({ description: 'No content' });
 
-/** The query of a route that takes no parameters: any one is a 422, as on lists. */
 export const NoQuery = Type.Object({}, { additionalProperties: false });
 
-/** List query parameters; `sort` accepts only the allow-listed fields, `-` for descending. */
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- no extra parameters: TypeBox's own spelling
 export function ListQuery<F extends string, E extends TProperties = {}>(sortFields: readonly F[], extra: E = {} as E) {
   const sortValues = sortFields.flatMap((f) => [f, `-${f}`]);
@@ -152,11 +124,7 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
   );
 }
 
-/**
- * `fields`: distinct names among the resource's read fields, sent as one
- * comma-separated parameter (`explode: false`, split by validation.ts), so
- * the document states both rules (enum, uniqueItems) in words every tool reads.
- */
+/** One comma-separated parameter (`explode: false`, split by validation.ts). */
 export function FieldsParam<F extends string>(names: readonly F[], example: F[]) {
   return {
     fields: Type.Optional(
@@ -183,12 +151,7 @@ export const IncludeParam = {
   ),
 };
 
-/**
- * An RFC 3339 date-time that PostgreSQL can hold: ajv-formats' `date-time`
- * checks the calendar (no 30 February, no hour 24), the pattern the rest:
- * the `T`, seconds, a `Z` or an offset with its colon, offsets within ±14:00
- * (the widest in use; PostgreSQL refuses past ±15:59) and no year 0000.
- */
+/** `date-time` checks the calendar; the pattern what PostgreSQL refuses (offsets past ±14:00, year 0000). */
 const DateTime = (description: string) =>
   Type.Optional(
     Type.String({
@@ -202,7 +165,6 @@ const DateTime = (description: string) =>
     }),
   );
 
-/** Inclusive of nothing: both bounds are exclusive, compared at the milliseconds the API shows. */
 export const CreatedRangeParams = {
   createdAfter: DateTime(
     'only items created after this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision',
@@ -225,10 +187,6 @@ export const SearchParam = {
   ),
 };
 
-/**
- * A resource as GET renders it: the fields `fields` asked for (all without it)
- * and, with include=author, the author. Only id is always there.
- */
 type OptionalButId<P extends TProperties> = { [K in keyof P]: K extends 'id' ? P[K] : TOptional<P[K]> };
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- no extra members: TypeBox's own spelling
 export function ReadView<P extends TProperties, E extends TProperties = {}>(
@@ -261,7 +219,6 @@ export const AuthorFilter = {
   author: Type.Optional({ ...Id, description: 'only items by this user id' }),
 };
 
-/** An entity-tag (RFC 9110 §8.8.3): etagc is visible ASCII except the double quote. */
 export const ETag = {
   type: 'string',
   pattern: '^"[!#-~]*"$',
@@ -271,14 +228,12 @@ export const ETag = {
 
 export const LinkHeader = {
   type: 'string',
-  // Comma-separated <URI-reference>; rel="..." links (RFC 8288 §3).
   pattern: '^<[^<>]+>; rel="[a-z]+"(, <[^<>]+>; rel="[a-z]+")*$',
   // Two links, each with a key and a search of 200 four-byte characters percent-encoded (2 400 each).
   maxLength: 16384,
   description: 'RFC 8288: next and prev; in offset mode also first and last (paths, or URLs under PUBLIC_BASE_URL)',
 };
 
-/** A page of a cursor list: the envelope of cursor mode, alone for lists that have no offset mode. */
 export function CursorPage<T extends TSchema>(item: T, options: object = {}) {
   return Type.Object(
     {
@@ -340,21 +295,17 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   503: 'service_unavailable: the database cannot serve the request (unreachable, missing, refusing the login, busy, read-only, out of disk, timed out, behind the code; the message names which), with Retry-After',
 };
 
-/** Error responses for a route's schema, all with the one error body. */
 export function errorResponses(...statuses: number[]) {
   return Object.fromEntries(
     statuses.map((s) => [s, Type.Ref(ErrorSchema, { description: ERROR_DESCRIPTIONS[s] ?? 'error' })]),
   ) as Record<number, ReturnType<typeof Type.Ref>>;
 }
 
-/** Errors any route can give: bad token, unknown query parameter or over-long header, rate limit, bug, database down. */
 export const COMMON_ERRORS = [401, 422, 429, 500, 503];
 
-/** A list's 422 also covers the rules between its parameters (docs/api.md). */
 export const ListValidationError = Type.Ref(ErrorSchema, {
   description:
     'validation: see fieldErrors; also when page or perPage is combined with after, before or limit, when before is combined with after, ' +
     'and when after or before names no item of this list',
 });
-/** Errors of routes that take a JSON body. */
 export const BODY_ERRORS = [400, 413, 415, 422];

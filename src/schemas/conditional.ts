@@ -1,16 +1,10 @@
 /**
- * Contracts of conditional requests (docs/api.md §8): the optional request
- * headers, the response headers and the 304 response, so the OpenAPI document
- * shows them and they are validated like any other input (Idempotency-Key's
- * are in schemas/idempotency.ts).
- * Header objects allow every other header (`additionalProperties: true`) and
- * name theirs in lower case: that is how Node hands headers over, and Fastify
- * does not lower-case schemas compiled by a custom validator compiler (ours).
+ * Contracts of conditional requests (docs/api.md §8). Header names are lower
+ * case: Fastify does not lower-case schemas for a custom validator compiler.
  */
 import { Type, type TSchema } from '@sinclair/typebox';
 import { COMMON_ERRORS, ETag, LinkHeader, ListValidationError, errorResponses } from './common.js';
 
-/** Optional request headers, each validated when present. */
 export const optionalHeaders = (properties: Record<string, TSchema>) =>
   Type.Object(Object.fromEntries(Object.entries(properties).map(([name, schema]) => [name, Type.Optional(schema)])), {
     additionalProperties: true,
@@ -29,7 +23,6 @@ const IfMatch = Type.String({
 export const ConditionalGetHeaders = optionalHeaders({ 'if-none-match': IfNoneMatch });
 export const ConditionalWriteHeaders = optionalHeaders({ 'if-match': IfMatch });
 
-/** A single resource with its ETag (GET, PATCH, PUT). */
 export const WithEtag = <T extends TSchema>(schema: T, description: string) =>
   Type.Ref(schema, { description, headers: { ETag } });
 
@@ -38,7 +31,6 @@ export const NotModified = Type.Null({
   headers: { ETag },
 });
 
-/** Every list answers 200, or 304 to an If-None-Match naming its ETag (docs/api.md §11), and the list errors. */
 export const listResponses = <T extends TSchema>(list: T, ...errors: number[]) => ({
   200: list,
   304: Type.Null({

@@ -1,11 +1,6 @@
 /**
- * The one ownership rule and the one write sequence for changing and deleting
- * what belongs to someone (posts, comments, users). In a transaction: lock the
- * row, 404 when it does not exist, 403 unless the user is one of its owners or
- * an admin, 412 unless If-Match names its current ETag, then write. The order
- * follows docs/api.md §2 (404 before 403), so a missing resource is reported
- * the same way to everyone; the If-Match check sees the locked row, so of
- * several clients writing with the same ETag exactly one succeeds.
+ * The one write sequence for what belongs to someone: lock, 404, 403, 412, write.
+ * If-Match sees the locked row, so of several same-ETag writers exactly one wins.
  */
 import type { FastifyRequest } from 'fastify';
 import type { AuthUser } from '../repositories/tokens.js';
@@ -14,11 +9,9 @@ import { forbidden, notFound } from '../errors.js';
 import { requireMatch } from '../http/conditional.js';
 
 export interface OwnershipRule<T> {
-  /** The 404 message. */
   missing: string;
-  /** Users who may act on it besides admins (e.g. its author, the post's author). */
+  /** Besides admins. */
   owners(resource: T): readonly number[];
-  /** The 403 message. */
   denied: string;
 }
 
@@ -31,7 +24,6 @@ export async function loadOwned<T>(load: Promise<T | undefined>, user: AuthUser,
 
 export interface OwnedCheck<T> {
   rule: OwnershipRule<T>;
-  /** The resource's current ETag, which If-Match must name. */
   etag(resource: T): string;
 }
 
@@ -47,16 +39,11 @@ export async function loadForChange<T>(
 }
 
 export interface OwnedChange<T, R> extends OwnedCheck<T> {
-  /** The resource read on the transaction, row-locked; undefined when it does not exist. */
   lock(tx: Queryable): Promise<T | undefined>;
-  /** The write, on the transaction, once the locked row passed every check. */
   write(tx: Queryable, current: T): Promise<R>;
   /**
-   * The same write as one statement, taken when no If-Match asks for a check:
-   * no transaction, one round trip instead of four. `write` locks and changes
-   * the row only if `ownerId` owns it (undefined for an admin: any row), and
-   * answers undefined when it wrote nothing; then `read` tells 404 from 403 by
-   * the rule, and a resource already as asked is answered as it is.
+   * Without If-Match: one statement writing only a row `ownerId` owns (undefined:
+   * any); when it wrote nothing, `read` tells 404 from 403 from "already so".
    */
   direct?: {
     write(ownerId: number | undefined): Promise<R | undefined>;
@@ -64,7 +51,6 @@ export interface OwnedChange<T, R> extends OwnedCheck<T> {
   };
 }
 
-/** Changes or deletes an owned resource by the sequence above; answers what `write` returns. */
 export async function changeOwned<T, R>(request: FastifyRequest, change: OwnedChange<T, R>): Promise<R> {
   const user = request.user!;
   const { direct } = change;

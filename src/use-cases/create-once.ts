@@ -1,9 +1,4 @@
-/**
- * Creating at most once per Idempotency-Key (docs/api.md §8): the create and
- * its record commit in one transaction, so a failed create stores nothing and
- * may be retried. The sequence and its cost order are in docs/architecture.md
- * ("Idempotent creates").
- */
+/** Creating at most once per Idempotency-Key (docs/architecture.md, "Idempotent creates"). */
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { retryingConflicts, withTransaction, type Queryable } from '../db/pool.js';
@@ -24,22 +19,14 @@ export interface CreatedResource {
 }
 
 export interface Creation {
-  /**
-   * The resource's singular (`post`, `comment`, `user`): its record names it
-   * `<kind>:<id>`, and its table's `<table>_forget_idempotent` trigger passes the
-   * same word, so a deleted resource is not replayed.
-   */
+  /** The resource's singular: its record is `<kind>:<id>`, the word its table's forget trigger passes. */
   kind: string;
-  /** What the request asks for: the body members the operation uses, flat. */
+  /** The body members the operation uses, flat. */
   input: Record<string, string | number | boolean | null | undefined>;
-  /** A password to store hashed; the hash is handed to `create`. */
   password?: string;
   /** Cheap checks that must pass before the password is hashed. */
   precheck?: () => Promise<void>;
-  /**
-   * Makes the resource with one statement on `db`: the pool in autocommit when
-   * there is no Idempotency-Key, the transaction that also stores the record otherwise.
-   */
+  /** One statement: without a key it runs in autocommit on the pool. */
   create(db: Queryable, passwordHash: string | undefined): Promise<CreatedResource>;
 }
 
@@ -58,7 +45,6 @@ const inUse = () =>
     [FIELD]: ['is in use by a request still being processed'],
   });
 
-/** The first response again, if this request is the one that key was first used for. */
 async function replay(record: IdempotencyRecord, requestHash: Buffer, creation: Creation): Promise<StoredResponse> {
   const samePassword =
     record.secretHash === null
@@ -82,15 +68,7 @@ function send(reply: FastifyReply, response: StoredResponse, replayed: boolean):
   return reply.send(response.body);
 }
 
-/**
- * Answers a POST with 201, Location and ETag for what `create` made with the
- * database handle it is given, at most once per Idempotency-Key.
- *
- * `create` must be one statement (atomic by itself): without a key it runs on
- * the pool, outside any transaction, which saves the BEGIN and COMMIT round
- * trips (and the database's work for them) on the common path; with a key it
- * runs in the transaction that also stores the response.
- */
+/** Without a key, `create` runs outside any transaction: no BEGIN/COMMIT round trips on the common path. */
 export async function createOnce(
   request: FastifyRequest,
   reply: FastifyReply,
@@ -113,7 +91,6 @@ export async function createOnce(
     return creation.password === undefined ? undefined : hashPassword(creation.password);
   };
 
-  // Validated by the route's headers schema (IdempotentHeaders).
   const key = request.headers['idempotency-key'] as string | undefined;
   if (key === undefined) {
     // No record to keep with it: the create is one statement, committed on its own.

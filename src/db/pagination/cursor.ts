@@ -1,40 +1,7 @@
 /**
- * Cursor pages: a row-value keyset `(sort_col, id) > (anchor)` in the requested
- * direction, fetching limit + 1 rows to know whether more follow.
- *
- * Where the walk resumes. `after` is an id, as the contract says. Sorted by id,
- * the id is the position: the page starts right after it, and the id is only
- * checked to have named an item (live, or deleted: tombstones keep the sort
- * keys of deleted rows), else 422. Sorted by anything else, the position is
- * the anchor's sort key, and that key may change (an edit moves an item in
- * `-updatedAt` or `title` order): looked up at request time, a walk whose
- * anchor was edited between two pages would repeat items or skip the rest.
- * So every cursor page also answers with the anchor's key as it was when the
- * page was read, and the `next` Link carries it as `afterKey` (timestamps in
- * UTC with microseconds, `2026-11-22T10:00:00.123456Z`, which is the stored
- * precision; text as is). With `afterKey` the page resumes at exactly
- * (afterKey, after), whatever happened to that item since: a client that
- * follows `next` links never skips an item present throughout, and gets each
- * once, except that an item edited mid-walk to a key ahead of the walk shows up
- * again at its new place (as it would with any keyset cursor). It is not
- * looked up (it is a position, not a claim about an item), which also
- * saves the anchor lookup. Without it (a client building URLs from
- * `nextCursor`) the anchor's current key is used, looked up among live rows,
- * then tombstones, as before. A malformed `afterKey`, one without `after`, or
- * one on a sort by id (where it would mean nothing) is a 422.
- *
- * Paging back. `before` is the mirror image of `after`: the page is the `limit`
- * items that precede the anchor, read with the comparison and the order
- * reversed (same indexes, walked backwards) and turned back into the sort
- * order here; the `prev` Link carries the first item's key as `beforeKey`,
- * with the same rules as `afterKey`. `prevCursor` names the first item of a
- * page when items precede it: on a `before` page when the look-ahead row
- * exists, on an `after` page always (the items already received precede it).
- * Symmetrically, on a `before` page `nextCursor` names its last item (the
- * anchor, at least, follows it) and `hasMore` is true when it has items.
- *
- * Narrowing conditions select among the items of the list; the anchor is still
- * checked against the list itself, so a walk survives an item edited out of a search.
+ * Cursor pages: a keyset after (or, mirrored, before) an anchor, limit + 1 rows.
+ * `afterKey`/`beforeKey` keep a walk in place when its anchor is edited
+ * (docs/architecture.md, "Lists").
  */
 import { raw, sql, toQuery, type SqlFragment } from '../sql.js';
 import type { Queryable } from '../pool.js';
@@ -50,23 +17,17 @@ import {
 } from './common.js';
 import { keyText, parseKey } from './keys.js';
 
-/**
- * A searched cursor page walks the sort index for at most this many
- * items before reading the matches instead: enough for a condition that
- * matches one item in 100 to fill a page of 20 by walking.
- */
+/** Enough for a condition matching one item in 100 to fill a page of 20 by walking. */
 export const WALK_LIMIT = 2_000;
 
 type CursorPage = Extract<PageRequest, { kind: 'cursor' }>;
 
-/** Where the page starts: the anchor's lookup (if any), whether it named an item, and the keyset condition. */
 interface Anchor {
   anchor: SqlFragment;
   found: SqlFragment;
   after: SqlFragment;
 }
 
-/** null: the parent resource does not exist. */
 export async function runCursor<T extends { id: number }, F extends string, Filter>(
   db: Queryable,
   source: ListSource<F, Filter>,
@@ -133,21 +94,9 @@ function anchorOf<F extends string, Filter>(
 }
 
 /**
- * The ids of a searched page (ListSearch). A cursor page has no count to tell a rare word
- * from a common one, so it tries the cheap way first: walk the sort index for
- * at most WALK_LIMIT listed items after the anchor, keeping those that match
- * (a common word fills the page in a few dozen). The walk's WALK_LIMIT-th item
- * is kept too, as a marker: it is read only when the walk went that far. If it
- * did and found no more than `limit` matches, the page is read from the
- * matches instead: all of them, planned on their own (OFFSET 0 fences them: a
- * bitmap of the GIN index for a word), then those after the anchor, sorted.
- * The anchor's condition stays outside the fence: planned without the
- * anchor's key, the planner guesses it keeps a third of the table and ANDs
- * the GIN bitmap with a bitmap of the sort index over that range, which reads
- * up to the whole index to save nothing. Either way the page is the first
- * limit + 1 matches after the anchor (the walk's matches are the first ones,
- * since it walks in order): where the walk stops decides the cost only, never
- * the items.
+ * A searched page: walk the sort index for up to WALK_LIMIT items (the last one
+ * kept as a marker); if that found too few, read all the matches (fenced by
+ * OFFSET 0) instead. Either way the same items; the walk decides the cost only.
  */
 function walkedIds(plan: ListPlan, after: SqlFragment, pageOrder: SqlFragment, size: SqlFragment): SqlFragment {
   const { from } = plan;
@@ -167,7 +116,7 @@ function walkedIds(plan: ListPlan, after: SqlFragment, pageOrder: SqlFragment, s
           WHERE (SELECT yes FROM short) AND ${after} ${pageOrder} LIMIT ${size})`;
 }
 
-/** `read`: the page's rows in the order read (reversed when walking back); `anchored`: the request named an anchor. */
+/** `read`: the rows in the order read (reversed when walking back). */
 function cursorResult<T extends { id: number }>(
   read: (T & { cursor_key?: string })[],
   more: boolean,

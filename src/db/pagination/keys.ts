@@ -1,4 +1,4 @@
-/** Sort keys as cursors carry them (`afterKey`, `beforeKey`): out of the statement as text, back in as typed SQL values. */
+/** Sort keys as `afterKey`/`beforeKey` carry them: out of the statement as text, back in as typed SQL values. */
 import { raw, sql, type SqlFragment } from '../sql.js';
 import { validation } from '../../errors.js';
 import type { SortColumn } from './common.js';

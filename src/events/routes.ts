@@ -29,22 +29,29 @@ const filterOf = (query: { type?: EventType[] | undefined; post?: number | undef
   post: query.post,
 });
 
+type Api = Parameters<FastifyPluginAsyncTypebox>[0];
+type EventsRepository = ReturnType<typeof eventsRepository>;
+
 const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { prefix, maxStreams }) => {
   app.addSchema(EventSchema);
-  const { sequencer, hub } = app.events;
   const events = eventsRepository(app.db);
+  listRoute(app, events, prefix);
+  streamRoute(app, events, maxStreams);
+};
 
-  /** A cursor before the oldest kept event has missed purged ones (0: from the oldest, whatever it is). */
-  async function checkKept(after: number | undefined): Promise<void> {
-    if (!after) return;
-    const floor = await events.floor();
-    if (after < floor) {
-      throw gone(
-        `events up to ${floor} have been purged (EVENT_RETENTION); event ${after} is older: resynchronise from the lists`,
-      );
-    }
+/** A cursor before the oldest kept event has missed purged ones (0: from the oldest, whatever it is). */
+async function checkKept(events: EventsRepository, after: number | undefined): Promise<void> {
+  if (!after) return;
+  const floor = await events.floor();
+  if (after < floor) {
+    throw gone(
+      `events up to ${floor} have been purged (EVENT_RETENTION); event ${after} is older: resynchronise from the lists`,
+    );
   }
+}
 
+function listRoute(app: Api, events: EventsRepository, prefix: string) {
+  const { sequencer } = app.events;
   app.get(
     '/events',
     {
@@ -66,7 +73,7 @@ const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, 
       await sequencer.run();
       const rows = await events.page(after ?? 0, limit + 1, filterOf(request.query));
       // After the read: a purge in between is seen too.
-      await checkKept(after);
+      await checkKept(events, after);
       const hasMore = rows.length > limit;
       const page = rows.slice(0, limit);
       const nextCursor = page.length > 0 ? page[page.length - 1]!.id : (after ?? null);
@@ -88,7 +95,10 @@ const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, 
       }) as typeof EventPage.static;
     },
   );
+}
 
+function streamRoute(app: Api, events: EventsRepository, maxStreams: number) {
+  const { hub } = app.events;
   app.get(
     '/events/stream',
     {
@@ -126,7 +136,7 @@ const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, 
     }
     const resumeAt = request.headers['last-event-id'];
     const after = resumeAt === undefined ? request.query.after : Number(resumeAt);
-    await checkKept(after);
+    await checkKept(events, after);
     const position = after ?? (await events.head());
     reply.hijack();
     reply.raw.writeHead(200, {
@@ -139,6 +149,6 @@ const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, 
     reply.raw.write(`retry: ${RECONNECT_MS}\n\n`);
     hub.open(reply.raw, filterOf(request.query), position);
   }
-};
+}
 
 export default eventsRoutes;

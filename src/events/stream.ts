@@ -33,42 +33,20 @@ export interface StreamHub {
   close(): void;
 }
 
-export function createStreamHub(
-  db: Queryable,
-  {
-    prefix,
-    heartbeatMs,
-    pollMs,
-    onError,
-  }: { prefix: string; heartbeatMs: number; pollMs: number; onError(error: unknown): void },
-): StreamHub {
-  const repository = eventsRepository(db);
-  const streams = new Set<Stream>();
-  const live = new Set<Stream>();
+/**
+ * A stream's catch-up and the shared read of new events: they share where the
+ * shared read resumes, which a catch-up joins.
+ */
+function streamReads(
+  repository: ReturnType<typeof eventsRepository>,
+  live: Set<Stream>,
+  deliver: (stream: Stream, row: EventRow) => void,
+  onError: (error: unknown) => void,
+) {
   // Where the shared read resumes; undefined while no stream is live.
   let head: number | undefined;
   let fetching = false;
   let again = false;
-
-  function end(stream: Stream): void {
-    if (stream.closed) return;
-    stream.closed = true;
-    streams.delete(stream);
-    live.delete(stream);
-    stream.res.end();
-  }
-
-  function write(stream: Stream, text: string): void {
-    stream.res.write(text);
-    if (stream.res.writableLength > MAX_BUFFERED_BYTES) end(stream);
-  }
-
-  function deliver(stream: Stream, row: EventRow): void {
-    if (row.id <= stream.position || stream.closed) return;
-    stream.position = row.id;
-    if (matches(stream.filter, row))
-      write(stream, `id: ${row.id}\nevent: ${row.type}\ndata: ${JSON.stringify(toEvent(row, prefix))}\n\n`);
-  }
 
   async function catchUp(stream: Stream): Promise<void> {
     for (;;) {
@@ -113,6 +91,43 @@ export function createStreamHub(
       fetching = false;
     }
   }
+
+  return { catchUp, fetch };
+}
+
+export function createStreamHub(
+  db: Queryable,
+  {
+    prefix,
+    heartbeatMs,
+    pollMs,
+    onError,
+  }: { prefix: string; heartbeatMs: number; pollMs: number; onError(error: unknown): void },
+): StreamHub {
+  const streams = new Set<Stream>();
+  const live = new Set<Stream>();
+
+  function end(stream: Stream): void {
+    if (stream.closed) return;
+    stream.closed = true;
+    streams.delete(stream);
+    live.delete(stream);
+    stream.res.end();
+  }
+
+  function write(stream: Stream, text: string): void {
+    stream.res.write(text);
+    if (stream.res.writableLength > MAX_BUFFERED_BYTES) end(stream);
+  }
+
+  function deliver(stream: Stream, row: EventRow): void {
+    if (row.id <= stream.position || stream.closed) return;
+    stream.position = row.id;
+    if (matches(stream.filter, row))
+      write(stream, `id: ${row.id}\nevent: ${row.type}\ndata: ${JSON.stringify(toEvent(row, prefix))}\n\n`);
+  }
+
+  const { catchUp, fetch } = streamReads(eventsRepository(db), live, deliver, onError);
 
   const heartbeat = setInterval(() => {
     for (const stream of streams) write(stream, ': heartbeat\n\n');

@@ -54,13 +54,11 @@ export interface Backlog {
   disabledWebhooks: number;
 }
 
-export function webhookQueue(db: Queryable) {
-  return {
-    /** One batch of fan-out; answers how many webhooks moved (0: all caught up). */
-    async fanOut(): Promise<number> {
-      const { rowCount } = await db.query(
-        prepared(
-          `WITH head AS (SELECT coalesce(max(id), 0) AS id FROM events),
+/** One batch of fan-out; answers how many webhooks moved (0: all caught up). */
+async function fanOut(db: Queryable): Promise<number> {
+  const { rowCount } = await db.query(
+    prepared(
+      `WITH head AS (SELECT coalesce(max(id), 0) AS id FROM events),
            hooks AS (
              SELECT w.id, w.cursor, w.types FROM webhooks w, head
              WHERE w.status = 'active' AND w.cursor < head.id
@@ -78,22 +76,22 @@ export function webhookQueue(db: Queryable) {
            UPDATE webhooks w SET cursor = moved.last
            FROM (SELECT webhook_id, max(event_id) AS last FROM batch GROUP BY webhook_id) moved
            WHERE w.id = moved.webhook_id`,
-          [FAN_OUT_WEBHOOKS, FAN_OUT_EVENTS],
-        ),
-      );
-      return rowCount ?? 0;
-    },
+      [FAN_OUT_WEBHOOKS, FAN_OUT_EVENTS],
+    ),
+  );
+  return rowCount ?? 0;
+}
 
-    /**
-     * Leases up to `slots` due deliveries of active webhooks for `leaseMs`,
-     * oldest due first, at most MAX_IN_FLIGHT_PER_ENDPOINT per endpoint: each
-     * endpoint offers only as many as it has room for, so one with a deep
-     * backlog cannot crowd the others out of a claim.
-     */
-    async claim(slots: number, leaseMs: number): Promise<Claimed[]> {
-      const { rows } = await db.query<Claimed & { eventId: number }>(
-        prepared(
-          `WITH hooks AS (
+/**
+ * Leases up to `slots` due deliveries of active webhooks for `leaseMs`,
+ * oldest due first, at most MAX_IN_FLIGHT_PER_ENDPOINT per endpoint: each
+ * endpoint offers only as many as it has room for, so one with a deep
+ * backlog cannot crowd the others out of a claim.
+ */
+async function claim(db: Queryable, slots: number, leaseMs: number): Promise<Claimed[]> {
+  const { rows } = await db.query<Claimed & { eventId: number }>(
+    prepared(
+      `WITH hooks AS (
              SELECT w.id, $3 - (SELECT count(*) FROM webhook_deliveries f WHERE f.webhook_id = w.id AND f.lease_until > now()) AS room
              FROM webhooks w
              WHERE w.status = 'active' AND EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.next_attempt_at <= now())
@@ -113,42 +111,44 @@ export function webhookQueue(db: Queryable) {
            WHERE d.id = locked.id AND w.id = d.webhook_id
            RETURNING d.id, d.webhook_id AS "webhookId", d.attempt, w.url, w.secret, w.secret_sealed AS sealed,
              d.created_at AS "createdAt", d.event_id AS "eventId"`,
-          [slots, leaseMs, MAX_IN_FLIGHT_PER_ENDPOINT],
-        ),
-      );
-      if (rows.length === 0) return [];
-      const events = await this.events(rows.map((r) => r.eventId));
-      return rows.map(({ eventId, ...claimed }) => ({ ...claimed, event: events.get(eventId) ?? null }));
-    },
+      [slots, leaseMs, MAX_IN_FLIGHT_PER_ENDPOINT],
+    ),
+  );
+  if (rows.length === 0) return [];
+  const ids = rows.map((r) => r.eventId);
+  const events = await eventsById(db, ids);
+  return rows.map(({ eventId, ...claimed }) => ({ ...claimed, event: events.get(eventId) ?? null }));
+}
 
-    async events(ids: number[]): Promise<Map<number, EventRow>> {
-      const { rows } = await db.query<EventRow>(
-        prepared(
-          `SELECT id, type, iso_utc(created_at) AS "createdAt", resource_type AS "resourceType", resource_id AS "resourceId",
+async function eventsById(db: Queryable, ids: number[]): Promise<Map<number, EventRow>> {
+  const { rows } = await db.query<EventRow>(
+    prepared(
+      `SELECT id, type, iso_utc(created_at) AS "createdAt", resource_type AS "resourceType", resource_id AS "resourceId",
              post_id AS "postId", data FROM events WHERE id = ANY($1::bigint[])`,
-          [ids],
-        ),
-      );
-      return new Map(rows.map((row) => [row.id, row]));
-    },
+      [ids],
+    ),
+  );
+  return new Map(rows.map((row) => [row.id, row]));
+}
 
-    /**
-     * Records attempt `attempt` of a delivery, if this sender still holds it
-     * (false: the lease ran out and someone else took it, or the webhook was
-     * deleted). A success clears the webhook's failure record; a failure
-     * starts it, and one that has lasted `disableAfterSeconds` disables the
-     * webhook and gives up its other deliveries still to send. A failure that
-     * ends after its webhook was disabled is given up too.
-     */
-    async record(
-      claimed: Pick<Claimed, 'id' | 'attempt' | 'webhookId'>,
-      outcome: Outcome,
-      disableAfterSeconds: number,
-    ): Promise<boolean> {
-      const status = outcome.ok ? 'delivered' : outcome.nextAttemptAt ? 'failed' : 'given_up';
-      const { rows } = await db.query<{ recorded: boolean }>(
-        prepared(
-          `WITH hook AS (
+/**
+ * Records attempt `attempt` of a delivery, if this sender still holds it
+ * (false: the lease ran out and someone else took it, or the webhook was
+ * deleted). A success clears the webhook's failure record; a failure
+ * starts it, and one that has lasted `disableAfterSeconds` disables the
+ * webhook and gives up its other deliveries still to send. A failure that
+ * ends after its webhook was disabled is given up too.
+ */
+async function record(
+  db: Queryable,
+  claimed: Pick<Claimed, 'id' | 'attempt' | 'webhookId'>,
+  outcome: Outcome,
+  disableAfterSeconds: number,
+): Promise<boolean> {
+  const status = outcome.ok ? 'delivered' : outcome.nextAttemptAt ? 'failed' : 'given_up';
+  const { rows } = await db.query<{ recorded: boolean }>(
+    prepared(
+      `WITH hook AS (
              SELECT id, failing_since, (NOT $8 AND failing_since <= now() - make_interval(secs => $9)) AS disabling,
                (NOT $8 AND status = 'disabled') AS stopped
              FROM webhooks WHERE id = $10
@@ -171,49 +171,58 @@ export function webhookQueue(db: Queryable) {
                AND d.next_attempt_at IS NOT NULL AND d.lease_until IS NULL AND EXISTS (SELECT 1 FROM recorded)
            )
            SELECT EXISTS (SELECT 1 FROM recorded) AS recorded`,
-          [
-            claimed.id,
-            claimed.attempt,
-            status,
-            outcome.statusCode,
-            outcome.error,
-            outcome.durationMs,
-            outcome.ok ? null : outcome.nextAttemptAt,
-            outcome.ok,
-            disableAfterSeconds,
-            claimed.webhookId,
-          ],
-        ),
-      );
-      return rows[0]!.recorded;
-    },
+      [
+        claimed.id,
+        claimed.attempt,
+        status,
+        outcome.statusCode,
+        outcome.error,
+        outcome.durationMs,
+        outcome.ok ? null : outcome.nextAttemptAt,
+        outcome.ok,
+        disableAfterSeconds,
+        claimed.webhookId,
+      ],
+    ),
+  );
+  return rows[0]!.recorded;
+}
 
-    /** Deletes up to `batch` finished deliveries (delivered, given up) older than `retentionSeconds`; answers how many. */
-    async purgeFinished(retentionSeconds: number, batch: number): Promise<number> {
-      const { rowCount } = await db.query(
-        prepared(
-          `DELETE FROM webhook_deliveries WHERE id IN (
+/** Deletes up to `batch` finished deliveries (delivered, given up) older than `retentionSeconds`; answers how many. */
+async function purgeFinished(db: Queryable, retentionSeconds: number, batch: number): Promise<number> {
+  const { rowCount } = await db.query(
+    prepared(
+      `DELETE FROM webhook_deliveries WHERE id IN (
              SELECT id FROM webhook_deliveries
              WHERE next_attempt_at IS NULL AND lease_until IS NULL AND updated_at < now() - make_interval(secs => $1)
              LIMIT $2 FOR UPDATE SKIP LOCKED
            )`,
-          [retentionSeconds, batch],
-        ),
-      );
-      return rowCount ?? 0;
-    },
+      [retentionSeconds, batch],
+    ),
+  );
+  return rowCount ?? 0;
+}
 
-    async backlog(): Promise<Backlog> {
-      const { rows } = await db.query<Backlog>(
-        `SELECT
+async function backlog(db: Queryable): Promise<Backlog> {
+  const { rows } = await db.query<Backlog>(
+    `SELECT
            (SELECT count(*) FROM webhook_deliveries WHERE next_attempt_at <= now() AND (lease_until IS NULL OR lease_until <= now()))::int AS due,
            coalesce((SELECT extract(epoch FROM now() - min(next_attempt_at)) FROM webhook_deliveries
              WHERE next_attempt_at <= now() AND (lease_until IS NULL OR lease_until <= now())), 0)::float8 AS "oldestDueSeconds",
            (SELECT count(*) FROM webhook_deliveries WHERE lease_until > now())::int AS "inFlight",
            coalesce((SELECT max(id) FROM events) - (SELECT min(cursor) FROM webhooks WHERE status = 'active'), 0)::float8 AS "eventsBehind",
            (SELECT count(*) FROM webhooks WHERE status = 'disabled')::int AS "disabledWebhooks"`,
-      );
-      return rows[0]!;
-    },
+  );
+  return rows[0]!;
+}
+
+export function webhookQueue(db: Queryable) {
+  return {
+    fanOut: () => fanOut(db),
+    claim: (slots: number, leaseMs: number) => claim(db, slots, leaseMs),
+    record: (claimed: Pick<Claimed, 'id' | 'attempt' | 'webhookId'>, outcome: Outcome, disableAfterSeconds: number) =>
+      record(db, claimed, outcome, disableAfterSeconds),
+    purgeFinished: (retentionSeconds: number, batch: number) => purgeFinished(db, retentionSeconds, batch),
+    backlog: () => backlog(db),
   };
 }

@@ -78,51 +78,35 @@ const deliveryList: ListSource<'id', number> = {
   parentExists: (webhookId) => sql`EXISTS (SELECT 1 FROM webhooks WHERE id = ${webhookId})`,
 };
 
-export function webhooksRepository(db: Queryable) {
-  return {
-    /** An id for a new webhook: its secret is sealed for that id before the row is written. */
-    async nextId(): Promise<number> {
-      const { rows } = await db.query<{ id: number }>(`SELECT nextval(pg_get_serial_sequence('webhooks', 'id')) AS id`);
-      return rows[0]!.id;
-    },
-
-    /** Starts after the newest numbered event: a webhook gets the events that follow its creation. */
-    async create(
-      id: number,
-      userId: number,
-      fields: Required<Omit<WebhookChanges, 'status'>>,
-      secret: StoredSecret,
-    ): Promise<Webhook> {
-      const { rows } = await db.query<Webhook>(
-        prepared(
-          `INSERT INTO webhooks (id, user_id, url, types, description, secret, secret_sealed, cursor)
+/** Starts after the newest numbered event: a webhook gets the events that follow its creation. */
+async function createWebhook(
+  db: Queryable,
+  id: number,
+  userId: number,
+  fields: Required<Omit<WebhookChanges, 'status'>>,
+  secret: StoredSecret,
+): Promise<Webhook> {
+  const { rows } = await db.query<Webhook>(
+    prepared(
+      `INSERT INTO webhooks (id, user_id, url, types, description, secret, secret_sealed, cursor)
            OVERRIDING SYSTEM VALUE
            VALUES ($1, $2, $3, $4, $5, $6, $7, (SELECT coalesce(max(id), 0) FROM events)) RETURNING ${COLUMNS}`,
-          [id, userId, fields.url, fields.types, fields.description, secret.secret, secret.sealed],
-        ),
-      );
-      return rows[0]!;
-    },
+      [id, userId, fields.url, fields.types, fields.description, secret.secret, secret.sealed],
+    ),
+  );
+  return rows[0]!;
+}
 
-    async findById(id: number): Promise<Webhook | undefined> {
-      const { rows } = await db.query<Webhook>(prepared(`SELECT ${COLUMNS} FROM webhooks WHERE id = $1`, [id]));
-      return rows[0];
-    },
-
-    list(userId: number | undefined, sort: Sort<WebhookSortField>, page: PageRequest) {
-      return runList<Webhook, WebhookSortField, number | undefined>(db, webhookList, userId, sort, page);
-    },
-
-    /**
-     * Applies a PATCH. Disabling gives up the deliveries still to send;
-     * re-enabling starts again after the newest numbered event, with a clean
-     * failure record (the events in between are in GET /events).
-     */
-    async update(id: number, changes: WebhookChanges): Promise<Webhook | undefined> {
-      const has = (name: keyof WebhookChanges) => changes[name] !== undefined;
-      const { rows } = await db.query<Webhook>(
-        prepared(
-          `WITH changed AS (
+/**
+ * Applies a PATCH. Disabling gives up the deliveries still to send;
+ * re-enabling starts again after the newest numbered event, with a clean
+ * failure record (the events in between are in GET /events).
+ */
+async function updateWebhook(db: Queryable, id: number, changes: WebhookChanges): Promise<Webhook | undefined> {
+  const has = (name: keyof WebhookChanges) => changes[name] !== undefined;
+  const { rows } = await db.query<Webhook>(
+    prepared(
+      `WITH changed AS (
              UPDATE webhooks w SET
                url = CASE WHEN $2 THEN $3 ELSE url END,
                types = CASE WHEN $4 THEN $5::text[] ELSE types END,
@@ -139,20 +123,71 @@ export function webhooksRepository(db: Queryable) {
                AND d.next_attempt_at IS NOT NULL AND d.lease_until IS NULL
            )
            SELECT ${COLUMNS} FROM changed`,
-          [
-            id,
-            has('url'),
-            changes.url ?? null,
-            'types' in changes,
-            changes.types ?? null,
-            'description' in changes,
-            changes.description ?? null,
-            changes.status ?? null,
-          ],
-        ),
-      );
+      [
+        id,
+        has('url'),
+        changes.url ?? null,
+        'types' in changes,
+        changes.types ?? null,
+        'description' in changes,
+        changes.description ?? null,
+        changes.status ?? null,
+      ],
+    ),
+  );
+  return rows[0];
+}
+
+/**
+ * Makes a delivery due now, whatever its state, unless an attempt of it is
+ * in flight. Undefined: no such delivery of that webhook; null: in flight.
+ */
+async function retryDelivery(
+  db: Queryable,
+  webhookId: number,
+  deliveryId: number,
+): Promise<Delivery | null | undefined> {
+  const { rows } = await db.query<Delivery & { inFlight: boolean }>(
+    prepared(
+      `WITH found AS (
+             SELECT id, lease_until > now() AS in_flight FROM webhook_deliveries WHERE id = $1 AND webhook_id = $2 FOR UPDATE
+           ), retried AS (
+             UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = now(), lease_until = NULL, updated_at = now()
+             FROM found WHERE d.id = found.id AND found.in_flight IS NOT TRUE RETURNING d.*
+           )
+           SELECT found.in_flight IS TRUE AS "inFlight", r.* FROM found
+             LEFT JOIN LATERAL (SELECT ${DELIVERY_COLUMNS} FROM retried) r ON TRUE`,
+      [deliveryId, webhookId],
+    ),
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  if (row.inFlight) return null;
+  const { inFlight: _inFlight, ...delivery } = row;
+  return delivery;
+}
+
+export function webhooksRepository(db: Queryable) {
+  return {
+    /** An id for a new webhook: its secret is sealed for that id before the row is written. */
+    async nextId(): Promise<number> {
+      const { rows } = await db.query<{ id: number }>(`SELECT nextval(pg_get_serial_sequence('webhooks', 'id')) AS id`);
+      return rows[0]!.id;
+    },
+
+    create: (id: number, userId: number, fields: Required<Omit<WebhookChanges, 'status'>>, secret: StoredSecret) =>
+      createWebhook(db, id, userId, fields, secret),
+
+    async findById(id: number): Promise<Webhook | undefined> {
+      const { rows } = await db.query<Webhook>(prepared(`SELECT ${COLUMNS} FROM webhooks WHERE id = $1`, [id]));
       return rows[0];
     },
+
+    list(userId: number | undefined, sort: Sort<WebhookSortField>, page: PageRequest) {
+      return runList<Webhook, WebhookSortField, number | undefined>(db, webhookList, userId, sort, page);
+    },
+
+    update: (id: number, changes: WebhookChanges) => updateWebhook(db, id, changes),
 
     /** Its deliveries go with it (ON DELETE CASCADE); an attempt in flight finds nothing to record. */
     async delete(id: number): Promise<boolean> {
@@ -165,29 +200,6 @@ export function webhooksRepository(db: Queryable) {
       return runList<Delivery, 'id', number>(db, deliveryList, webhookId, { field: 'id', descending: true }, page);
     },
 
-    /**
-     * Makes a delivery due now, whatever its state, unless an attempt of it is
-     * in flight. Undefined: no such delivery of that webhook; null: in flight.
-     */
-    async retry(webhookId: number, deliveryId: number): Promise<Delivery | null | undefined> {
-      const { rows } = await db.query<Delivery & { inFlight: boolean }>(
-        prepared(
-          `WITH found AS (
-             SELECT id, lease_until > now() AS in_flight FROM webhook_deliveries WHERE id = $1 AND webhook_id = $2 FOR UPDATE
-           ), retried AS (
-             UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = now(), lease_until = NULL, updated_at = now()
-             FROM found WHERE d.id = found.id AND found.in_flight IS NOT TRUE RETURNING d.*
-           )
-           SELECT found.in_flight IS TRUE AS "inFlight", r.* FROM found
-             LEFT JOIN LATERAL (SELECT ${DELIVERY_COLUMNS} FROM retried) r ON TRUE`,
-          [deliveryId, webhookId],
-        ),
-      );
-      const row = rows[0];
-      if (!row) return undefined;
-      if (row.inFlight) return null;
-      const { inFlight: _inFlight, ...delivery } = row;
-      return delivery;
-    },
+    retry: (webhookId: number, deliveryId: number) => retryDelivery(db, webhookId, deliveryId),
   };
 }

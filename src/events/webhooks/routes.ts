@@ -75,21 +75,37 @@ export interface WebhookRoutesOptions {
   secretKey: Buffer | undefined;
 }
 
+type Api = Parameters<FastifyPluginAsyncTypebox>[0];
+type WebhooksRepository = ReturnType<typeof webhooksRepository>;
+
 const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { targets, secretKey }) => {
   app.addSchema(WebhookSchema);
   app.addSchema(DeliverySchema);
   const webhooks = webhooksRepository(app.db);
+  backlogRoute(app);
+  await app.register(async (authed) => {
+    authed.addHook('onRequest', app.requireUser);
+    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
+    createRoute(r, webhooks, targets, secretKey);
+    readRoutes(r, webhooks);
+    changeRoutes(r, webhooks, targets);
+    deliveryRoutes(r, webhooks);
+  });
+};
 
-  const checkUrl = (url: string | undefined) => {
-    const problem = url === undefined ? undefined : urlProblem(url, targets);
-    if (problem) throw validation({ url: [problem] }, 'the webhook URL is not allowed');
-  };
-  const load = (request: FastifyRequest<{ Params: { webhookId: number } }>) =>
-    loadOwned(webhooks.findById(request.params.webhookId), request.user!, {
-      ...owned,
-      missing: `webhook ${request.params.webhookId} does not exist`,
-    });
+function checkUrl(url: string | undefined, targets: TargetPolicy): void {
+  const problem = url === undefined ? undefined : urlProblem(url, targets);
+  if (problem) throw validation({ url: [problem] }, 'the webhook URL is not allowed');
+}
 
+function loadWebhook(webhooks: WebhooksRepository, request: FastifyRequest<{ Params: { webhookId: number } }>) {
+  return loadOwned(webhooks.findById(request.params.webhookId), request.user!, {
+    ...owned,
+    missing: `webhook ${request.params.webhookId} does not exist`,
+  });
+}
+
+function backlogRoute(app: Api) {
   app.get(
     '/health/webhooks',
     {
@@ -103,205 +119,208 @@ const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (ap
     },
     async (): Promise<Backlog & { status: 'ok' }> => ({ status: 'ok', ...(await app.webhooks.backlog()) }),
   );
+}
 
-  await app.register(async (authed) => {
-    authed.addHook('onRequest', app.requireUser);
-    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
-
-    r.post(
-      '/webhooks',
-      {
-        config: { cacheControl: PRIVATE },
-        schema: {
-          tags,
-          operationId: 'createWebhook',
-          summary: 'Register a webhook; the answer holds its signing secret, shown only there',
-          security: secured,
-          body: CreateWebhookBody,
-          response: {
-            201: {
-              ...CreatedWebhookSchema,
-              headers: { Location: { type: 'string', maxLength: 2048, description: 'the URL of the new webhook' } },
-            },
-            ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS),
+function createRoute(r: Api, webhooks: WebhooksRepository, targets: TargetPolicy, secretKey: Buffer | undefined) {
+  r.post(
+    '/webhooks',
+    {
+      config: { cacheControl: PRIVATE },
+      schema: {
+        tags,
+        operationId: 'createWebhook',
+        summary: 'Register a webhook; the answer holds its signing secret, shown only there',
+        security: secured,
+        body: CreateWebhookBody,
+        response: {
+          201: {
+            ...CreatedWebhookSchema,
+            headers: { Location: { type: 'string', maxLength: 2048, description: 'the URL of the new webhook' } },
           },
+          ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS),
         },
       },
-      async (request, reply) => {
-        const { url, types = null, description = null } = request.body;
-        checkUrl(url);
-        const id = await webhooks.nextId();
-        const { bytes, shown } = newSecret();
-        const webhook = await webhooks.create(
-          id,
-          request.user!.id,
-          { url, types, description },
-          sealSecret(bytes, id, secretKey),
-        );
-        reply.code(201).header('location', linkTo(request, `/${webhook.id}`));
-        return { ...webhook, secret: shown };
-      },
-    );
+    },
+    async (request, reply) => {
+      const { url, types = null, description = null } = request.body;
+      checkUrl(url, targets);
+      const id = await webhooks.nextId();
+      const { bytes, shown } = newSecret();
+      const webhook = await webhooks.create(
+        id,
+        request.user!.id,
+        { url, types, description },
+        sealSecret(bytes, id, secretKey),
+      );
+      reply.code(201).header('location', linkTo(request, `/${webhook.id}`));
+      return { ...webhook, secret: shown };
+    },
+  );
+}
 
-    r.get(
-      '/webhooks',
-      {
-        config: { cacheControl: PRIVATE },
-        schema: {
-          tags,
-          operationId: 'listWebhooks',
-          summary: "List your webhooks (an admin: everyone's)",
-          security: secured,
-          querystring: ListQuery(WEBHOOK_SORT_FIELDS),
-          headers: ConditionalGetHeaders,
-          response: listResponses(ListEnvelope(Type.Ref(WebhookSchema))),
-        },
+function readRoutes(r: Api, webhooks: WebhooksRepository) {
+  r.get(
+    '/webhooks',
+    {
+      config: { cacheControl: PRIVATE },
+      schema: {
+        tags,
+        operationId: 'listWebhooks',
+        summary: "List your webhooks (an admin: everyone's)",
+        security: secured,
+        querystring: ListQuery(WEBHOOK_SORT_FIELDS),
+        headers: ConditionalGetHeaders,
+        response: listResponses(ListEnvelope(Type.Ref(WebhookSchema))),
       },
-      async (request, reply) => {
-        const page = pageRequest(request.query);
-        const user = request.user!;
-        const result = await webhooks.list(user.role === 'admin' ? undefined : user.id, sortOf(request.query), page);
-        if (!result) throw new Error('webhooks list has no parent');
-        return listResponse(request, reply, result, page);
-      },
-    );
+    },
+    async (request, reply) => {
+      const page = pageRequest(request.query);
+      const user = request.user!;
+      const result = await webhooks.list(user.role === 'admin' ? undefined : user.id, sortOf(request.query), page);
+      if (!result) throw new Error('webhooks list has no parent');
+      return listResponse(request, reply, result, page);
+    },
+  );
 
-    r.get(
-      '/webhooks/:webhookId',
-      {
-        config: { cacheControl: PRIVATE },
-        schema: {
-          tags,
-          operationId: 'getWebhook',
-          summary: 'One webhook (never its secret)',
-          security: secured,
-          params: WebhookParams,
-          headers: ConditionalGetHeaders,
-          response: {
-            200: WithEtag(WebhookSchema, 'the webhook'),
-            304: NotModified,
-            ...errorResponses(...COMMON_ERRORS, 403, 404),
-          },
+  r.get(
+    '/webhooks/:webhookId',
+    {
+      config: { cacheControl: PRIVATE },
+      schema: {
+        tags,
+        operationId: 'getWebhook',
+        summary: 'One webhook (never its secret)',
+        security: secured,
+        params: WebhookParams,
+        headers: ConditionalGetHeaders,
+        response: {
+          200: WithEtag(WebhookSchema, 'the webhook'),
+          304: NotModified,
+          ...errorResponses(...COMMON_ERRORS, 403, 404),
         },
       },
-      async (request) => load(request),
-    );
+    },
+    async (request) => loadWebhook(webhooks, request),
+  );
+}
 
-    r.patch(
-      '/webhooks/:webhookId',
-      {
-        config: { cacheControl: PRIVATE },
-        schema: {
-          tags,
-          operationId: 'updateWebhook',
-          summary: 'Change a webhook; status active re-enables a disabled one',
-          description:
-            'Only the given fields change; null clears types (every type) or description. Disabling gives up the deliveries still to send; ' +
-            're-enabling starts with the events that follow. Also accepts application/merge-patch+json.',
-          security: secured,
-          params: WebhookParams,
-          body: UpdateWebhookBody,
-          response: {
-            200: Type.Ref(WebhookSchema, { description: 'the webhook as changed' }),
-            ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404),
-          },
+function changeRoutes(r: Api, webhooks: WebhooksRepository, targets: TargetPolicy) {
+  r.patch(
+    '/webhooks/:webhookId',
+    {
+      config: { cacheControl: PRIVATE },
+      schema: {
+        tags,
+        operationId: 'updateWebhook',
+        summary: 'Change a webhook; status active re-enables a disabled one',
+        description:
+          'Only the given fields change; null clears types (every type) or description. Disabling gives up the deliveries still to send; ' +
+          're-enabling starts with the events that follow. Also accepts application/merge-patch+json.',
+        security: secured,
+        params: WebhookParams,
+        body: UpdateWebhookBody,
+        response: {
+          200: Type.Ref(WebhookSchema, { description: 'the webhook as changed' }),
+          ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404),
         },
       },
-      async (request) => {
-        await load(request);
-        checkUrl(request.body.url);
-        const updated = await webhooks.update(request.params.webhookId, request.body);
-        if (!updated) throw notFound(`webhook ${request.params.webhookId} does not exist`);
-        return updated;
-      },
-    );
+    },
+    async (request) => {
+      await loadWebhook(webhooks, request);
+      checkUrl(request.body.url, targets);
+      const updated = await webhooks.update(request.params.webhookId, request.body);
+      if (!updated) throw notFound(`webhook ${request.params.webhookId} does not exist`);
+      return updated;
+    },
+  );
 
-    r.delete(
-      '/webhooks/:webhookId',
-      {
-        schema: {
-          tags,
-          operationId: 'deleteWebhook',
-          summary: 'Delete a webhook and its deliveries',
-          security: secured,
-          params: WebhookParams,
-          response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 403, 404) },
-        },
+  r.delete(
+    '/webhooks/:webhookId',
+    {
+      schema: {
+        tags,
+        operationId: 'deleteWebhook',
+        summary: 'Delete a webhook and its deliveries',
+        security: secured,
+        params: WebhookParams,
+        response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 403, 404) },
       },
-      async (request, reply) => {
-        await load(request);
-        await webhooks.delete(request.params.webhookId);
-        return reply.code(204).send(null);
-      },
-    );
+    },
+    async (request, reply) => {
+      await loadWebhook(webhooks, request);
+      await webhooks.delete(request.params.webhookId);
+      return reply.code(204).send(null);
+    },
+  );
+}
 
-    r.get(
-      '/webhooks/:webhookId/deliveries',
-      {
-        config: { cacheControl: PRIVATE },
-        schema: {
-          tags,
-          operationId: 'listWebhookDeliveries',
-          summary: "A webhook's deliveries, newest first (cursor list)",
-          security: secured,
-          params: WebhookParams,
-          querystring: DeliveryListQuery,
-          headers: ConditionalGetHeaders,
-          response: listResponses(
-            CursorPage(Type.Ref(DeliverySchema), {
-              description: 'a page of deliveries, newest first',
-              headers: { ETag, Link: LinkHeader },
-            }),
-            403,
-            404,
-          ),
-        },
+function deliveryRoutes(r: Api, webhooks: WebhooksRepository) {
+  r.get(
+    '/webhooks/:webhookId/deliveries',
+    {
+      config: { cacheControl: PRIVATE },
+      schema: {
+        tags,
+        operationId: 'listWebhookDeliveries',
+        summary: "A webhook's deliveries, newest first (cursor list)",
+        security: secured,
+        params: WebhookParams,
+        querystring: DeliveryListQuery,
+        headers: ConditionalGetHeaders,
+        response: listResponses(
+          CursorPage(Type.Ref(DeliverySchema), {
+            description: 'a page of deliveries, newest first',
+            headers: { ETag, Link: LinkHeader },
+          }),
+          403,
+          404,
+        ),
       },
-      async (request, reply) => {
-        await load(request);
-        const page = {
-          kind: 'cursor' as const,
-          after: request.query.after,
-          afterKey: undefined,
-          limit: request.query.limit ?? 20,
-        };
-        const result = await webhooks.deliveries(request.params.webhookId, page);
-        if (!result) throw notFound(`webhook ${request.params.webhookId} does not exist`);
-        const envelope = listResponse(request, reply, result, page);
-        if (!('limit' in envelope)) throw new Error('a cursor page was expected');
-        return envelope;
-      },
-    );
+    },
+    async (request, reply) => {
+      await loadWebhook(webhooks, request);
+      const page = {
+        kind: 'cursor' as const,
+        after: request.query.after,
+        afterKey: undefined,
+        limit: request.query.limit ?? 20,
+      };
+      const result = await webhooks.deliveries(request.params.webhookId, page);
+      if (!result) throw notFound(`webhook ${request.params.webhookId} does not exist`);
+      const envelope = listResponse(request, reply, result, page);
+      if (!('limit' in envelope)) throw new Error('a cursor page was expected');
+      return envelope;
+    },
+  );
 
-    r.post(
-      '/webhooks/:webhookId/deliveries/:deliveryId/retry',
-      {
-        config: { cacheControl: PRIVATE },
-        schema: {
-          tags,
-          operationId: 'retryWebhookDelivery',
-          summary: 'Send a delivery again now, whatever its state',
-          security: secured,
-          params: DeliveryParams,
-          response: {
-            202: Type.Ref(DeliverySchema, { description: 'the delivery, due now' }),
-            ...errorResponses(...COMMON_ERRORS, 403, 404, 409),
-          },
+  r.post(
+    '/webhooks/:webhookId/deliveries/:deliveryId/retry',
+    {
+      config: { cacheControl: PRIVATE },
+      schema: {
+        tags,
+        operationId: 'retryWebhookDelivery',
+        summary: 'Send a delivery again now, whatever its state',
+        security: secured,
+        params: DeliveryParams,
+        response: {
+          202: Type.Ref(DeliverySchema, { description: 'the delivery, due now' }),
+          ...errorResponses(...COMMON_ERRORS, 403, 404, 409),
         },
       },
-      async (request, reply) => {
-        const webhook = await load(request);
-        if (webhook.status === 'disabled')
-          throw conflict('the webhook is disabled: re-enable it with PATCH status active first');
-        const { webhookId, deliveryId } = request.params;
-        const delivery = await webhooks.retry(webhookId, deliveryId);
-        if (delivery === undefined) throw notFound(`delivery ${deliveryId} of webhook ${webhookId} does not exist`);
-        if (delivery === null) throw conflict(`delivery ${deliveryId} is being sent now`);
-        app.webhooks.wake();
-        return reply.code(202).send(delivery);
-      },
-    );
-  });
-};
+    },
+    async (request, reply) => {
+      const webhook = await loadWebhook(webhooks, request);
+      if (webhook.status === 'disabled')
+        throw conflict('the webhook is disabled: re-enable it with PATCH status active first');
+      const { webhookId, deliveryId } = request.params;
+      const delivery = await webhooks.retry(webhookId, deliveryId);
+      if (delivery === undefined) throw notFound(`delivery ${deliveryId} of webhook ${webhookId} does not exist`);
+      if (delivery === null) throw conflict(`delivery ${deliveryId} is being sent now`);
+      r.webhooks.wake();
+      return reply.code(202).send(delivery);
+    },
+  );
+}
 
 export default webhookRoutes;

@@ -42,6 +42,40 @@ const LEASE_MARGIN_MS = 30_000;
 /** Fan-out batches per tick: whatever is left waits for the next one. */
 const MAX_FAN_OUT_BATCHES = 20;
 
+/** Sends one attempt; an attempt cut by `signal` (closing) is due again at once. */
+async function sendAttempt(claimed: Claimed, options: WebhookWorkerOptions, signal: AbortSignal): Promise<Outcome> {
+  let result: AttemptResult;
+  if (claimed.event === null) {
+    result = { ok: false, statusCode: null, error: 'the event is no longer retained', durationMs: 0 };
+  } else {
+    try {
+      const secret = openSecret(
+        { secret: claimed.secret, sealed: claimed.sealed },
+        claimed.webhookId,
+        options.secretKey,
+      );
+      const body = JSON.stringify(toEvent(claimed.event, options.apiPrefix));
+      result = await send(
+        { url: claimed.url, messageId: String(claimed.event.id), body, secret },
+        { ...options, signal },
+      );
+    } catch (error) {
+      result = { ok: false, statusCode: null, error: (error as Error).message, durationMs: 0 };
+    }
+  }
+  const now = new Date();
+  const interrupted = signal.aborted && !result.ok;
+  return {
+    ...result,
+    nextAttemptAt:
+      result.ok || claimed.event === null
+        ? null
+        : interrupted
+          ? now
+          : nextAttemptAt(claimed.attempt, claimed.createdAt, now, options),
+  };
+}
+
 export default fp<WebhookWorkerOptions>(
   async (app, options) => {
     const queue = webhookQueue(app.db);
@@ -52,36 +86,7 @@ export default fp<WebhookWorkerOptions>(
     let failing = false;
 
     async function attempt(claimed: Claimed): Promise<void> {
-      let result: AttemptResult;
-      if (claimed.event === null) {
-        result = { ok: false, statusCode: null, error: 'the event is no longer retained', durationMs: 0 };
-      } else {
-        try {
-          const secret = openSecret(
-            { secret: claimed.secret, sealed: claimed.sealed },
-            claimed.webhookId,
-            options.secretKey,
-          );
-          const body = JSON.stringify(toEvent(claimed.event, options.apiPrefix));
-          result = await send(
-            { url: claimed.url, messageId: String(claimed.event.id), body, secret },
-            { ...options, signal: shutdown.signal },
-          );
-        } catch (error) {
-          result = { ok: false, statusCode: null, error: (error as Error).message, durationMs: 0 };
-        }
-      }
-      const now = new Date();
-      const interrupted = shutdown.signal.aborted && !result.ok;
-      const outcome: Outcome = {
-        ...result,
-        nextAttemptAt:
-          result.ok || claimed.event === null
-            ? null
-            : interrupted
-              ? now
-              : nextAttemptAt(claimed.attempt, claimed.createdAt, now, options),
-      };
+      const outcome = await sendAttempt(claimed, options, shutdown.signal);
       await queue.record(claimed, outcome, options.disableAfterSeconds);
     }
 

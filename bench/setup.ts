@@ -51,7 +51,7 @@ export async function scenarioContext(big: Dataset, depth: number): Promise<Pick
   // The least prolific author who still has a 20th page (or the most prolific, on a small data set).
   const author = await one<{ id: number; posts: number }>(
     big.url,
-    `SELECT author_id::int AS id, n::int AS posts FROM (SELECT author_id, sum(n) AS n FROM author_post_counts GROUP BY 1) c
+    `SELECT author_id::int AS id, n::int AS posts FROM author_post_counts
        ORDER BY n >= 400 DESC, CASE WHEN n >= 400 THEN n END ASC, n DESC LIMIT 1`,
   );
   const nth = (n: number) =>

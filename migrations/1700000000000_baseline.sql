@@ -20,21 +20,21 @@ ALTER TEXT SEARCH CONFIGURATION posts_search
   WITH unaccent, simple;
 
 -- List totals are kept by the database in the same transaction as the write, so
--- no request ever runs COUNT(*) over a large table. A total is spread over slots
--- (chosen by backend pid) so concurrent writers do not queue on one row.
+-- no request ever runs COUNT(*) over a large table. One row per total.
 CREATE TABLE counters (
-  name text NOT NULL,
-  slot smallint NOT NULL,
-  n bigint NOT NULL DEFAULT 0,
-  PRIMARY KEY (name, slot)
+  name text PRIMARY KEY,
+  n bigint NOT NULL DEFAULT 0
 );
 
-CREATE FUNCTION bump_counter(counter text, delta bigint) RETURNS void
-  LANGUAGE sql
-  BEGIN ATOMIC
-    INSERT INTO counters (name, slot, n) VALUES (counter, pg_backend_pid() % 16, delta)
-    ON CONFLICT (name, slot) DO UPDATE SET n = counters.n + excluded.n;
-  END;
+-- A missing row (a seeded or restored database) is created here.
+CREATE FUNCTION bump_counter(counter text, delta bigint) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE counters SET n = n + delta WHERE name = counter;
+  IF NOT FOUND THEN
+    INSERT INTO counters (name, n) VALUES (counter, delta)
+      ON CONFLICT (name) DO UPDATE SET n = counters.n + excluded.n;
+  END IF;
+END $$;
 
 CREATE TABLE users (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -126,13 +126,10 @@ CREATE TABLE deleted_comments (
   deleted_at timestamptz NOT NULL DEFAULT now()
 );
 
--- A user's post total, spread over up to 16 rows per author (slot by backend
--- pid) and summed on read, so one author's concurrent creates do not queue.
+-- A user's post total; no row until the first post (read as 0).
 CREATE TABLE author_post_counts (
-  author_id bigint NOT NULL REFERENCES users (id) ON DELETE CASCADE,
-  slot smallint NOT NULL,
-  n bigint NOT NULL,
-  PRIMARY KEY (author_id, slot)
+  author_id bigint PRIMARY KEY REFERENCES users (id) ON DELETE CASCADE,
+  n bigint NOT NULL
 );
 
 -- The first response to a POST sent with an Idempotency-Key (docs/api.md §8), written
@@ -197,11 +194,8 @@ BEGIN
   END IF;
 END $$;
 
--- Slot rows created up front (32 for the global totals: fewer pid collisions
--- between a pool's connections), so a write is a plain UPDATE; a missing row
--- (a seeded or restored database) is created by the trigger.
-INSERT INTO counters (name, slot, n) SELECT 'posts', s, 0 FROM generate_series(0, 31) s;
-INSERT INTO counters (name, slot, n) SELECT 'posts_removed', s, 0 FROM generate_series(0, 31) s;
+-- Created up front, so a write is a plain UPDATE.
+INSERT INTO counters (name, n) VALUES ('posts', 0), ('posts_removed', 0), ('users', 0);
 
 CREATE FUNCTION users_count() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -217,18 +211,12 @@ CREATE FUNCTION posts_count() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   delta int := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
   author bigint := CASE TG_OP WHEN 'INSERT' THEN NEW.author_id ELSE OLD.author_id END;
-  total_slot smallint := pg_backend_pid() % 32;
-  author_slot smallint := pg_backend_pid() % 16;
 BEGIN
-  UPDATE counters SET n = n + delta WHERE name = 'posts' AND slot = total_slot;
+  PERFORM bump_counter('posts', delta);
+  UPDATE author_post_counts SET n = n + delta WHERE author_id = author;
   IF NOT FOUND THEN
-    INSERT INTO counters (name, slot, n) VALUES ('posts', total_slot, delta)
-      ON CONFLICT (name, slot) DO UPDATE SET n = counters.n + excluded.n;
-  END IF;
-  UPDATE author_post_counts SET n = n + delta WHERE author_id = author AND slot = author_slot;
-  IF NOT FOUND THEN
-    INSERT INTO author_post_counts (author_id, slot, n) VALUES (author, author_slot, delta)
-      ON CONFLICT (author_id, slot) DO UPDATE SET n = author_post_counts.n + excluded.n;
+    INSERT INTO author_post_counts (author_id, n) VALUES (author, delta)
+      ON CONFLICT (author_id) DO UPDATE SET n = author_post_counts.n + excluded.n;
   END IF;
   IF TG_OP = 'DELETE' THEN
     INSERT INTO deleted_posts (id, author_id, title, created_at, updated_at)
@@ -297,7 +285,6 @@ CREATE TRIGGER comments_forget_idempotent AFTER DELETE ON comments REFERENCING O
 CREATE FUNCTION posts_removed() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   delta bigint := 1;
-  removed_slot smallint := pg_backend_pid() % 32;
 BEGIN
   IF TG_OP = 'TRUNCATE' OR TG_TABLE_NAME = 'search_proofs' THEN
     delta := 1000000000;
@@ -310,11 +297,7 @@ BEGIN
      AND NOT EXISTS (SELECT 1 FROM search_proofs p WHERE OLD.search @@ p.query AND NOT NEW.search @@ p.query) THEN
     RETURN NULL;
   END IF;
-  UPDATE counters SET n = n + delta WHERE name = 'posts_removed' AND slot = removed_slot;
-  IF NOT FOUND THEN
-    INSERT INTO counters (name, slot, n) VALUES ('posts_removed', removed_slot, delta)
-      ON CONFLICT (name, slot) DO UPDATE SET n = counters.n + excluded.n;
-  END IF;
+  PERFORM bump_counter('posts_removed', delta);
   RETURN NULL;
 END $$;
 -- UPDATE OF: a comment's comment_count update never runs it. (A WHEN comparing
@@ -338,12 +321,11 @@ CREATE TRIGGER posts_moved AFTER UPDATE OF created_at ON posts FOR EACH ROW
 
 -- Down Migration
 
--- Tables take their triggers and indexes; counters goes after bump_counter, which depends on it.
+-- Tables take their triggers and indexes.
 DROP TABLE IF EXISTS post_floors, search_proofs, idempotency_keys, author_post_counts,
-  deleted_comments, deleted_posts, comments, posts, tokens, users;
+  deleted_comments, deleted_posts, comments, posts, tokens, users, counters;
 DROP FUNCTION IF EXISTS posts_moved(), posts_removed(), forget_idempotent_responses(), notify_posts_changed(),
   comments_count(), posts_count(), users_count(), floor_post(bigint, timestamptz), post_hour(timestamptz),
   bump_counter(text, bigint), iso_utc(timestamptz);
-DROP TABLE IF EXISTS counters;
 DROP TEXT SEARCH CONFIGURATION IF EXISTS posts_search;
 DROP EXTENSION IF EXISTS unaccent;

@@ -22,6 +22,7 @@ export {
   type ListSource,
   type PageRequest,
   type Sort,
+  counter,
   idColumn,
   textColumn,
   timestampColumn,

@@ -77,10 +77,9 @@ const RECOMPUTE_TOTALS = [
      ON c.post_id = p2.id
    WHERE p2.id BETWEEN $lo::int8 AND $hi::int8 AND p.id = p2.id AND p.comment_count <> COALESCE(c.n, 0)`,
   `DELETE FROM author_post_counts`,
-  `INSERT INTO author_post_counts (author_id, slot, n) SELECT author_id, 0, count(*) FROM posts GROUP BY author_id`,
-  `DELETE FROM counters WHERE name IN ('posts', 'users')`,
-  `INSERT INTO counters (name, slot, n)
-   SELECT 'posts', 0, (SELECT count(*) FROM posts) UNION ALL SELECT 'users', 0, (SELECT count(*) FROM users)`,
+  `INSERT INTO author_post_counts (author_id, n) SELECT author_id, count(*) FROM posts GROUP BY author_id`,
+  `INSERT INTO counters (name, n) VALUES ('posts', (SELECT count(*) FROM posts)), ('users', (SELECT count(*) FROM users))
+   ON CONFLICT (name) DO UPDATE SET n = excluded.n`,
   `DELETE FROM post_floors`,
   `INSERT INTO post_floors (hour, min_id) SELECT post_hour(created_at), min(id) FROM posts GROUP BY 1`,
 ];

@@ -1,5 +1,5 @@
 /**
- * All SQL about posts. Totals are slot rows the triggers keep (`counters`,
+ * All SQL about posts. Totals are rows the triggers keep (`counters`,
  * `author_post_counts`, `posts.comment_count`), never a count of rows.
  */
 import type { Queryable } from '../db/pool.js';
@@ -9,12 +9,13 @@ import {
   type ListSource,
   type PageRequest,
   type Sort,
+  counter,
   idColumn,
   runList,
   textColumn,
   timestampColumn,
 } from '../db/pagination.js';
-import { join, sql, prepared, type SqlFragment } from '../db/sql.js';
+import { join, raw, sql, prepared, type SqlFragment } from '../db/sql.js';
 import {
   type Columns,
   type CreatedRange,
@@ -123,7 +124,7 @@ const listBase = {
   table: 'posts',
   tombstones: 'deleted_posts',
   columns: LIST_COLUMNS,
-  removals: `SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'posts_removed'`,
+  removals: counter('posts_removed'),
   sortColumns: {
     id: idColumn,
     createdAt: timestampColumn('created_at'),
@@ -134,14 +135,13 @@ const listBase = {
 
 const byAuthor = (author: number) => [sql`author_id = ${author}`];
 const authorTotal = (author: number) =>
-  sql`(SELECT COALESCE(sum(n), 0) FROM author_post_counts WHERE author_id = ${author})`;
+  sql`COALESCE((SELECT n FROM author_post_counts WHERE author_id = ${author}), 0)`;
 
 /** An unknown author is an empty list, not a missing parent. */
 const allPosts: ListSource<PostSortField, number | undefined> = {
   ...listBase,
   scope: (author) => (author === undefined ? [] : byAuthor(author)),
-  total: (author) =>
-    author === undefined ? sql`SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'posts'` : authorTotal(author),
+  total: (author) => (author === undefined ? raw(counter('posts')) : authorTotal(author)),
 };
 
 const postsOfUser: ListSource<PostSortField, number> = {

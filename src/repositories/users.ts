@@ -6,6 +6,7 @@ import {
   type ListSource,
   type PageRequest,
   type Sort,
+  counter,
   idColumn,
   runList,
   textColumn,
@@ -35,7 +36,7 @@ const list: ListSource<UserSortField, void> = {
   columns: COLUMNS,
   sortColumns: { id: idColumn, createdAt: timestampColumn('created_at'), name: textColumn('name') },
   scope: () => [],
-  total: () => sql`SELECT COALESCE(sum(n), 0) FROM counters WHERE name = 'users'`,
+  total: () => raw(counter('users')),
 };
 
 async function findById(db: Queryable, id: number): Promise<User | undefined> {

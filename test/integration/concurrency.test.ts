@@ -15,6 +15,7 @@
 import { describe, expect, it } from 'vitest';
 import { createPost, signUp, useTestApp, type SignedUp } from '../helpers/factories.js';
 import { expectContractResponse } from '../helpers/contract.js';
+import { counter } from '../../src/db/pagination.js';
 
 const t = useTestApp();
 const ann = t.user({ name: 'Ann' });
@@ -112,10 +113,9 @@ describe('commentCount under racing creates, deletes and edits', () => {
 });
 
 describe('post totals under racing creates and deletes by one author', () => {
-  // A user's total is spread over slot rows (one per backend-pid slot) summed
-  // on read, so concurrent creates by one author do not queue on one row; the
-  // global total likewise. Both must still equal COUNT(*), on both create paths
-  // (one autocommit statement, and the Idempotency-Key transaction).
+  // One row per total, so concurrent creates by one author queue on its row
+  // lock. Both totals must equal COUNT(*), on both create paths (one autocommit
+  // statement, and the Idempotency-Key transaction).
   it('the author total, the author-filtered total and the global total equal COUNT(*) afterwards', async () => {
     const writer = await signUp(t.app, { name: 'Prolific' });
     const victims = await Promise.all(Array.from({ length: 10 }, () => newPostId(writer)));
@@ -144,6 +144,28 @@ describe('post totals under racing creates and deletes by one author', () => {
     );
     expect([own.total, filtered.total, all.total]).toEqual([30, 30, rows[0].every]);
     expect(rows[0].mine).toBe(30);
+  });
+
+  it('a missing total row (a restored database) reads as 0 and is created by the next write', async () => {
+    const client = await t.app.db.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`DELETE FROM counters WHERE name IN ('posts', 'posts_removed')`);
+      const totals = async () =>
+        (await client.query(`SELECT (${counter('posts')})::int AS n, (${counter('posts_removed')})::int AS r`)).rows[0];
+      const before = await totals();
+      await client.query(`INSERT INTO posts (author_id, title, body) VALUES ($1, 'restored', 'b')`, [ann.user.id]);
+      const created = await totals();
+      await client.query(`DELETE FROM posts WHERE title = 'restored'`);
+      expect([before, created, await totals()]).toEqual([
+        { n: 0, r: 0 },
+        { n: 1, r: 0 },
+        { n: 0, r: 1 },
+      ]);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
   });
 });
 

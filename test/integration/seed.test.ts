@@ -45,12 +45,12 @@ describe('npm run seed', () => {
   it('leaves every total equal to COUNT(*)', async () => {
     expect(
       await one(`SELECT
-        (SELECT sum(n) FROM counters WHERE name = 'posts')::int AS "postsCounter", (SELECT count(*) FROM posts)::int AS posts,
-        (SELECT sum(n) FROM counters WHERE name = 'users')::int AS "usersCounter", (SELECT count(*) FROM users)::int AS users`),
+        (SELECT n FROM counters WHERE name = 'posts')::int AS "postsCounter", (SELECT count(*) FROM posts)::int AS posts,
+        (SELECT n FROM counters WHERE name = 'users')::int AS "usersCounter", (SELECT count(*) FROM users)::int AS users`),
     ).toEqual({ postsCounter: 2100, posts: 2100, usersCounter: 206, users: 206 });
     expect(
       await one(`SELECT count(*)::int AS wrong FROM users u
-        WHERE (SELECT COALESCE(sum(n), 0) FROM author_post_counts a WHERE a.author_id = u.id) <> (SELECT count(*) FROM posts p WHERE p.author_id = u.id)`),
+        WHERE COALESCE((SELECT n FROM author_post_counts a WHERE a.author_id = u.id), 0) <> (SELECT count(*) FROM posts p WHERE p.author_id = u.id)`),
     ).toEqual({ wrong: 0 });
     expect(
       await one(`SELECT count(*)::int AS wrong FROM posts p
@@ -65,7 +65,7 @@ describe('npm run seed', () => {
     expect(
       await one(`SELECT (SELECT min(comment_count) = 0 FROM posts) AS "someWithout",
         (SELECT max(comment_count) >= 20 FROM posts) AS "somePopular",
-        (SELECT max(n) > 2 * min(n) FROM (SELECT author_id, sum(n) AS n FROM author_post_counts GROUP BY 1) a WHERE n > 0) AS "someProlific"`),
+        (SELECT max(n) > 2 * min(n) FROM author_post_counts WHERE n > 0) AS "someProlific"`),
     ).toEqual({ someWithout: true, somePopular: true, someProlific: true });
   });
 
@@ -73,7 +73,7 @@ describe('npm run seed', () => {
     await signUp(t.app, { name: 'After The Seed' });
     expect(
       await one(
-        `SELECT (SELECT sum(n) FROM counters WHERE name = 'users')::int AS counter, (SELECT count(*) FROM users)::int AS users`,
+        `SELECT (SELECT n FROM counters WHERE name = 'users')::int AS counter, (SELECT count(*) FROM users)::int AS users`,
       ),
     ).toEqual({ counter: 207, users: 207 });
     expect(await one(`SELECT tgenabled AS enabled FROM pg_trigger WHERE tgname = 'posts_count'`)).toEqual({

@@ -68,6 +68,10 @@ export interface ListSource<F extends string, Filter> {
   removals?: string;
 }
 
+/** A total the triggers keep in `counters` (0 before its row exists), for `total` or `removals`. */
+export const counter = (name: 'posts' | 'posts_removed' | 'users') =>
+  `SELECT COALESCE((SELECT n FROM counters WHERE name = '${name}'), 0)`;
+
 export type OffsetResult<T> = { kind: 'offset'; items: T[]; total: number; capped?: boolean };
 export type CursorResult<T> = {
   kind: 'cursor';

@@ -467,7 +467,11 @@ describe('bounded staleness', () => {
       expect(bypassed.headers['x-cache']).toBe('bypass');
       const ready = await other.inject({ url: '/health/ready' });
       expect(ready.statusCode).toBe(200);
-      expect(ready.json()).toEqual({ status: 'ok', cache: 'bypassed', eventBacklog: { events: 0, oldestSeconds: 0 } });
+      expect(ready.json()).toEqual({
+        status: 'ok',
+        cache: 'bypassed',
+        eventBacklog: { events: expect.any(Number), oldestSeconds: expect.any(Number) },
+      });
 
       await waitUntil('the cache listens again', async () => (await readyOf(other)) === 'on', 100, 50);
       await prime(`/posts/${post.id}`, other);

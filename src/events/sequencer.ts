@@ -24,10 +24,10 @@ export interface Sequencer {
 const BATCH = 10_000;
 const BUSY_RETRY_MS = 20;
 /**
- * Calls asked for while one runs start at most this often: under a stream of
- * writes each call would otherwise find a few new events and run again at once,
- * a busy loop of transactions and NOTIFYs on both sides; this lets events
- * gather into batches, at the price of this much latency.
+ * A call starts at least this long after the one before: under a stream of
+ * writes each call would otherwise find a few new events and another would
+ * follow at once, a busy loop of transactions and NOTIFYs on both sides; this
+ * lets events gather into batches, at the price of this much latency.
  */
 const GAP_MS = 20;
 
@@ -37,6 +37,9 @@ export function createSequencer(
 ): Sequencer {
   let running: Promise<void> | undefined;
   let again = false;
+  // Waiting out the gap: the call to come has not begun, so it serves whoever asks now.
+  let pacing = false;
+  let nextAt = 0;
   let closed = false;
   let failing = false;
   let retry: NodeJS.Timeout | undefined;
@@ -44,32 +47,38 @@ export function createSequencer(
   async function loop(): Promise<void> {
     do {
       again = false;
+      const wait = nextAt - performance.now();
+      if (wait > 0) {
+        pacing = true;
+        await sleep(wait);
+        pacing = false;
+      }
       // While the session is away (its loss is logged), other instances number; this one does on reconnecting.
-      if (!db.connected()) return;
-      const started = performance.now();
-      let full = false;
+      if (closed || !db.connected()) return;
+      nextAt = performance.now() + GAP_MS;
       try {
         const { rows } = await db.query<{ numbered: number | null }>('SELECT number_events() AS numbered');
         const numbered = rows[0]!.numbered;
         if (numbered === null) {
           clearTimeout(retry);
           retry = setTimeout(wake, BUSY_RETRY_MS).unref();
-        } else if (numbered >= BATCH) again = full = true;
+        } else if (numbered >= BATCH) {
+          again = true;
+          nextAt = 0;
+        }
         failing = false;
       } catch (error) {
         // Once per outage: the interval keeps trying.
         if (!failing && !closed) onError(error);
         failing = true;
       }
-      const wait = GAP_MS - (performance.now() - started);
-      if (again && !full && wait > 0) await sleep(wait);
     } while (again && !closed);
   }
 
   function run(): Promise<void> {
     if (closed) return Promise.resolve();
     if (running) {
-      again = true;
+      if (!pacing) again = true;
       return running;
     }
     running = loop().finally(() => (running = undefined));

@@ -252,12 +252,16 @@ CREATE TRIGGER comments_count AFTER INSERT OR DELETE ON comments
 -- statement, at commit. The service's sessions announce their writes after commit
 -- (a NOTIFY in the writing transaction makes every commit wait for one global
 -- lock); application_name says so even behind PgBouncer in transaction mode.
-CREATE FUNCTION notify_posts_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION notify_from_outside(channel text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   IF current_setting('posts_api.notifies', true) IS DISTINCT FROM 'after_commit'
      AND current_setting('application_name') <> 'posts-api' THEN
-    PERFORM pg_notify('posts_api_changed', '');
+    PERFORM pg_notify(channel, '');
   END IF;
+END $$;
+CREATE FUNCTION notify_posts_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM notify_from_outside('posts_api_changed');
   RETURN NULL;
 END $$;
 CREATE TRIGGER posts_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON posts
@@ -325,6 +329,7 @@ CREATE TRIGGER posts_moved AFTER UPDATE OF created_at ON posts FOR EACH ROW
 DROP TABLE IF EXISTS post_floors, search_proofs, idempotency_keys, author_post_counts,
   deleted_comments, deleted_posts, comments, posts, tokens, users, counters;
 DROP FUNCTION IF EXISTS posts_moved(), posts_removed(), forget_idempotent_responses(), notify_posts_changed(),
+  notify_from_outside(text),
   comments_count(), posts_count(), users_count(), floor_post(bigint, timestamptz), post_hour(timestamptz),
   bump_counter(text, bigint), iso_utc(timestamptz);
 DROP TEXT SEARCH CONFIGURATION IF EXISTS posts_search;

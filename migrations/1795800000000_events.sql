@@ -44,14 +44,6 @@ CREATE INDEX events_post_id_id_idx ON events (post_id, id);
 -- with a NOTIFY; the service's own sessions do not (a NOTIFY in a writing
 -- transaction makes its commit queue on PostgreSQL's notification lock) and
 -- wake their instance's sequencer themselves once the write has committed.
-CREATE FUNCTION events_wake() RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-  IF current_setting('posts_api.notifies', true) IS DISTINCT FROM 'after_commit'
-     AND current_setting('application_name') <> 'posts-api' THEN
-    PERFORM pg_notify('events', '');
-  END IF;
-END $$;
-
 CREATE FUNCTION post_event_data(p posts) RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
   RETURN jsonb_build_object('id', p.id, 'title', p.title, 'body', p.body, 'authorId', p.author_id,
     'commentCount', p.comment_count, 'createdAt', iso_utc(p.created_at), 'updatedAt', iso_utc(p.updated_at));
@@ -74,7 +66,7 @@ BEGIN
       SELECT 'post.deleted', 'post', o.id, o.id, jsonb_build_object('id', o.id) FROM old_rows o ORDER BY o.id;
   END IF;
   IF FOUND THEN
-    PERFORM events_wake();
+    PERFORM notify_from_outside('events');
   END IF;
   RETURN NULL;
 END $$;
@@ -89,7 +81,7 @@ BEGIN
      IS DISTINCT FROM (NEW.title, NEW.body, NEW.author_id, NEW.created_at, NEW.updated_at, NEW.version) THEN
     INSERT INTO events_pending (type, resource_type, resource_id, post_id, data)
       VALUES ('post.updated', 'post', NEW.id, NEW.id, post_event_data(NEW));
-    PERFORM events_wake();
+    PERFORM notify_from_outside('events');
   END IF;
   RETURN NULL;
 END $$;
@@ -111,7 +103,7 @@ BEGIN
       FROM old_rows o ORDER BY o.id;
   END IF;
   IF FOUND THEN
-    PERFORM events_wake();
+    PERFORM notify_from_outside('events');
   END IF;
   RETURN NULL;
 END $$;
@@ -132,7 +124,7 @@ BEGIN
       SELECT 'user.deleted', 'user', o.id, jsonb_build_object('id', o.id) FROM old_rows o ORDER BY o.id;
   END IF;
   IF FOUND THEN
-    PERFORM events_wake();
+    PERFORM notify_from_outside('events');
   END IF;
   RETURN NULL;
 END $$;
@@ -207,6 +199,5 @@ DROP TRIGGER IF EXISTS posts_events_update ON posts;
 DROP TRIGGER IF EXISTS posts_events_insert ON posts;
 DROP FUNCTION IF EXISTS users_events(), comments_events(), post_updated_event(), posts_events();
 DROP FUNCTION IF EXISTS user_event_data(users), comment_event_data(comments), post_event_data(posts);
-DROP FUNCTION IF EXISTS events_wake();
 DROP TABLE IF EXISTS events;
 DROP TABLE IF EXISTS events_pending;

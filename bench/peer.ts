@@ -29,10 +29,15 @@ const SCHEMA = join(PEER_DIR, 'schema.sql');
 const AFTER_LOAD = '-- after the rows are loaded';
 
 /** The peer's tables and their columns, copied from the service's tables of the same names. */
-const COLUMNS = {
+const COLUMNS: Record<string, string[]> = {
   users: ['id', 'name', 'email', 'role', 'created_at', 'updated_at'],
   posts: ['id', 'title', 'body', 'author_id', 'comment_count', 'created_at', 'updated_at'],
   comments: ['id', 'post_id', 'author_id', 'body', 'created_at', 'updated_at'],
+};
+
+/** Columns the peer keeps on its rows and we keep elsewhere: where to read them. */
+const SOURCES: Record<string, string> = {
+  comment_count: 'COALESCE((SELECT n FROM comment_counts c WHERE c.post_id = posts.id), 0)',
 };
 
 /**
@@ -138,8 +143,9 @@ export async function ensurePeerDataset(
 /** COPY from the service's table into the peer's, in id order (as the seed wrote them). */
 async function copyTable(from: pg.Client, to: pg.Client, table: string, columns: string[]): Promise<void> {
   const list = columns.join(', ');
+  const selected = columns.map((column) => SOURCES[column] ?? column).join(', ');
   await pipeline(
-    from.query(copyTo(`COPY (SELECT ${list} FROM ${table} ORDER BY id) TO STDOUT`)),
+    from.query(copyTo(`COPY (SELECT ${selected} FROM ${table} ORDER BY id) TO STDOUT`)),
     to.query(copyFrom(`COPY ${table} (${list}) FROM STDIN`)),
   );
 }

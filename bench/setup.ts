@@ -46,7 +46,7 @@ export async function one<T>(url: string, text: string, values: unknown[] = []):
 export async function scenarioContext(big: Dataset, depth: number): Promise<Picked> {
   const popular = await one<{ id: number }>(
     big.url,
-    'SELECT id::int FROM posts ORDER BY comment_count DESC, id LIMIT 1',
+    `SELECT COALESCE((SELECT post_id FROM comment_counts ORDER BY n DESC, post_id LIMIT 1), (SELECT min(id) FROM posts))::int AS id`,
   );
   // The least prolific author who still has a 20th page (or the most prolific, on a small data set).
   const author = await one<{ id: number; posts: number }>(

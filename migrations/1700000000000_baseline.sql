@@ -64,21 +64,18 @@ CREATE TABLE tokens (
 );
 CREATE INDEX tokens_user_id_id_idx ON tokens (user_id, id);
 
--- fillfactor 90: the comment_count update a comment causes stays on its page
--- (HOT) instead of writing a new entry into every index of posts.
 CREATE TABLE posts (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   author_id bigint NOT NULL REFERENCES users (id),
   title text NOT NULL,
   body text NOT NULL,
-  comment_count bigint NOT NULL DEFAULT 0,
   version integer NOT NULL DEFAULT 1,
   created_at timestamptz NOT NULL DEFAULT now(),
   updated_at timestamptz NOT NULL DEFAULT now(),
   -- Stored, so a search reads the document instead of parsing every body again;
   -- recomputed only when title or body change.
   search tsvector GENERATED ALWAYS AS (to_tsvector('posts_search'::regconfig, title || ' ' || body)) STORED
-) WITH (fillfactor = 90);
+);
 -- One index per allowed order, with and without the author filter; the primary
 -- key serves ORDER BY id.
 CREATE INDEX posts_created_at_id_idx ON posts (created_at, id);
@@ -124,6 +121,15 @@ CREATE TABLE deleted_comments (
   author_id bigint NOT NULL,
   created_at timestamptz NOT NULL,
   deleted_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- A post's comment total (commentCount); no row until the first comment (read
+-- as 0). A table of its own: a comment's bump rewrites this narrow row, which
+-- stays in memory, rather than a new version of the whole post (its text and
+-- search document, and an entry in each of its indexes when its page is full).
+CREATE TABLE comment_counts (
+  post_id bigint PRIMARY KEY REFERENCES posts (id) ON DELETE CASCADE,
+  n bigint NOT NULL
 );
 
 -- A user's post total; no row until the first post (read as 0).
@@ -205,39 +211,54 @@ END $$;
 CREATE TRIGGER users_count AFTER INSERT OR DELETE ON users
   FOR EACH ROW EXECUTE FUNCTION users_count();
 
--- The post totals, the tombstone of a deleted post, and the hour floor of a new
--- one (in this trigger, which runs anyway, rather than one of its own).
+-- The post totals, the tombstones of deleted posts and the hour floors of new
+-- ones, once per statement: a group-committed insert of many posts bumps each
+-- total once. An insert locks its authors' rows in id order, then the global
+-- total, so concurrent inserts never wait for each other in a cycle.
 CREATE FUNCTION posts_count() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-  delta int := CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END;
-  author bigint := CASE TG_OP WHEN 'INSERT' THEN NEW.author_id ELSE OLD.author_id END;
+  delta bigint;
 BEGIN
-  PERFORM bump_counter('posts', delta);
-  UPDATE author_post_counts SET n = n + delta WHERE author_id = author;
-  IF NOT FOUND THEN
-    INSERT INTO author_post_counts (author_id, n) VALUES (author, delta)
+  IF TG_OP = 'INSERT' THEN
+    SELECT count(*) INTO delta FROM new_rows;
+    INSERT INTO author_post_counts (author_id, n)
+      SELECT author_id, count(*) FROM new_rows GROUP BY author_id ORDER BY author_id
       ON CONFLICT (author_id) DO UPDATE SET n = author_post_counts.n + excluded.n;
-  END IF;
-  IF TG_OP = 'DELETE' THEN
-    INSERT INTO deleted_posts (id, author_id, title, created_at, updated_at)
-      VALUES (OLD.id, OLD.author_id, OLD.title, OLD.created_at, OLD.updated_at)
-      ON CONFLICT (id) DO NOTHING;
+    -- Nearly every insert finds its hour's floor already at or below its ids: no write.
+    INSERT INTO post_floors (hour, min_id)
+      SELECT f.hour, f.min_id FROM (SELECT post_hour(created_at) AS hour, min(id) AS min_id FROM new_rows GROUP BY 1) f
+      WHERE NOT EXISTS (SELECT 1 FROM post_floors p WHERE p.hour = f.hour AND p.min_id <= f.min_id)
+      ORDER BY f.hour
+      ON CONFLICT (hour) DO UPDATE SET min_id = excluded.min_id WHERE post_floors.min_id > excluded.min_id;
   ELSE
-    PERFORM floor_post(NEW.id, NEW.created_at);
+    SELECT -count(*) INTO delta FROM old_rows;
+    UPDATE author_post_counts a SET n = a.n - o.n
+      FROM (SELECT author_id, count(*) AS n FROM old_rows GROUP BY author_id ORDER BY author_id) o
+      WHERE a.author_id = o.author_id;
+    INSERT INTO deleted_posts (id, author_id, title, created_at, updated_at)
+      SELECT id, author_id, title, created_at, updated_at FROM old_rows
+      ON CONFLICT (id) DO NOTHING;
+  END IF;
+  IF delta <> 0 THEN
+    PERFORM bump_counter('posts', delta);
   END IF;
   RETURN NULL;
 END $$;
-CREATE TRIGGER posts_count AFTER INSERT OR DELETE ON posts
-  FOR EACH ROW EXECUTE FUNCTION posts_count();
+CREATE TRIGGER posts_count_insert AFTER INSERT ON posts REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION posts_count();
+CREATE TRIGGER posts_count_delete AFTER DELETE ON posts REFERENCING OLD TABLE AS old_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION posts_count();
 
--- commentCount is kept exact by row-locking the post in the writing transaction.
--- When the post itself is being deleted (cascade) the UPDATE finds no row: fine.
+-- commentCount is kept exact by the row lock on the count in the writing
+-- transaction. When the post itself is being deleted (cascade) the UPDATE
+-- finds no row: fine.
 CREATE FUNCTION comments_count() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP = 'INSERT' THEN
-    UPDATE posts SET comment_count = comment_count + 1 WHERE id = NEW.post_id;
+    INSERT INTO comment_counts (post_id, n) VALUES (NEW.post_id, 1)
+      ON CONFLICT (post_id) DO UPDATE SET n = comment_counts.n + 1;
   ELSE
-    UPDATE posts SET comment_count = comment_count - 1 WHERE id = OLD.post_id;
+    UPDATE comment_counts SET n = n - 1 WHERE post_id = OLD.post_id;
     INSERT INTO deleted_comments (id, post_id, author_id, created_at)
       VALUES (OLD.id, OLD.post_id, OLD.author_id, OLD.created_at)
       ON CONFLICT (id) DO NOTHING;
@@ -304,7 +325,7 @@ BEGIN
   PERFORM bump_counter('posts_removed', delta);
   RETURN NULL;
 END $$;
--- UPDATE OF: a comment's comment_count update never runs it. (A WHEN comparing
+-- UPDATE OF: an update of other columns never runs it. (A WHEN comparing
 -- old and new values would read both bodies, which may be compressed or stored apart.)
 CREATE TRIGGER posts_edited AFTER UPDATE OF title, body, author_id, created_at ON posts FOR EACH ROW
   EXECUTE FUNCTION posts_removed();
@@ -326,7 +347,7 @@ CREATE TRIGGER posts_moved AFTER UPDATE OF created_at ON posts FOR EACH ROW
 -- Down Migration
 
 -- Tables take their triggers and indexes.
-DROP TABLE IF EXISTS post_floors, search_proofs, idempotency_keys, author_post_counts,
+DROP TABLE IF EXISTS post_floors, search_proofs, idempotency_keys, author_post_counts, comment_counts,
   deleted_comments, deleted_posts, comments, posts, tokens, users, counters;
 DROP FUNCTION IF EXISTS posts_moved(), posts_removed(), forget_idempotent_responses(), notify_posts_changed(),
   notify_from_outside(text),

@@ -46,7 +46,7 @@ CREATE INDEX events_post_id_id_idx ON events (post_id, id);
 -- wake their instance's sequencer themselves once the write has committed.
 CREATE FUNCTION post_event_data(p posts) RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
   RETURN jsonb_build_object('id', p.id, 'title', p.title, 'body', p.body, 'authorId', p.author_id,
-    'commentCount', p.comment_count, 'createdAt', iso_utc(p.created_at), 'updatedAt', iso_utc(p.updated_at));
+    'commentCount', coalesce((SELECT n FROM comment_counts WHERE post_id = p.id), 0), 'createdAt', iso_utc(p.created_at), 'updatedAt', iso_utc(p.updated_at));
 
 CREATE FUNCTION comment_event_data(c comments) RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
   RETURN jsonb_build_object('id', c.id, 'postId', c.post_id, 'authorId', c.author_id, 'body', c.body,
@@ -71,10 +71,9 @@ BEGIN
   RETURN NULL;
 END $$;
 
--- A row trigger, fired only by an UPDATE that sets a column an event shows
--- (UPDATE OF): the comment-count bump of every comment (which makes its own
--- comment event) never runs it, nor captures transition tables. An UPDATE
--- that changes nothing makes no event.
+-- A row trigger, fired by an UPDATE that sets a column an event shows (UPDATE
+-- OF), without capturing transition tables. An UPDATE that changes nothing
+-- makes no event. (A comment's count lives in comment_counts: no post update.)
 CREATE FUNCTION post_updated_event() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF (OLD.title, OLD.body, OLD.author_id, OLD.created_at, OLD.updated_at, OLD.version)

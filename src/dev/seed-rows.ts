@@ -237,12 +237,8 @@ export const INSERT_USERS = `
     ($last::text[])[1 + floor(${rnd('u', 22)} * cardinality($last::text[]))::int4] AS last,
     $start::timestamptz - make_interval(secs => ${rnd('u', 23)} * ${SIGN_UP_SECONDS}) AS at) f`;
 
-export const PLAN_COMMENTS = `
-  INSERT INTO seed_comment_plan (ord, n)
-  SELECT c.p, count(*) FROM ${COMMENT_PLAN} GROUP BY c.p`;
-
 export const INSERT_POSTS = `
-  INSERT INTO posts (id, author_id, title, body, comment_count, version, created_at, updated_at) OVERRIDING SYSTEM VALUE
+  INSERT INTO posts (id, author_id, title, body, version, created_at, updated_at) OVERRIDING SYSTEM VALUE
   SELECT $postBase::int8 + i,
     $userBase::int8 + CASE WHEN i = 0 THEN 0 ELSE floor($users::int8 * ${rnd('i', 4)} ^ 2)::int8 END,
     ($adjectives::text[])[1 + floor(${rnd('i', 5)} * cardinality($adjectives::text[]))::int4] || ' ' ||
@@ -250,15 +246,13 @@ export const INSERT_POSTS = `
       CASE WHEN ${rnd('i', 7)} < 0.3 THEN ', part ' || (1 + floor(${rnd('i', 8)} * 12)::int4) ELSE '' END ||
       CASE WHEN ${rnd('i', 10)} < ${RARE_WORD_SHARE} THEN ' ' || '${RARE_WORD}' ELSE '' END,
     b.body,
-    COALESCE(cc.n, 0),
     CASE WHEN t.edited THEN 2 ELSE 1 END,
     t.created,
     CASE WHEN t.edited THEN t.created + (now() - t.created) * ${rnd('i', 3)} ^ 2 ELSE t.created END
   FROM generate_series($from::int8, $to::int8 - 1) i
   CROSS JOIN LATERAL (SELECT $start::timestamptz + make_interval(secs => ${POST_TIME} * ${YEAR_SECONDS}) AS created,
     ${rnd('i', 2)} < 0.25 AS edited) t
-  JOIN seed_post_texts b ON b.k = floor(${rnd('i', 9)} * ${TEXT_VARIANTS})::int4
-  LEFT JOIN seed_comment_counts cc ON cc.ord = i`;
+  JOIN seed_post_texts b ON b.k = floor(${rnd('i', 9)} * ${TEXT_VARIANTS})::int4`;
 
 export const INSERT_COMMENTS = `
   INSERT INTO comments (id, post_id, author_id, body, version, created_at, updated_at) OVERRIDING SYSTEM VALUE

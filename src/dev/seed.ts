@@ -16,7 +16,6 @@ import {
   INSERT_USERS,
   LAST_NAMES,
   NOUNS,
-  PLAN_COMMENTS,
   POST_TEXTS,
   WORD_STARTS,
   YEAR_SECONDS,
@@ -40,7 +39,7 @@ export interface SeedOptions {
 }
 
 export interface SeedProgress {
-  phase: 'users' | 'plan' | 'posts' | 'comments' | 'indexes' | 'totals' | 'analyze' | 'done';
+  phase: 'users' | 'posts' | 'comments' | 'indexes' | 'totals' | 'analyze' | 'done';
   done: number;
   total: number;
 }
@@ -72,10 +71,8 @@ export function defaultUsers(posts: number): number {
 
 /** Exact totals from the rows themselves, replacing what the triggers would have kept. */
 const RECOMPUTE_TOTALS = [
-  `UPDATE posts p SET comment_count = COALESCE(c.n, 0)
-   FROM posts p2 LEFT JOIN (SELECT post_id, count(*) AS n FROM comments WHERE post_id BETWEEN $lo::int8 AND $hi::int8 GROUP BY post_id) c
-     ON c.post_id = p2.id
-   WHERE p2.id BETWEEN $lo::int8 AND $hi::int8 AND p.id = p2.id AND p.comment_count <> COALESCE(c.n, 0)`,
+  `INSERT INTO comment_counts (post_id, n)
+   SELECT post_id, count(*) FROM comments WHERE post_id BETWEEN $lo::int8 AND $hi::int8 GROUP BY post_id`,
   `DELETE FROM author_post_counts`,
   `INSERT INTO author_post_counts (author_id, n) SELECT author_id, count(*) FROM posts GROUP BY author_id`,
   `INSERT INTO counters (name, n) VALUES ('posts', (SELECT count(*) FROM posts)), ('users', (SELECT count(*) FROM users))
@@ -133,7 +130,6 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     const load: Load = { client, progress, batch: counts.batch, common };
 
     await inBatches(load, 'users', users, INSERT_USERS, { hash, first: FIRST_NAMES, last: LAST_NAMES });
-    await planComments(load, comments, posts);
     const corpus = { corpus: CORPUS, starts: WORD_STARTS };
     await client.query(bind(POST_TEXTS, corpus));
     await client.query(bind(COMMENT_TEXTS, corpus));
@@ -205,7 +201,9 @@ async function beginLoad(client: pg.PoolClient): Promise<SeedResult['mode']> {
   await client.query(`SET LOCAL maintenance_work_mem = '256MB'`);
   await client.query(`SET LOCAL jit = off`);
   // Writers wait (the ids below must stay contiguous and the totals exact); readers go on.
-  await client.query('LOCK TABLE users, posts, comments, counters, author_post_counts, post_floors IN EXCLUSIVE MODE');
+  await client.query(
+    'LOCK TABLE users, posts, comments, counters, author_post_counts, comment_counts, post_floors IN EXCLUSIVE MODE',
+  );
   const { rows: su } = await client.query<{ on: string }>(`SELECT current_setting('is_superuser') AS on`);
   if (su[0]?.on === 'on') {
     // Skips user triggers and foreign-key checks, for this transaction only.
@@ -257,18 +255,6 @@ async function inSteps<T>(
   }
 }
 
-/** Each post's comment count is known before the post is written, so no post row is rewritten later. */
-async function planComments(load: Load, comments: number, posts: number): Promise<void> {
-  const { client } = load;
-  await client.query('CREATE TEMP TABLE seed_comment_plan (ord int8 NOT NULL, n int8 NOT NULL) ON COMMIT DROP');
-  await inBatches(load, 'plan', comments, PLAN_COMMENTS, { popular: Math.min(POPULAR_POSTS, posts) });
-  // Several batches may name the same post: their counts add up.
-  await client.query(`CREATE TEMP TABLE seed_comment_counts ON COMMIT DROP AS
-      SELECT ord, sum(n)::int8 AS n FROM seed_comment_plan GROUP BY ord`);
-  await client.query('ALTER TABLE seed_comment_counts ADD PRIMARY KEY (ord)');
-  await client.query('ANALYZE seed_comment_counts');
-}
-
 /** Building indexes afresh beats maintaining them row by row once a load at least doubles a table. */
 async function dropIndexesOfDoubledTables(client: pg.PoolClient, posts: number, comments: number): Promise<string[]> {
   const rebuild: string[] = [];
@@ -286,7 +272,7 @@ async function dropIndexesOfDoubledTables(client: pg.PoolClient, posts: number, 
 async function analyze(client: pg.PoolClient, progress: (progress: SeedProgress) => void): Promise<void> {
   progress({ phase: 'analyze', done: 0, total: 1 });
   await client.query('SET statement_timeout = 0');
-  await client.query('ANALYZE users, posts, comments, counters, author_post_counts, post_floors');
+  await client.query('ANALYZE users, posts, comments, counters, author_post_counts, comment_counts, post_floors');
   await client.query('RESET statement_timeout');
   progress({ phase: 'analyze', done: 1, total: 1 });
 }

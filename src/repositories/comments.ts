@@ -59,7 +59,7 @@ const list: ListSource<CommentSortField, CommentFilter> = {
   // By author there is no kept counter; the (post_id, author_id, id) index bounds the count.
   total: ({ postId, author }) =>
     author === undefined
-      ? sql`SELECT comment_count FROM posts WHERE id = ${postId}`
+      ? sql`SELECT COALESCE((SELECT n FROM comment_counts WHERE post_id = p.id), 0) FROM posts p WHERE p.id = ${postId}`
       : sql`SELECT (SELECT count(*) FROM comments c WHERE c.post_id = p.id AND c.author_id = ${author})
           FROM posts p WHERE p.id = ${postId}`,
   parentExists: ({ postId }) => sql`EXISTS (SELECT 1 FROM posts WHERE id = ${postId})`,

@@ -1,6 +1,6 @@
 /**
  * All SQL about posts. Totals are rows the triggers keep (`counters`,
- * `author_post_counts`, `posts.comment_count`), never a count of rows.
+ * `author_post_counts`, `comment_counts`), never a count of rows.
  */
 import type { Queryable } from '../db/pool.js';
 import type { PostField, PostSortField } from '../schemas/posts.js';
@@ -59,7 +59,8 @@ const FIELDS: Columns<PostField> = {
   title: 'title',
   body: 'body',
   authorId: 'author_id AS "authorId"',
-  commentCount: 'comment_count AS "commentCount"',
+  // A subquery naming the table: these lists also serve RETURNING and joined lists.
+  commentCount: 'COALESCE((SELECT n FROM comment_counts WHERE post_id = posts.id), 0) AS "commentCount"',
   createdAt: 'iso_utc(created_at) AS "createdAt"',
   updatedAt: 'iso_utc(updated_at) AS "updatedAt"',
 };

@@ -8,6 +8,10 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import { inject } from 'vitest';
 
+/** Posts whose kept comment total (comment_counts) differs from their comments: a column `n`. */
+export const MISCOUNTED_POSTS = `SELECT count(*)::int AS n FROM posts p
+  WHERE COALESCE((SELECT n FROM comment_counts k WHERE k.post_id = p.id), 0) <> (SELECT count(*) FROM comments c WHERE c.post_id = p.id)`;
+
 export interface TestDatabase {
   url: string;
   drop(): Promise<void>;

@@ -1,11 +1,12 @@
 /**
  * Comments under posts (issue 4): nesting (a comment exists only under its
  * post), lists with the post as parent (404 when missing, totals from
- * posts.comment_count or a COUNT by author), cursors, validation, the
+ * comment_counts or a COUNT by author), cursors, validation, the
  * ownership rules, and commentCount staying exact under concurrent writes.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createComment, createPost, useTestApp, type SignedUp } from '../helpers/factories.js';
+import { MISCOUNTED_POSTS } from '../helpers/database.js';
 import type { Comment } from '../../src/repositories/comments.js';
 import { expectError, expect422, expect404, expect401, iso } from '../helpers/expect.js';
 import { idsOf, walk } from '../helpers/lists.js';
@@ -392,9 +393,17 @@ describe('commentCount under concurrency', () => {
     expect(statuses[16]).toBe(204);
     expect(await counted(postId)).toBe(0);
     expect(await commentCount(neighbour)).toBe(await counted(neighbour));
-    const { rows } = await t.app.db.query(
-      'SELECT count(*)::int AS n FROM posts p WHERE comment_count <> (SELECT count(*) FROM comments c WHERE c.post_id = p.id)',
-    );
+    const { rows } = await t.app.db.query(MISCOUNTED_POSTS);
     expect(rows[0].n).toBe(0);
+  });
+
+  it('is kept beside the post: a comment leaves the post row as it was (no new row version)', async () => {
+    const postId = (await createPost(t.app, ann, { title: 'unchanged row' })).id;
+    const version = async () =>
+      (await t.app.db.query<{ xmin: string }>('SELECT xmin::text FROM posts WHERE id = $1', [postId])).rows[0]!.xmin;
+    const before = await version();
+    await createComment(t.app, bob, postId);
+    expect(await version()).toBe(before);
+    expect(await commentCount(postId)).toBe(1);
   });
 });

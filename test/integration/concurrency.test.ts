@@ -14,6 +14,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { createPost, signUp, useTestApp, type SignedUp } from '../helpers/factories.js';
+import { MISCOUNTED_POSTS } from '../helpers/database.js';
 import { expectContractResponse } from '../helpers/contract.js';
 import { counter } from '../../src/db/pagination.js';
 
@@ -105,9 +106,7 @@ describe('commentCount under racing creates, deletes and edits', () => {
       expect(post.commentCount).toBe(10);
       expect((await call('GET', `/posts/${postId}/comments?perPage=1`)).json().total).toBe(10);
     }
-    const { rows } = await t.app.db.query(
-      'SELECT count(*)::int AS n FROM posts p WHERE comment_count <> (SELECT count(*) FROM comments c WHERE c.post_id = p.id)',
-    );
+    const { rows } = await t.app.db.query(MISCOUNTED_POSTS);
     expect(rows[0].n).toBe(0);
   });
 });

@@ -18,7 +18,7 @@ export interface Verdict {
   retryFailures: string[];
   keyedRetried: number;
   keyedReplayed: number;
-  /** Posts whose comment_count disagrees with their comments. */
+  /** Posts whose kept comment total (comment_counts) disagrees with their comments. */
   halfMade: number;
   /** Unacknowledged comments whose retry found their post gone: it was a lost acknowledged write (asynchronous failover). */
   orphaned: number;
@@ -81,7 +81,8 @@ export async function checkWrites(db: pg.Pool, label: string, writes: Write[]): 
     }
   }
   const { rows: half } = await db.query<{ n: number }>(
-    'SELECT count(*)::int AS n FROM posts p WHERE comment_count <> (SELECT count(*) FROM comments c WHERE c.post_id = p.id)',
+    `SELECT count(*)::int AS n FROM posts p
+     WHERE COALESCE((SELECT n FROM comment_counts k WHERE k.post_id = p.id), 0) <> (SELECT count(*) FROM comments c WHERE c.post_id = p.id)`,
   );
   verdict.halfMade = half[0]!.n;
   return verdict;

@@ -174,7 +174,7 @@ function writeChecks(verdict: Verdict, fig: Figures): Check[] {
       detail: verdict.retryFailures.slice(0, 5).join('; '),
     },
     {
-      what: "no post's comment_count disagrees with its comments",
+      what: "no post's comment total disagrees with its comments",
       ok: verdict.halfMade === 0,
       detail: `${verdict.halfMade} posts`,
     },
@@ -327,7 +327,8 @@ export async function serviceCrash(plan: Plan): Promise<Result> {
   // The survivor's cache, and the restarted instance's, against the database once the writes stopped.
   const compare = async (service: Service) => {
     const { rows } = await db.query<{ id: number; title: string; comment_count: number }>(
-      'SELECT id::int, title, comment_count::int FROM posts WHERE id = ANY($1)',
+      `SELECT id::int, title, COALESCE((SELECT n FROM comment_counts WHERE post_id = posts.id), 0)::int AS comment_count
+       FROM posts WHERE id = ANY($1)`,
       [posts],
     );
     let stale = 0;

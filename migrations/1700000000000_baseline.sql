@@ -127,10 +127,12 @@ CREATE TABLE deleted_comments (
 -- as 0). A table of its own: a comment's bump rewrites this narrow row, which
 -- stays in memory, rather than a new version of the whole post (its text and
 -- search document, and an entry in each of its indexes when its page is full).
+-- fillfactor 80: room on each page for the row's next versions (HOT updates,
+-- no new index entry).
 CREATE TABLE comment_counts (
   post_id bigint PRIMARY KEY REFERENCES posts (id) ON DELETE CASCADE,
   n bigint NOT NULL
-);
+) WITH (fillfactor = 80);
 
 -- A user's post total; no row until the first post (read as 0).
 CREATE TABLE author_post_counts (

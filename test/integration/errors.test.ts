@@ -99,17 +99,22 @@ describe('401 unauthorized', () => {
       'a'.repeat(47),
     ];
     const query = vi.spyOn(t.app.db, 'query');
+    // The pool's own background work (the webhook worker's poll) may query meanwhile: only token lookups count.
+    const lookups = () =>
+      query.mock.calls.filter(([statement]) =>
+        /\btokens\b/.test(typeof statement === 'string' ? statement : (statement as { text: string }).text),
+      );
     try {
       for (const token of malformed) {
         const res = await t.app.inject({ url: '/posts/1', headers: { authorization: `Bearer ${token}` } });
         expectError(res, 401, 'unauthorized');
         expect(res.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
       }
-      expect(query).not.toHaveBeenCalled();
+      expect(lookups()).toEqual([]);
       // A well-formed unknown token is looked up (and refused the same way).
       const res = await t.app.inject({ url: '/posts/1', headers: { authorization: `Bearer pat_${'a'.repeat(43)}` } });
       expectError(res, 401, 'unauthorized');
-      expect(query).toHaveBeenCalledTimes(1);
+      expect(lookups()).toHaveLength(1);
     } finally {
       query.mockRestore();
     }

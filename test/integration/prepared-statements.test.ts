@@ -116,7 +116,8 @@ describe.skipIf(!bouncer)(
       });
       const url = new URL(bouncer!);
       url.pathname = new URL(db.url).pathname;
-      // One client, cached tokens, no response cache: which statement runs where is known.
+      // One client, cached tokens, no response cache, no webhook worker polling on the pool: which
+      // statement runs where is known.
       const config = loadConfig({
         LOG_LEVEL: 'info',
         PG_POOL_MAX: '1',
@@ -124,6 +125,7 @@ describe.skipIf(!bouncer)(
         RESPONSE_CACHE_MB: '0',
         RATE_LIMIT_MAX: '100000',
         RATE_LIMIT_AUTH_MAX: '100000',
+        WEBHOOK_CONCURRENCY: '0',
       });
       expect(config.databasePreparedStatements).toBe(true);
       const app = (await buildApp(

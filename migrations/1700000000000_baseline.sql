@@ -235,7 +235,7 @@ BEGIN
   ELSE
     SELECT -count(*) INTO delta FROM old_rows;
     UPDATE author_post_counts a SET n = a.n - o.n
-      FROM (SELECT author_id, count(*) AS n FROM old_rows GROUP BY author_id ORDER BY author_id) o
+      FROM (SELECT author_id, count(*) AS n FROM old_rows GROUP BY author_id) o
       WHERE a.author_id = o.author_id;
     INSERT INTO deleted_posts (id, author_id, title, created_at, updated_at)
       SELECT id, author_id, title, created_at, updated_at FROM old_rows

@@ -87,7 +87,7 @@ export function ablationSection(a: Ablation): { lines: string[]; failed: number;
         )} | ${fmt(
           of((x) => x.dbCpuMsPerRequest),
           3,
-        )} | ` +
+        )} | ${fmt(of((x) => x.walBytesPerRequest))} | ` +
           `${fmt(of((x) => x.mainRps))} | ${times(of((x) => x.rps / x.mainRps!))} | ${times(of((x) => (x.twinRps ? x.rps / x.twinRps : NaN)))} | ${errors} |`,
       );
     }
@@ -102,10 +102,10 @@ export function ablationSection(a: Ablation): { lines: string[]; failed: number;
     '',
     'Each variant runs each scenario right between two runs of the main instance and, when the scenario has one, of its Platformatic twin ' +
       '(main, peer, variant, peer, main, next variant, main, peer, …), every round. × main and × Platformatic: its req/s over the mean of those ' +
-      'two runs (median of the per-round ratios); main req/s: that mean. CPU ms/req: the variant process; DB CPU ms/req: all PostgreSQL processes.',
+      "two runs (median of the per-round ratios); main req/s: that mean. CPU ms/req: the variant process; DB CPU ms/req: all PostgreSQL processes; WAL B/req: the cluster's WAL per request.",
     '',
-    '| variant | scenario | req/s | CPU ms/req | DB CPU ms/req | main req/s | × main | × Platformatic | errors + non-2xx |',
-    '|---|---|--:|--:|--:|--:|--:|--:|--:|',
+    '| variant | scenario | req/s | CPU ms/req | DB CPU ms/req | WAL B/req | main req/s | × main | × Platformatic | errors + non-2xx |',
+    '|---|---|--:|--:|--:|--:|--:|--:|--:|--:|',
     ...rows,
     '',
   ];

@@ -113,6 +113,15 @@ async function settle(ctx: Context): Promise<void> {
 }
 
 /**
+ * Bytes of WAL the whole cluster has written so far. Per write, a figure the
+ * machine's speed does not move (CPU per request does, by tens of percent on this VM).
+ */
+async function walPosition(monitor: Context['monitor']): Promise<number> {
+  const { rows } = await monitor.query<{ b: string }>(`SELECT pg_current_wal_lsn() - '0/0'::pg_lsn AS b`);
+  return Number(rows[0]!.b);
+}
+
+/**
  * `s` on its instance, or on `target` (a variant's instance); the requests
  * read the target's own session when it has one (log-ins and posts on its database).
  */
@@ -129,6 +138,7 @@ export async function drive(
   const cache = { hit: 0, miss: 0 };
   const cpu0 = cpuSeconds(target.pid);
   const db0 = postgresCpu();
+  const wal0 = await walPosition(main.monitor);
   const load = autocannon({
     url: target.url,
     connections: s.connections ?? CONNECTIONS,
@@ -144,6 +154,7 @@ export async function drive(
   const sent = await writes;
   const cpu = cpuSeconds(target.pid) - cpu0;
   const db = postgresCpuSince(db0);
+  const wal = (await walPosition(main.monitor)) - wal0;
   const requests = result.requests.total;
   const statusCodes: Record<string, number> = {};
   for (const [code, { count }] of Object.entries(result.statusCodeStats)) statusCodes[code] = count;
@@ -157,6 +168,7 @@ export async function drive(
     statusCodes,
     cpuMsPerRequest: requests ? (cpu * 1000) / requests : 0,
     dbCpuMsPerRequest: requests ? (db * 1000) / requests : 0,
+    walBytesPerRequest: requests ? wal / requests : 0,
     cache,
     background: sent,
   };

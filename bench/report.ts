@@ -59,6 +59,8 @@ export interface Sample {
   statusCodes: Record<string, number>;
   cpuMsPerRequest: number;
   dbCpuMsPerRequest: number;
+  /** WAL the whole cluster wrote per request (bytes). */
+  walBytesPerRequest: number;
   /** req/s of the HTTP ceiling measured right before and after this sample, their mean (scenarios with a target). */
   ceilingRps?: number;
   /** req/s of the twin (the peer) measured right before and after this sample (their mean). */
@@ -175,7 +177,7 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     const vsPeer = s.twin ? median(samples.map((x) => (x.twinRps ? x.rps / x.twinRps : NaN))) : NaN;
     rows.push(
       `| ${s.id} | ${fmt(median(samples.map((x) => x.rps)))} | ${fmt(median(samples.map((x) => x.p50)), 1)} | ${fmt(median(samples.map((x) => x.p99)), 1)} | ` +
-        `${fmt(median(samples.map((x) => x.cpuMsPerRequest)), 3)} | ${s.on === 'baseline' ? '–' : fmt(median(samples.map((x) => x.dbCpuMsPerRequest)), 3)} | ` +
+        `${fmt(median(samples.map((x) => x.cpuMsPerRequest)), 3)} | ${s.on === 'baseline' ? '–' : fmt(median(samples.map((x) => x.dbCpuMsPerRequest)), 3)} | ${s.on === 'baseline' ? '–' : fmt(median(samples.map((x) => x.walBytesPerRequest)))} | ` +
         `${pct(vsHttp)} | ${s.twin ? times(vsPeer) : '–'} | ${pgb ? fmt(median(pgb.map((x) => x.tps))) : '–'} | ${pgb ? `${fmt(median(pgb.map((x) => x.p50)), 2)} / ${fmt(median(pgb.map((x) => x.p99)), 2)}` : '–'} | ` +
         `${pgb ? pct(vsDb) : '–'} | ${errors} |`,
     );
@@ -302,12 +304,12 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     'Scenarios without "-uncached" run on the service as deployed (response cache on); those marked cached repeat one URL, ' +
       'so the cache answers them and no pgbench runs for them (their twin with the cache off has it). ' +
       'Medians over the rounds. CPU ms/req: user+system CPU of the service process (or of the baseline, for `ceiling`) per request; ' +
-      'DB CPU ms/req: of all PostgreSQL processes on the machine. × HTTP: req/s as a share of the mean of the ceiling measured right before and right after it ' +
+      'DB CPU ms/req: of all PostgreSQL processes on the machine; WAL B/req: bytes of WAL the cluster wrote per request. × HTTP: req/s as a share of the mean of the ceiling measured right before and right after it ' +
       '(scenarios with a target) or else in the same round; ' +
       '× DB: req/s as a share of pgbench running the same SQL.',
     '',
-    '| scenario | req/s | p50 ms | p99 ms | CPU ms/req | DB CPU ms/req | × HTTP ceiling | × Platformatic | pgbench tps | pgbench p50 / p99 ms | × DB ceiling | errors + non-2xx |',
-    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
+    '| scenario | req/s | p50 ms | p99 ms | CPU ms/req | DB CPU ms/req | WAL B/req | × HTTP ceiling | × Platformatic | pgbench tps | pgbench p50 / p99 ms | × DB ceiling | errors + non-2xx |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|',
     ...rows,
     '',
     `Peer: ${o.peer.text}. Rows ending in \`-platformatic\` run on it; × Platformatic is the req/s of the row's scenario over its ` +

@@ -241,7 +241,7 @@ async function setUp(r: Run): Promise<{ ctx: Context; peerText: string }> {
 
 /** One line of the log for a sample. */
 function describe(id: string, sample: Sample, round: number): string {
-  let line = `round ${round + 1}/${ROUNDS} ${id.padEnd(16)} ${sample.rps.toFixed(0).padStart(6)} req/s  p50 ${sample.p50} ms  p99 ${sample.p99} ms  cpu ${sample.cpuMsPerRequest.toFixed(3)} ms/req`;
+  let line = `round ${round + 1}/${ROUNDS} ${id.padEnd(16)} ${sample.rps.toFixed(0).padStart(6)} req/s  p50 ${sample.p50} ms  p99 ${sample.p99} ms  cpu ${sample.cpuMsPerRequest.toFixed(3)} ms/req  db ${sample.dbCpuMsPerRequest.toFixed(3)} ms/req  wal ${sample.walBytesPerRequest.toFixed(0)} B/req`;
   if (sample.cache.hit + sample.cache.miss)
     line += `  hits ${((100 * sample.cache.hit) / (sample.cache.hit + sample.cache.miss)).toFixed(1)} %`;
   if (sample.background)

@@ -12,7 +12,8 @@ import type { FastifyInstance } from 'fastify';
 import { checkAgainstDocument } from '../helpers/openapi-conformance.js';
 import { useTestApp } from '../helpers/factories.js';
 
-const t = useTestApp({ BODY_LIMIT: '2048' });
+// No webhook worker: its poll would query the pool while a test counts the queries a request sends.
+const t = useTestApp({ BODY_LIMIT: '2048', WEBHOOK_CONCURRENCY: '0' });
 const ann = t.user();
 const bob = t.user();
 
@@ -99,22 +100,17 @@ describe('401 unauthorized', () => {
       'a'.repeat(47),
     ];
     const query = vi.spyOn(t.app.db, 'query');
-    // The pool's own background work (the webhook worker's poll) may query meanwhile: only token lookups count.
-    const lookups = () =>
-      query.mock.calls.filter(([statement]) =>
-        /\btokens\b/.test(typeof statement === 'string' ? statement : (statement as { text: string }).text),
-      );
     try {
       for (const token of malformed) {
         const res = await t.app.inject({ url: '/posts/1', headers: { authorization: `Bearer ${token}` } });
         expectError(res, 401, 'unauthorized');
         expect(res.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
       }
-      expect(lookups()).toEqual([]);
+      expect(query).not.toHaveBeenCalled();
       // A well-formed unknown token is looked up (and refused the same way).
       const res = await t.app.inject({ url: '/posts/1', headers: { authorization: `Bearer pat_${'a'.repeat(43)}` } });
       expectError(res, 401, 'unauthorized');
-      expect(lookups()).toHaveLength(1);
+      expect(query).toHaveBeenCalledTimes(1);
     } finally {
       query.mockRestore();
     }

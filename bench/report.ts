@@ -175,9 +175,12 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
       pgb?.map((x) => x.tps),
     );
     const vsPeer = s.twin ? median(samples.map((x) => (x.twinRps ? x.rps / x.twinRps : NaN))) : NaN;
+    // The baseline sends no SQL: no database figures.
+    const ofDb = (pick: (x: Sample) => number, digits?: number) =>
+      s.on === 'baseline' ? '–' : fmt(median(samples.map(pick)), digits);
     rows.push(
       `| ${s.id} | ${fmt(median(samples.map((x) => x.rps)))} | ${fmt(median(samples.map((x) => x.p50)), 1)} | ${fmt(median(samples.map((x) => x.p99)), 1)} | ` +
-        `${fmt(median(samples.map((x) => x.cpuMsPerRequest)), 3)} | ${s.on === 'baseline' ? '–' : fmt(median(samples.map((x) => x.dbCpuMsPerRequest)), 3)} | ${s.on === 'baseline' ? '–' : fmt(median(samples.map((x) => x.walBytesPerRequest)))} | ` +
+        `${fmt(median(samples.map((x) => x.cpuMsPerRequest)), 3)} | ${ofDb((x) => x.dbCpuMsPerRequest, 3)} | ${ofDb((x) => x.walBytesPerRequest)} | ` +
         `${pct(vsHttp)} | ${s.twin ? times(vsPeer) : '–'} | ${pgb ? fmt(median(pgb.map((x) => x.tps))) : '–'} | ${pgb ? `${fmt(median(pgb.map((x) => x.p50)), 2)} / ${fmt(median(pgb.map((x) => x.p99)), 2)}` : '–'} | ` +
         `${pgb ? pct(vsDb) : '–'} | ${errors} |`,
     );

@@ -219,7 +219,7 @@ export function startService(
       RATE_LIMIT_MAX: '1000000',
       RATE_LIMIT_AUTH_MAX: '1000000',
       PG_POOL_MAX: String(PG_POOL_MAX),
-      ...(cache ? {} : { RESPONSE_CACHE_MB: '0' }),
+      ...(cache ? {} : {}),
       ...env,
     },
     port,

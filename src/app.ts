@@ -16,8 +16,6 @@ import db from './plugins/db.js';
 import rateLimit from './plugins/rate-limit.js';
 import auth from './plugins/auth.js';
 import httpCaching from './plugins/http-caching.js';
-import changes from './plugins/changes.js';
-import responseCache from './plugins/response-cache.js';
 import readRouting from './plugins/read-routing.js';
 import openapi from './plugins/openapi.js';
 import retention from './plugins/retention.js';
@@ -130,13 +128,7 @@ async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise
     databaseUrl: config.databaseUrl,
   });
   await app.register(auth, { cacheMs: config.authCacheMs });
-  // Before the response cache: its onSend hook stores the Cache-Control and ETag this one sets.
-  await app.register(httpCaching);
-  // LISTEN needs a session of its own: never through a pooler in transaction mode.
-  await app.register(changes, { connectionString: config.databaseListenUrl ?? config.databaseUrl });
-  // After rate limiting and auth: a cached answer still spends the budget and checks a token sent.
-  await app.register(responseCache, { maxBytes: config.responseCacheBytes, maxAgeMs: config.responseCacheMaxAgeMs });
-  // After the response cache: only its misses are routed, and it says which it will store.
+  await app.register(httpCaching, { sharedCacheSeconds: config.sharedCacheSeconds });
   await app.register(readRouting);
   await app.register(requestLog);
   await app.register(openapi, { prefix: config.apiPrefix });

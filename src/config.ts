@@ -37,12 +37,6 @@ export const EnvSchema = Type.Object({
       errorMessage: 'must be postgres:// or postgresql:// URLs separated by commas',
     }),
   ),
-  DATABASE_READ_MAX_LAG_MS: Type.Integer({
-    minimum: 100,
-    maximum: 600_000,
-    default: 1_000,
-    description: 'most a replica may lag behind the primary and still take reads, ms; past it reads go to the primary',
-  }),
   DATABASE_PREPARED_STATEMENTS: Choice(
     ['on', 'off'],
     'on',
@@ -107,39 +101,23 @@ export const EnvSchema = Type.Object({
         'must be an http:// or https:// URL without a query, fragment or trailing slash (e.g. https://api.example.com)',
     }),
   ),
-  TOMBSTONE_RETENTION: PositiveInt(
-    86_400,
-    365 * 86_400,
-    'how long the sort keys of deleted posts and comments are kept (cursors naming them stay valid), seconds',
-  ),
   EVENT_RETENTION: PositiveInt(
     604_800,
     10 * 365 * 86_400,
     'how long events are kept (GET /events, its streams, webhooks); an older cursor is a 410, seconds',
   ),
+  SHARED_CACHE_SECONDS: Type.Integer({
+    minimum: 0,
+    maximum: 5,
+    default: 1,
+    description: 'how long a shared cache (nginx, a CDN) may keep an anonymous public read, seconds (s-maxage); 0 = no-cache',
+  }),
   MAX_STREAMS: PositiveInt(
     1_000,
     100_000,
     'open event streams (GET /events/stream) per instance; past it a new one is a 503',
   ),
   EVENT_STREAM_HEARTBEAT: PositiveInt(15, 300, 'seconds between the comment lines that keep an idle event stream open'),
-  RESPONSE_CACHE_MB: Type.Integer({
-    minimum: 0,
-    maximum: 4096,
-    default: 16,
-    description: 'memory for cached answers of public post and comment reads, MiB; 0 = off',
-  }),
-  RESPONSE_CACHE_MAX_AGE_MS: PositiveInt(
-    5_000,
-    3_600_000,
-    'oldest cached answer served, ms: bounds staleness should change notifications be lost',
-  ),
-  AUTH_CACHE_MS: Type.Integer({
-    minimum: 0,
-    maximum: 60_000,
-    default: 1_000,
-    description: 'how long an instance trusts a token it has checked, ms (0 = ask the database every time)',
-  }),
   WEBHOOK_SECRET_KEY: Type.Optional(
     Type.String({
       pattern: '^[A-Za-z0-9+/]{43}=$',
@@ -250,7 +228,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     databaseUrl: e.DATABASE_URL,
     databaseListenUrl: e.DATABASE_LISTEN_URL,
     databaseReadUrls: e.DATABASE_READ_URL === undefined ? [] : e.DATABASE_READ_URL.split(',').map((s) => s.trim()),
-    databaseReadMaxLagMs: e.DATABASE_READ_MAX_LAG_MS,
+    databaseReadMaxLagMs: 1_000,
     databasePreparedStatements: e.DATABASE_PREPARED_STATEMENTS === 'on',
     host: e.HOST,
     port: e.PORT,
@@ -265,13 +243,12 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     pgPoolMax: e.PG_POOL_MAX,
     pgStatementTimeoutMs: e.PG_STATEMENT_TIMEOUT_MS,
     publicBaseUrl: e.PUBLIC_BASE_URL,
-    tombstoneRetentionSeconds: e.TOMBSTONE_RETENTION,
+    tombstoneRetentionSeconds: 86_400,
     eventRetentionSeconds: e.EVENT_RETENTION,
     maxStreams: e.MAX_STREAMS,
     eventStreamHeartbeatSeconds: e.EVENT_STREAM_HEARTBEAT,
-    responseCacheBytes: e.RESPONSE_CACHE_MB * 1_048_576,
-    responseCacheMaxAgeMs: e.RESPONSE_CACHE_MAX_AGE_MS,
-    authCacheMs: e.AUTH_CACHE_MS,
+    sharedCacheSeconds: e.SHARED_CACHE_SECONDS,
+    authCacheMs: 1_000,
     embeddedPg: { port: e.EMBEDDED_PG_PORT, dataDir: e.EMBEDDED_PG_DATA },
     webhooks: {
       secretKey: e.WEBHOOK_SECRET_KEY === undefined ? undefined : Buffer.from(e.WEBHOOK_SECRET_KEY, 'base64'),
@@ -333,7 +310,7 @@ export function describeConnections(config: Config, databaseUrl: string) {
   return {
     database: databaseTarget(databaseUrl),
     rateLimitStore: redis ? `Redis ${redis.hostname}:${redis.port || 6379}` : 'memory',
-    responseCache: config.responseCacheBytes > 0 ? `${config.responseCacheBytes / 1_048_576} MiB` : 'off',
+    sharedCache: config.sharedCacheSeconds > 0 ? `s-maxage=${config.sharedCacheSeconds}` : 'off',
     replicas: config.databaseReadUrls.length > 0 ? config.databaseReadUrls.map(databaseTarget).join(', ') : 'none',
   };
 }

@@ -36,7 +36,7 @@ function startupSummary(config: Config, databaseUrl: string, embedded: boolean, 
   const fields = { url, docs: `${url}/docs`, ...uses };
   const msg =
     `listening on ${url} (docs: ${fields.docs}); database ${uses.database}; rate limits in ${uses.rateLimitStore}; ` +
-    `response cache ${uses.responseCache}; read replicas ${uses.replicas}`;
+    `shared cache ${uses.sharedCache}; read replicas ${uses.replicas}`;
   return { fields, msg };
 }
 

@@ -36,9 +36,8 @@ interface Replica {
 
 export interface ReadRouter {
   readonly maxLagMs: number;
-  /** A replica within the bound that has replayed `atLeast` (0: any), else the primary. */
-  reader(atLeast: number): Queryable;
-  positionAfter(time: number): number | undefined;
+  /** A replica within the lag bound, else the primary. */
+  reader(): Queryable;
   status(): { replayed: number; lagMs: number }[];
   close(): Promise<void>;
 }
@@ -118,20 +117,16 @@ export function createReadRouter(options: {
 
   return {
     maxLagMs,
-    reader(atLeast) {
+    reader() {
       const now = performance.now();
       for (let i = 0; i < replicas.length; i++) {
         const replica = replicas[(next + i) % replicas.length]!;
-        if (now - replica.freshAt <= maxLagMs && replica.replayed >= atLeast) {
+        if (now - replica.freshAt <= maxLagMs) {
           next = (next + i + 1) % replicas.length;
           return replica.reader;
         }
       }
       return primary;
-    },
-    positionAfter(time) {
-      const last = samples[samples.length - 1];
-      return last !== undefined && last.at > time ? last.position : undefined;
     },
     status: () => replicas.map((r) => ({ replayed: r.replayed, lagMs: performance.now() - r.freshAt })),
     async close() {

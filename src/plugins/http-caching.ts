@@ -1,6 +1,8 @@
 /**
- * Cache-Control on every answer (`no-cache` for public reads: any write may
- * change them) and a body-digest ETag on 200 GETs that have none of their own.
+ * Cache-Control on every answer and a body-digest ETag on 200 GETs that have
+ * none of their own (docs/api.md §11). Caching happens at the edge: an
+ * anonymous read of public data may be kept by a shared cache for
+ * `sharedCacheSeconds`; an answer to a request with credentials never.
  */
 import fp from 'fastify-plugin';
 import type { FastifyReply } from 'fastify';
@@ -8,7 +10,10 @@ import { PRIVATE, bodyEtag, namesEtag } from '../http/conditional.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
+    /** An explicit policy (PRIVATE, 'no-store') instead of the public-read one. */
     cacheControl?: string;
+    /** Anonymous GETs of this route may read a streaming replica (plugins/read-routing.ts). */
+    readsReplica?: boolean;
   }
 }
 
@@ -17,16 +22,21 @@ export function keepPrivate(reply: FastifyReply): void {
   reply.header('cache-control', PRIVATE);
 }
 
-export default fp(
-  async (app) => {
+export default fp<{ sharedCacheSeconds: number }>(
+  async (app, { sharedCacheSeconds }) => {
+    const anonymous = sharedCacheSeconds > 0 ? `public, max-age=0, s-maxage=${sharedCacheSeconds}` : 'no-cache';
     app.addHook('onSend', (request, reply, payload, done) => {
       const read = request.method === 'GET' || request.method === 'HEAD';
       const status = reply.statusCode;
       if (!reply.hasHeader('cache-control')) {
-        const policy =
-          request.routeOptions.config.cacheControl ??
-          (read && (status === 200 || status === 304) ? 'no-cache' : 'no-store');
-        reply.header('cache-control', policy);
+        const explicit = request.routeOptions.config.cacheControl;
+        if (explicit !== undefined) reply.header('cache-control', explicit);
+        else if (read && (status === 200 || status === 304)) {
+          reply.header('cache-control', request.headers.authorization === undefined ? anonymous : 'no-cache');
+          // The answer depends on the credentials: a shared cache keeps the anonymous one apart.
+          const vary = reply.getHeader('vary');
+          reply.header('vary', vary ? `${String(vary)}, Authorization` : 'Authorization');
+        } else reply.header('cache-control', 'no-store');
       }
       // Nothing stores a no-store answer (health), so a validator would never be sent back.
       if (

@@ -1,12 +1,11 @@
 /**
- * Sets `request.replica` for the `cached` routes. Read-your-writes and cache
- * freshness ride on the change bus (docs/architecture.md, "Read replicas").
+ * Sets `request.replica` for the public reads. A request that carries a token
+ * reads the primary, so whoever writes reads their own writes; an anonymous
+ * reader, who wrote nothing, may read a replica within the lag bound (as the
+ * edge cache may answer it N seconds late).
  */
-import { performance } from 'node:perf_hooks';
 import fp from 'fastify-plugin';
-import type { FastifyRequest } from 'fastify';
 import type { Queryable } from '../db/pool.js';
-import { HEARTBEAT_MS } from '../cache/change-bus.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -37,62 +36,18 @@ export default fp(
     app.decorateRequest('replica', null);
     const router = app.replicas;
     if (router === null) return;
-    const bus = app.changeBus;
 
-    let evictedUpTo = 0;
-    /** performance.now() of the latest eviction of unknown position, until a later position is sampled. */
-    let unknownSince: number | null = null;
-    const written = new Map<number, { position: number; at: number }>();
-    bus.subscribe({
-      evicted(_labels, position) {
-        if (position === undefined) unknownSince = performance.now();
-        else evictedUpTo = Math.max(evictedUpTo, position);
-      },
-      reached(position) {
-        evictedUpTo = Math.max(evictedUpTo, position);
-      },
-      wrote(writers, position) {
-        const at = performance.now();
-        for (const writer of writers) {
-          const id = Number(writer);
-          written.set(id, { position: Math.max(position, written.get(id)?.position ?? 0), at });
-        }
-      },
-    });
-    // Past twice the lag bound any replica within the bound has the write.
-    const forget = setInterval(() => {
-      const oldest = performance.now() - 2 * router.maxLagMs;
-      for (const [id, write] of written) if (write.at < oldest) written.delete(id);
-    }, HEARTBEAT_MS);
-    forget.unref();
-    app.addHook('onClose', async () => clearInterval(forget));
-
-    function replicaFor(request: FastifyRequest, storable: boolean): Queryable | null {
-      if (!bus.healthy()) return null;
-      let atLeast = request.user ? (written.get(request.user.id)?.position ?? 0) : 0;
-      if (storable) {
-        if (unknownSince !== null) {
-          const position = router!.positionAfter(unknownSince);
-          if (position === undefined) return null;
-          evictedUpTo = Math.max(evictedUpTo, position);
-          unknownSince = null;
-        }
-        atLeast = Math.max(atLeast, evictedUpTo);
-      }
-      const reader = router!.reader(atLeast);
-      return reader === app.db ? null : reader;
-    }
-
-    // After the response cache's hook: a hit never gets here, and a miss it will store says so (cacheEpoch).
     app.addHook('onRequest', (request, _reply, done) => {
-      if (request.method === 'GET' && request.routeOptions.config.cached)
-        request.replica = replicaFor(request, request.cacheEpoch !== null);
+      if (request.method === 'GET' && request.routeOptions.config.readsReplica && !request.headers.authorization) {
+        const reader = router.reader();
+        request.replica = reader === app.db ? null : reader;
+      }
       done();
     });
 
     // A replica within the lag bound may lack what was just created: its 404 is read again on the primary.
     app.addHook('onRoute', (route) => {
-      if (!route.config?.cached) return;
+      if (!route.config?.readsReplica) return;
       const handler = route.handler;
       route.handler = async function (this: typeof app, request, reply) {
         try {
@@ -104,8 +59,6 @@ export default fp(
         }
       };
     });
-
-    await bus.listen();
   },
-  { name: 'read-routing', dependencies: ['db', 'auth', 'changes', 'response-cache'] },
+  { name: 'read-routing', dependencies: ['db', 'http-caching'] },
 );

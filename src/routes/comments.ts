@@ -61,7 +61,7 @@ function readRoutes(app: Api) {
   app.get(
     '/posts/:postId/comments',
     {
-      config: { cached: true },
+      config: { readsReplica: true },
       schema: {
         tags: ['comments'],
         operationId: 'listComments',
@@ -90,7 +90,7 @@ function readRoutes(app: Api) {
   app.get(
     '/posts/:postId/comments/:commentId',
     {
-      config: { cached: true },
+      config: { readsReplica: true },
       schema: {
         tags: ['comments'],
         operationId: 'getComment',
@@ -144,7 +144,6 @@ function createRoute(r: Api) {
         create: async (db) => {
           const comment = await commentsRepository(db).create(postId, request.user!.id, body);
           if (!comment) throw notFound(`post ${postId} does not exist`);
-          request.changed('created', 'comments', comment);
           return { id: comment.id, etag: commentEtag(comment), body: comment };
         },
       });
@@ -178,11 +177,7 @@ function changeRoutes(r: Api) {
           denied: 'only its author or an admin may change this comment',
         },
         etag: commentEtag,
-        write: async (tx, current) => {
-          const updated = (await commentsRepository(tx).update(postId, id, { body: request.body.body }))!;
-          if (updated.version !== current.version) request.changed('updated', 'comments', updated);
-          return updated;
-        },
+        write: async (tx) => (await commentsRepository(tx).update(postId, id, { body: request.body.body }))!,
       });
       return withEtag(reply, commentEtag(comment), comment);
     },
@@ -211,9 +206,8 @@ function changeRoutes(r: Api) {
           denied: "only its author, the post's author or an admin may delete this comment",
         },
         etag: commentEtag,
-        write: async (tx, current) => {
+        write: async (tx) => {
           await commentsRepository(tx).delete(postId, id);
-          request.changed('deleted', 'comments', { id, postId, authorId: current.authorId });
         },
       });
       return reply.code(204).send(null);

@@ -1,7 +1,6 @@
 /**
- * Liveness and readiness (docs/operations.md). A bypassed cache or an event
- * backlog leaves an instance ready: a 503 would take every instance out of
- * rotation at once when notifications fail for all of them.
+ * Liveness and readiness (docs/operations.md). An event backlog leaves an
+ * instance ready: a 503 would take every instance out of rotation at once.
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -22,9 +21,6 @@ const Status = Type.Object({ status: Type.Literal('ok') }, { additionalPropertie
 const Ready = Type.Object(
   {
     status: Type.Literal('ok'),
-    cache: Type.Union([Type.Literal('on'), Type.Literal('bypassed'), Type.Literal('off')], {
-      description: 'the response cache: bypassed while its change listener is lost, stalled or reconnecting',
-    }),
     eventBacklog: Type.Object(
       {
         events: Type.Integer({
@@ -84,7 +80,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: ['health'],
         operationId: 'getReadiness',
-        summary: 'The database answers (503 while it does not); the state of the response cache',
+        summary: 'The database answers (503 while it does not); the event backlog',
         response: { 200: Ready, ...errorResponses(401, 422, 500, 503) },
       },
     },
@@ -104,7 +100,6 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (failure) throw failure;
       return {
         status: 'ok' as const,
-        cache: app.responseCache.state(),
         eventBacklog: { events: backlog.unnumbered, oldestSeconds: backlog.oldestSeconds },
       };
     },

@@ -74,18 +74,14 @@ async function changePost(
   id: number,
   changes: PostChanges,
 ) {
-  const changed = (updated: VersionedPost | undefined) => {
-    if (updated) request.changed('updated', 'posts', updated);
-    return updated;
-  };
   const real = changes.title !== undefined || changes.body !== undefined;
   const post = await changeOwned<VersionedPost, VersionedPost>(request, {
     lock: (tx) => postsRepository(tx).lock(id, 'update'),
     rule: ownPost(id),
     etag: postEtag,
-    write: async (tx, current) => changed(await postsRepository(tx).update(id, changes)) ?? current,
+    write: async (tx, current) => (await postsRepository(tx).update(id, changes)) ?? current,
     direct: real
-      ? { write: async (ownerId) => changed(await posts.update(id, changes, ownerId)), read: () => posts.findById(id) }
+      ? { write: (ownerId) => posts.update(id, changes, ownerId), read: () => posts.findById(id) }
       : undefined,
   });
   return withEtag(reply, postEtag(post), post);
@@ -105,7 +101,7 @@ function listRoute(app: Api, publicReads: PublicReads) {
   app.get(
     '/posts',
     {
-      config: { cached: true },
+      config: { readsReplica: true },
       schema: {
         tags: ['posts'],
         operationId: 'listPosts',
@@ -134,7 +130,7 @@ function userListRoute(app: Api, publicReads: PublicReads) {
   app.get(
     '/users/:userId/posts',
     {
-      config: { cached: true },
+      config: { readsReplica: true },
       schema: {
         tags: ['posts'],
         operationId: 'listUserPosts',
@@ -166,7 +162,7 @@ function getRoute(app: Api, publicReads: PublicReads) {
   app.get(
     '/posts/:postId',
     {
-      config: { cached: true },
+      config: { readsReplica: true },
       schema: {
         tags: ['posts'],
         operationId: 'getPost',
@@ -217,7 +213,6 @@ function createRoute(r: Api) {
         input: { title, body },
         create: async (db) => {
           const post = await postsRepository(db).create(request.user!.id, { title, body });
-          request.changed('created', 'posts', post);
           return { id: post.id, etag: postEtag(post), body: post };
         },
       });
@@ -283,9 +278,8 @@ function changeRoutes(r: Api) {
         lock: (tx) => postsRepository(tx).lock(id, 'delete'),
         rule: ownPost(id),
         etag: postEtag,
-        write: async (tx, current) => {
+        write: async (tx) => {
           await postsRepository(tx).delete(id);
-          request.changed('deleted', 'posts', current);
         },
       });
       return reply.code(204).send(null);

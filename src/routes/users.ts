@@ -224,10 +224,8 @@ function changeRoute(r: Api, users: UsersRepository) {
       const updated = await changeOwned(request, {
         ...check,
         lock: (tx) => usersRepository(tx).lock(id),
-        write: async (tx, current) => {
+        write: async (tx) => {
           const changed = await usersRepository(tx).update(id, { name, email, passwordHash });
-          // Cached posts and comments that embed this author (include=author) show the name.
-          if (changed && changed.name !== current.name) request.changed('updated', 'users', { id });
           if (passwordHash !== undefined) await tokensRepository(tx).revokeAllExcept(id, request.user!.tokenId);
           return changed!;
         },

@@ -250,8 +250,6 @@ describe('comment lists', () => {
        WHERE post_id = $1`,
       [postId],
     );
-    // Its notification reaches the app's response cache asynchronously.
-    await t.app.responseCache.sync();
     all = (await get(`/posts/${postId}/comments?perPage=100`)).json().data;
   });
 

@@ -236,12 +236,12 @@ describe('.env', () => {
 });
 
 describe('start-up', () => {
-  it('one line names the URL, the docs, the database, the rate-limit store, the cache and the replicas, without a password; HOST is 127.0.0.1', async () => {
+  it('one line names the URL, the docs, the database, the rate-limit store, the shared-cache bound and the replicas, without a password; HOST is 127.0.0.1', async () => {
     const url = new URL(db.url);
     // Trust authentication ignores a password; one the server needs is kept.
     if (url.password === '') url.password = 'startup-secret-password';
     const port = await freePort();
-    const env: Record<string, string> = { ...databaseEnv(url.toString()), PORT: String(port), RESPONSE_CACHE_MB: '8' };
+    const env: Record<string, string> = { ...databaseEnv(url.toString()), PORT: String(port), SHARED_CACHE_SECONDS: '3' };
     const server = await startServer(env);
     try {
       const line = server.output.split('\n').find((l) => l.includes('"msg":"listening on '));
@@ -254,11 +254,11 @@ describe('start-up', () => {
         docs: `http://127.0.0.1:${port}/docs`,
         database,
         rateLimitStore: 'memory',
-        responseCache: '8 MiB',
+        sharedCache: 's-maxage=3',
         replicas,
         msg:
           `listening on http://127.0.0.1:${port} (docs: http://127.0.0.1:${port}/docs); database ${database}; ` +
-          `rate limits in memory; response cache 8 MiB; read replicas ${replicas}`,
+          `rate limits in memory; shared cache s-maxage=3; read replicas ${replicas}`,
       });
       expect(server.output).not.toContain(`:${url.password}@`);
       expect(server.output).not.toContain(url.username === '' ? url.password : `${url.username}:`);

@@ -1,14 +1,14 @@
 /**
  * HTTP caching for clients and shared caches (src/plugins/http-caching.ts):
  * list ETags with If-None-Match → 304, and the Cache-Control of every kind of
- * answer: public reads `no-cache`, a user's private data `private, no-store`,
- * everything else `no-store`. Run with the response cache off, so every answer
- * is the route's own (the cache's hits are tested in response-cache.test.ts).
+ * answer: anonymous public reads `public, max-age=0, s-maxage=N` (a shared
+ * cache may keep them N seconds), the same read with a token `no-cache`, a
+ * user's private data `private, no-store`, everything else `no-store`.
  */
-import { beforeAll, describe, expect, it } from 'vitest';
-import { createPost, useTestApp } from '../helpers/factories.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPost, startTestApp, useTestApp, type TestApp } from '../helpers/factories.js';
 
-const t = useTestApp({ RESPONSE_CACHE_MB: '0' });
+const t = useTestApp();
 const ann = t.user({ name: 'Ann' });
 const admin = t.admin({ name: 'Root' });
 let postId: number;
@@ -47,7 +47,7 @@ describe('list ETags', () => {
         expect(res.statusCode).toBe(304);
         expect(res.body).toBe('');
         expect(res.headers.etag).toBe(etag);
-        expect(res.headers['cache-control']).toBe('no-cache');
+        expect(res.headers['cache-control']).toBe('public, max-age=0, s-maxage=1');
         expect(res.headers['content-type']).toBeUndefined();
         expect(res.headers['content-length']).toBeUndefined();
       }
@@ -83,21 +83,55 @@ describe('list ETags', () => {
 });
 
 describe('Cache-Control', () => {
-  it('public reads: no-cache (store, but revalidate), their 304 too', async () => {
-    const post = await get(`/posts/${postId}`);
-    for (const res of [
+  const publicReads = async (headers: Record<string, string> = {}) => {
+    const post = await get(`/posts/${postId}`, headers);
+    return [
       post,
-      await get(`/posts/${postId}`, { 'if-none-match': post.headers.etag as string }),
-      await get('/posts'),
-      await get(`/posts/${postId}/comments`),
-      await get('/users'),
-      await get(`/users/${ann.user.id}`),
-      await get(`/users/${admin.user.id}`, ann.auth),
-      await get('/openapi.json'),
-    ]) {
+      await get(`/posts/${postId}`, { ...headers, 'if-none-match': post.headers.etag as string }),
+      await get('/posts', headers),
+      await get(`/posts/${postId}/comments`, headers),
+      await get(`/users/${ann.user.id}/posts`, headers),
+      await get('/users', headers),
+      await get(`/users/${admin.user.id}`, headers),
+      await get('/events', headers),
+    ];
+  };
+
+  it('anonymous public reads: public for shared caches SHARED_CACHE_SECONDS, revalidated by browsers; their 304 too', async () => {
+    for (const res of await publicReads()) {
       expect(res.statusCode).toBeLessThan(400);
-      expect(res.headers['cache-control']).toBe('no-cache');
+      expect([res.raw.req.url, res.headers['cache-control']]).toEqual([
+        res.raw.req.url,
+        'public, max-age=0, s-maxage=1',
+      ]);
+      expect(res.headers.vary).toBe('Authorization');
     }
+  });
+
+  it('the same reads with a token: never public, never s-maxage', async () => {
+    // (GET /users with a token lists the reader's own e-mail: private, below.)
+    for (const res of (await publicReads(ann.auth)).filter((res) => res.raw.req.url !== '/users')) {
+      expect(res.statusCode).toBeLessThan(400);
+      expect([res.raw.req.url, res.headers['cache-control']]).toEqual([res.raw.req.url, 'no-cache']);
+      expect(res.headers.vary).toBe('Authorization');
+    }
+  });
+
+  describe('SHARED_CACHE_SECONDS', () => {
+    let zero: TestApp;
+    let five: TestApp;
+    beforeAll(async () => {
+      [zero, five] = await Promise.all([
+        startTestApp({ SHARED_CACHE_SECONDS: '0' }),
+        startTestApp({ SHARED_CACHE_SECONDS: '5' }),
+      ]);
+    });
+    afterAll(async () => Promise.all([zero?.close(), five?.close()]));
+
+    it('0 gives no-cache, 5 s-maxage=5', async () => {
+      expect((await zero.app.inject({ url: '/posts' })).headers['cache-control']).toBe('no-cache');
+      expect((await five.app.inject({ url: '/posts' })).headers['cache-control']).toBe('public, max-age=0, s-maxage=5');
+    });
   });
 
   it("answers holding a user's own data: private, no-store", async () => {
@@ -160,7 +194,6 @@ describe('Cache-Control', () => {
     }
     expect(cases['GET /health/ready'].json()).toEqual({
       status: 'ok',
-      cache: 'off',
       // A write's event may wait up to the sequencer's 20 ms gap: the backlog itself is tested in events-feed.
       eventBacklog: { events: expect.any(Number), oldestSeconds: expect.any(Number) },
     });

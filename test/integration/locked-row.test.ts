@@ -14,7 +14,7 @@ import { createPost, signUp, useTestApp } from '../helpers/factories.js';
 import { iso, type Response } from '../helpers/expect.js';
 
 // Reads go to the database, not to cached answers.
-const t = useTestApp({ RESPONSE_CACHE_MB: '0' });
+const t = useTestApp();
 const ann = t.user({ name: 'Ann' });
 
 /** How long the other session holds the lock. */
@@ -175,7 +175,6 @@ it('a shared statement past the statement timeout answers its writers once, with
   const url = onTopology(db.url).databaseListenUrl ?? db.url;
   const config = loadConfig({
     LOG_LEVEL: 'silent',
-    RESPONSE_CACHE_MB: '0',
     PG_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS),
   });
   const app = (await buildApp({ ...config, databaseUrl: url })) as unknown as FastifyInstance;

@@ -122,7 +122,6 @@ describe.skipIf(!bouncer)(
         LOG_LEVEL: 'info',
         PG_POOL_MAX: '1',
         AUTH_CACHE_MS: '60000',
-        RESPONSE_CACHE_MB: '0',
         RATE_LIMIT_MAX: '100000',
         RATE_LIMIT_AUTH_MAX: '100000',
         WEBHOOK_CONCURRENCY: '0',

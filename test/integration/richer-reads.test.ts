@@ -52,7 +52,6 @@ beforeAll(async () => {
     `UPDATE posts SET created_at = '2026-01-01T00:00:00.123456Z'::timestamptz + (id - $1) * interval '1 day', updated_at = created_at`,
     [posts[0]!.id],
   );
-  await t.app.responseCache.sync();
 });
 
 const id = (i: number) => posts[i]!.id;
@@ -156,7 +155,6 @@ describe('createdAfter / createdBefore', () => {
       `UPDATE comments SET created_at = '2026-02-01T00:00:00.5Z'::timestamptz + (id - $1) * interval '1 hour' WHERE post_id = $2`,
       [made[0], postId],
     );
-    await t.app.responseCache.sync();
     const url = `/posts/${postId}/comments?createdAfter=2026-02-01T00:00:00.500Z&createdBefore=2026-02-01T02:00:00.501Z`;
     expect(await ids(url)).toEqual([made[1], made[2]]);
     expect((await get(url)).json()).toMatchObject({ total: 2, totalCapped: false });
@@ -269,27 +267,15 @@ describe('include=author', () => {
     expect422(await get('/users?include=author'), { include: ['is not allowed'] });
   });
 
-  it('a cached page shows a new name at once', async () => {
-    // A URL is stored the second time it is missed.
+  it('a page shows a new name at once', async () => {
     const url = `/posts?include=author&fields=title&author=${ann.user.id}`;
-    await get(url);
-    await get(url);
-    expect((await get(url)).headers['x-cache']).toBe('hit');
     const one = `/posts/${id(0)}?include=author&fields=title`;
-    await get(one);
-    await get(one);
-    expect((await get(one)).headers['x-cache']).toBe('hit');
     const rename = async (name: string) =>
       (await t.app.inject({ method: 'PATCH', url: `/users/${ann.user.id}`, headers: ann.auth, payload: { name } }))
         .statusCode;
     expect(await rename('Annie')).toBe(200);
     expect((await get(url)).json().data[0].author.name).toBe('Annie');
     expect((await get(one)).json().author.name).toBe('Annie');
-    // A rename to the same name changes nothing, so it evicts nothing.
-    await get(url);
-    expect((await get(url)).headers['x-cache']).toBe('hit');
-    expect(await rename('Annie')).toBe(200);
-    expect((await get(url)).headers['x-cache']).toBe('hit');
     expect(await rename('Ann')).toBe(200);
   });
 });
@@ -462,7 +448,6 @@ describe('totals of filtered lists are counted up to 10 000', () => {
         [ann.user.id],
       );
     });
-    await t.app.responseCache.sync();
     const capped = await get('/posts?q=needle&perPage=100&fields=title');
     expect(capped.json()).toMatchObject({ total: 10_000, totalPages: 100, totalCapped: true });
     expect(link(capped.headers.link, 'last')).toContain('page=100');
@@ -506,7 +491,6 @@ describe('search pages equal a brute-force reading, whatever the plan', () => {
     g0 = rows[0]!.id - 1;
     expect(rows.map((r) => r.id)).toEqual(rows.map((_, i) => g(i + 1)));
     await t.app.db.query('ANALYZE posts');
-    await t.app.responseCache.sync();
   });
 
   /** The list's ids in `sort` order and which of them match `q` (and the extra condition). */
@@ -770,12 +754,10 @@ describe("a date range in id order starts at its hours' floors", () => {
     const { rows } = await t.app.db.query<{ at: Date }>('SELECT created_at AS at FROM posts WHERE id = $1', [moved]);
     await t.app.db.query(`UPDATE posts SET created_at = '2030-01-01T00:30:00Z' WHERE id = $1`, [moved]);
     try {
-      await t.app.responseCache.sync();
       expect(await ids(`${url}&perPage=3`)).toEqual([moved, needle1, needle2]);
       expect(await ids(`${url}&limit=3`)).toEqual([moved, needle1, needle2]);
     } finally {
       await t.app.db.query('UPDATE posts SET created_at = $2 WHERE id = $1', [moved, rows[0]!.at]);
-      await t.app.responseCache.sync();
     }
     expect(await ids(`${url}&perPage=2`)).toEqual([needle1, needle2]);
     const empty = await get('/posts?createdAfter=2040-01-01T00:00:00Z&fields=id');
@@ -825,7 +807,6 @@ describe('a total proven past the cap is not counted again', () => {
       [1, 2, 3, 4, 5].map((n) => `Needle ${n}`),
     ]);
     await t.app.db.query('ALTER TABLE posts ENABLE TRIGGER posts_edited');
-    await t.app.responseCache.sync();
     expect((await search(3)).json()).toMatchObject(capped);
 
     // One edit out of the search through the API counts: 10 001 - 1 no longer proves the cap, so both are counted again.
@@ -859,7 +840,6 @@ describe('a total proven past the cap is not counted again', () => {
       [ann.user.id],
     );
     await t.app.db.query('DELETE FROM search_proofs');
-    await t.app.responseCache.sync();
     const long = new pg.Client({ connectionString: t.db.url });
     await long.connect();
     try {

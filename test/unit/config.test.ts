@@ -29,8 +29,7 @@ describe('loadConfig', () => {
       eventRetentionSeconds: 604_800,
       maxStreams: 1_000,
       eventStreamHeartbeatSeconds: 15,
-      responseCacheBytes: 16 * 1_048_576,
-      responseCacheMaxAgeMs: 5_000,
+      sharedCacheSeconds: 1,
       authCacheMs: 1_000,
       embeddedPg: { port: 54329, dataDir: '.data/pg' },
       webhooks: {
@@ -55,7 +54,7 @@ describe('loadConfig', () => {
       TRUST_PROXY: '10.0.0.0/8, 127.0.0.1',
       CORS_ORIGINS: 'https://a.example, https://b.example',
       REDIS_URL: 'redis://127.0.0.1:6379',
-      RESPONSE_CACHE_MAX_AGE_MS: '250',
+      SHARED_CACHE_SECONDS: '5',
     });
     expect(c).toMatchObject({
       databaseUrl: 'postgres://u@h/db',
@@ -64,20 +63,18 @@ describe('loadConfig', () => {
       trustProxy: ['10.0.0.0/8', '127.0.0.1'],
       corsOrigins: ['https://a.example', 'https://b.example'],
       redisUrl: 'redis://127.0.0.1:6379',
-      responseCacheMaxAgeMs: 250,
+      sharedCacheSeconds: 5,
     });
     expect(loadConfig({ TRUST_PROXY: 'true' }).trustProxy).toBe(true);
     expect(
       loadConfig({
         DATABASE_LISTEN_URL: 'postgres://u@primary/db',
         DATABASE_READ_URL: 'postgres://u@r1/db, postgresql://u@r2:5433/db',
-        DATABASE_READ_MAX_LAG_MS: '250',
         DATABASE_PREPARED_STATEMENTS: 'off',
       }),
     ).toMatchObject({
       databaseListenUrl: 'postgres://u@primary/db',
       databaseReadUrls: ['postgres://u@r1/db', 'postgresql://u@r2:5433/db'],
-      databaseReadMaxLagMs: 250,
       databasePreparedStatements: false,
     });
     expect(() => loadConfig({ DATABASE_READ_URL: 'postgres://u@r1/db,mysql://r2' })).toThrow(/DATABASE_READ_URL/);
@@ -105,10 +102,8 @@ describe('loadConfig', () => {
     ],
     ['REDIS_URL', 'http://x', 'must be a redis:// or rediss:// URL'],
     ['PG_POOL_MAX', '0', 'must be an integer from 1 to 1000'],
-    ['RESPONSE_CACHE_MAX_AGE_MS', '0', 'must be an integer from 1 to 3600000'],
-    ['RESPONSE_CACHE_MAX_AGE_MS', '5s', 'must be an integer from 1 to 3600000'],
-    ['AUTH_CACHE_MS', '-1', 'must be an integer from 0 to 60000'],
-    ['AUTH_CACHE_MS', '60001', 'must be an integer from 0 to 60000'],
+    ['SHARED_CACHE_SECONDS', '6', 'must be an integer from 0 to 5'],
+    ['SHARED_CACHE_SECONDS', '1s', 'must be an integer from 0 to 5'],
     ['DATABASE_PREPARED_STATEMENTS', 'auto', 'must be one of on, off'],
     [
       'CORS_ORIGINS',
@@ -180,19 +175,19 @@ describe('describeConnections', () => {
     const config = loadConfig({
       REDIS_URL: 'redis://default:redis-pw@cache.internal:6380/2',
       DATABASE_READ_URL: 'postgres://reader:r1-pw@r1.internal/posts,postgresql://reader:r2-pw@r2.internal:5433/posts',
-      RESPONSE_CACHE_MB: '0',
+      SHARED_CACHE_SECONDS: '0',
     });
     const described = describeConnections(config, 'postgres://app:db-pw@db.internal:6432/posts');
     expect(described).toEqual({
       database: 'db.internal:6432/posts',
       rateLimitStore: 'Redis cache.internal:6380',
-      responseCache: 'off',
+      sharedCache: 'off',
       replicas: 'r1.internal:5432/posts, r2.internal:5433/posts',
     });
     expect(describeConnections(loadConfig({}), 'postgres:///posts?host=/run/postgresql')).toEqual({
       database: '/run/postgresql:5432/posts',
       rateLimitStore: 'memory',
-      responseCache: '16 MiB',
+      sharedCache: 's-maxage=1',
       replicas: 'none',
     });
   });

@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll } from 'vitest';
-import { buildApp } from '../../src/app.js';
+import { buildApp, type AppConfig } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { usersRepository } from '../../src/repositories/users.js';
 import type { Comment } from '../../src/repositories/comments.js';
@@ -23,9 +23,9 @@ export interface TestApp {
  * The production app on a fresh database; rate limits high unless a test sets
  * them. Every response it gives a test is checked against its OpenAPI document.
  */
-export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+export async function startTestApp(env: Record<string, string> = {}, overrides: Overrides = {}): Promise<TestApp> {
   const db = await createTestDatabase();
-  const app = await startInstance(db, env);
+  const app = await startInstance(db, env, overrides);
   return {
     app,
     db,
@@ -36,10 +36,17 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
   };
 }
 
+/** Values that are not settings (the contract's constants), set shorter for a test. */
+export type Overrides = Partial<AppConfig>;
+
 /** Another instance of the production app on the database `db` (as several behind a balancer share one). */
-export async function startInstance(db: TestDatabase, env: Record<string, string> = {}): Promise<FastifyInstance> {
+export async function startInstance(
+  db: TestDatabase,
+  env: Record<string, string> = {},
+  overrides: Overrides = {},
+): Promise<FastifyInstance> {
   const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', RATE_LIMIT_AUTH_MAX: '1000000', ...env });
-  const app = (await buildApp({ ...config, ...onTopology(db.url) })) as unknown as FastifyInstance;
+  const app = (await buildApp({ ...config, ...onTopology(db.url), ...overrides })) as unknown as FastifyInstance;
   await checkAgainstDocument(app);
   return app;
 }
@@ -122,7 +129,7 @@ export interface TestFile extends TestApp {
  * asked, and everything closed after its last. The objects returned are filled
  * in by that hook, so a file names them at its top, like its own variables.
  */
-export function useTestApp(env: Record<string, string> = {}): TestFile {
+export function useTestApp(env: Record<string, string> = {}, overrides: Overrides = {}): TestFile {
   const wanted: { who: SignedUp; overrides: SignUpOverrides; admin: boolean }[] = [];
   const want =
     (admin: boolean) =>
@@ -133,7 +140,7 @@ export function useTestApp(env: Record<string, string> = {}): TestFile {
     };
   const file = { user: want(false), admin: want(true) } as TestFile;
   beforeAll(async () => {
-    Object.assign(file, await startTestApp(env));
+    Object.assign(file, await startTestApp(env, overrides));
     for (const { who, overrides, admin } of wanted) {
       Object.assign(who, await signUp(file.app, overrides));
       if (admin) await makeAdmin(file.app, who.user.email);

@@ -1,8 +1,8 @@
 /**
  * The checked-token cache (src/plugins/auth.ts): an instance trusts a token it
- * has checked for AUTH_CACHE_MS, never past the token's expiry; revoking a token
+ * has checked for 1 s (authCacheMs; shorter here), never past the token's expiry; revoking a token
  * through the service is seen at once by the instance that did it, and by every
- * other instance within the bound; AUTH_CACHE_MS=0 asks the database every time.
+ * other instance within the bound; authCacheMs 0 asks the database every time.
  * A token whose user an operator deleted while it was trusted is a 401, never
  * a 500 (a foreign key to the user) or a 404 (`/users/me`).
  */
@@ -16,12 +16,12 @@ import { loadConfig } from '../../src/config.js';
 import { signUp, useTestApp } from '../helpers/factories.js';
 
 const BOUND_MS = 300;
-const t = useTestApp({ AUTH_CACHE_MS: String(BOUND_MS) });
+const t = useTestApp({}, { authCacheMs: BOUND_MS });
 let other: FastifyInstance;
 
 beforeAll(async () => {
-  const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', AUTH_CACHE_MS: String(BOUND_MS) });
-  other = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
+  const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
+  other = (await buildApp({ ...config, ...onTopology(t.db.url), authCacheMs: BOUND_MS })) as unknown as FastifyInstance;
   await other.ready();
 });
 afterAll(() => other.close());
@@ -98,9 +98,9 @@ describe('checked tokens', () => {
     expect((await me(t.app, dee.auth)).statusCode).toBe(401);
   });
 
-  it('AUTH_CACHE_MS=0: every request asks the database', async () => {
-    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', AUTH_CACHE_MS: '0' });
-    const uncached = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
+  it('authCacheMs 0: every request asks the database', async () => {
+    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
+    const uncached = (await buildApp({ ...config, ...onTopology(t.db.url), authCacheMs: 0 })) as unknown as FastifyInstance;
     try {
       const eve = await signUp(t.app);
       expect((await me(uncached, eve.auth)).statusCode).toBe(200);
@@ -114,8 +114,12 @@ describe('checked tokens', () => {
   describe("whose user is deleted behind the service's back (an operator's SQL) while the token is trusted", () => {
     let trusting: FastifyInstance;
     beforeAll(async () => {
-      const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', AUTH_CACHE_MS: '60000' });
-      trusting = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
+      const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
+      trusting = (await buildApp({
+        ...config,
+        ...onTopology(t.db.url),
+        authCacheMs: 60_000,
+      })) as unknown as FastifyInstance;
     });
     afterAll(() => trusting.close());
 

@@ -53,8 +53,8 @@ describe('rate limit before token lookup', () => {
   async function limitedApp() {
     // Another instance than the one revoking tokens, asking the database on every
     // request: what is counted here is each lookup (auth-cache.test.ts covers the cache).
-    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '2', AUTH_CACHE_MS: '0' });
-    const app = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
+    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '2' });
+    const app = (await buildApp({ ...config, ...onTopology(t.db.url), authCacheMs: 0 })) as unknown as FastifyInstance;
     cleanups.push(() => app.close());
     return app;
   }

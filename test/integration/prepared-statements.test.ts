@@ -116,19 +116,18 @@ describe.skipIf(!bouncer)(
       });
       const url = new URL(bouncer!);
       url.pathname = new URL(db.url).pathname;
-      // One client, cached tokens, no response cache, no webhook worker polling on the pool: which
+      // One client, cached tokens, no webhook worker polling on the pool: which
       // statement runs where is known.
       const config = loadConfig({
         LOG_LEVEL: 'info',
         PG_POOL_MAX: '1',
-        AUTH_CACHE_MS: '60000',
         RATE_LIMIT_MAX: '100000',
         RATE_LIMIT_AUTH_MAX: '100000',
         WEBHOOK_CONCURRENCY: '0',
       });
       expect(config.databasePreparedStatements).toBe(true);
       const app = (await buildApp(
-        { ...config, databaseUrl: url.toString() },
+        { ...config, databaseUrl: url.toString(), authCacheMs: 60_000 },
         { logStream },
       )) as unknown as FastifyInstance;
       cleanups.push(() => app.close());

@@ -1,7 +1,7 @@
 /**
  * Data is not kept longer than it serves: a replay after the created resource
  * was deleted does not hand its content back (and the record no longer holds
- * it); tombstones of deleted items live TOMBSTONE_RETENTION, after which a
+ * it); tombstones of deleted items live a day (shorter here), after which a
  * cursor naming the item is a 422; the scheduled purge removes both kinds of
  * expired rows, and events past EVENT_RETENTION with the finished webhook
  * deliveries of that age.
@@ -76,11 +76,15 @@ describe('a replay after the created resource was deleted', () => {
 
 describe('tombstones and the scheduled purge', () => {
   /** An instance whose purge timer has fired once (only intervals are faked: the database calls run for real). */
-  async function appAfterOnePurgeTick(env: Record<string, string> = {}) {
+  async function appAfterOnePurgeTick(env: Record<string, string> = {}, tombstoneRetentionSeconds = 86_400) {
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     try {
       const config = loadConfig({ LOG_LEVEL: 'silent', ...env });
-      const app = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
+      const app = (await buildApp({
+        ...config,
+        ...onTopology(t.db.url),
+        tombstoneRetentionSeconds,
+      })) as unknown as FastifyInstance;
       await app.ready();
       vi.advanceTimersByTime(10 * 60_000);
       return app;
@@ -120,7 +124,7 @@ describe('tombstones and the scheduled purge', () => {
     expect((await t.app.inject({ url: `/posts?limit=1&after=${a}` })).statusCode).toBe(200);
   });
 
-  it('TOMBSTONE_RETENTION sets the window; expired idempotency keys go in the same purge', async () => {
+  it('tombstoneRetentionSeconds sets the window; expired idempotency keys go in the same purge', async () => {
     const post = (await create('/posts', 'short-1', { title: 't', body: 'b' })).json();
     const comment = (await create(`/posts/${post.id}/comments`, 'short-2', { body: 'c' })).json();
     await remove(`/posts/${post.id}/comments/${comment.id}`);
@@ -129,7 +133,7 @@ describe('tombstones and the scheduled purge', () => {
     ]);
     await t.app.db.query("UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'short-1'");
 
-    const app = await appAfterOnePurgeTick({ TOMBSTONE_RETENTION: '3600' });
+    const app = await appAfterOnePurgeTick({}, 3600);
     try {
       expect(await untilGone(`deleted_comments WHERE id = ${comment.id}`)).toBe(0);
       expect(await untilGone("idempotency_keys WHERE key = 'short-1'")).toBe(0);

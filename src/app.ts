@@ -105,7 +105,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   return app;
 }
 
-/** The cross-cutting plugins, in an order that is part of the contract (docs/architecture.md, "A request's path"). */
+/** The cross-cutting plugins; each declares the ones it needs before it (fastify-plugin `dependencies`). */
 async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise<void> {
   app.decorate('publicBaseUrl', config.publicBaseUrl ?? '');
 
@@ -121,7 +121,6 @@ async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise
     readUrls: config.databaseReadUrls,
     readMaxLagMs: config.databaseReadMaxLagMs,
   });
-  // Before auth: its onRequest hook must run first so a 429 comes before a 401.
   await app.register(rateLimit, {
     rateLimit: config.rateLimit,
     redisUrl: config.redisUrl,

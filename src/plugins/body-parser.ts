@@ -65,5 +65,5 @@ export default fp(
       else done(new HttpError(415, 'Content-Type must be application/json'), undefined);
     });
   },
-  { name: 'body-parser' },
+  { name: 'body-parser', dependencies: ['errors'] },
 );

@@ -75,7 +75,7 @@ export default fp<DbOptions>(
       await pool.end();
     });
   },
-  { name: 'db' },
+  { name: 'db', dependencies: ['errors'] },
 );
 
 /** EX_CONFIG, as for a bad setting. */

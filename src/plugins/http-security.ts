@@ -69,5 +69,5 @@ export default fp<{ corsOrigins: string[] }>(
       maxAge: 600,
     });
   },
-  { name: 'http-security' },
+  { name: 'http-security', dependencies: ['errors'] },
 );

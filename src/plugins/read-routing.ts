@@ -60,5 +60,5 @@ export default fp(
       };
     });
   },
-  { name: 'read-routing', dependencies: ['db', 'http-caching'] },
+  { name: 'read-routing', dependencies: ['db'] },
 );

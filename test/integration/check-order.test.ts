@@ -7,10 +7,12 @@
  */
 import { onTopology } from '../helpers/database.js';
 import { randomBytes } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
+import auth from '../../src/plugins/auth.js';
 import { useTestApp, type SignedUp } from '../helpers/factories.js';
 import { expect404, expectError } from '../helpers/expect.js';
 
@@ -60,6 +62,13 @@ describe('rate limit before token lookup', () => {
   }
   const get = (app: FastifyInstance, remoteAddress: string, authorization?: string) =>
     app.inject({ url: '/users/me', remoteAddress, headers: authorization === undefined ? {} : { authorization } });
+
+  it('is held by Fastify: auth registered before the rate limiter is refused at start', async () => {
+    const app = Fastify();
+    await app.register(fp(async () => undefined, { name: 'db' }));
+    void app.register(auth, { cacheMs: 0 });
+    await expect(app.ready()).rejects.toThrow(/dependency 'rate-limit'/);
+  });
 
   it('a client guessing tokens costs no lookup once its address is over its budget', async () => {
     const app = await limitedApp();

@@ -151,5 +151,5 @@ export default fp<WebhookWorkerOptions>(
       await Promise.all(inFlight);
     });
   },
-  { name: 'webhook-worker', dependencies: ['db'] },
+  { name: 'webhook-worker', dependencies: ['db', 'events'] },
 );

@@ -1,0 +1,176 @@
+/**
+ * The route shapes the resources share: a public list, one public item answered
+ * conditionally, a create made safe to retry, an owned delete. A resource states
+ * only what differs, and gets the contract's statuses, headers and OpenAPI
+ * entries by construction (docs/architecture.md, "Adding a resource").
+ */
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Static, TSchema } from '@sinclair/typebox';
+import type { FastifyRequest } from 'fastify';
+import type { ListResult, PageRequest } from '../db/pagination.js';
+import type { Queryable } from '../db/pool.js';
+import type { View } from '../db/views.js';
+import { notFound } from '../errors.js';
+import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
+import { ConditionalGetHeaders, ConditionalWriteHeaders, NotModified, listResponses } from '../schemas/conditional.js';
+import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
+import { changeOwned, type OwnershipRule } from '../use-cases/change-owned.js';
+import { createOnce, type CreatedResource, type Creation } from '../use-cases/create-once.js';
+import { conditionalGet } from './conditional.js';
+import { listResponse, pageRequest } from './lists.js';
+import { isFull, viewOf } from './view-params.js';
+
+export type Api = Parameters<FastifyPluginAsyncTypebox>[0];
+export const secured = [{ bearerAuth: [] }];
+
+interface Operation {
+  tags: string[];
+  operationId: string;
+  summary: string;
+  description?: string;
+}
+type Request<P extends TSchema, Q extends TSchema> = FastifyRequest<{ Params: Static<P>; Querystring: Static<Q> }>;
+
+/** A public list; with `params`, its parent may not exist (a 404 saying `missing`). */
+export function listRoute<P extends TSchema, Q extends TSchema, T>(
+  app: Api,
+  url: string,
+  spec: Operation & {
+    params?: P;
+    querystring: Q;
+    list: TSchema;
+    /** null: the parent does not exist. */
+    load(request: Request<P, Q>, page: PageRequest): Promise<ListResult<T>>;
+    missing?(params: Static<P>): string;
+  },
+): void {
+  const { params, querystring, list, load, missing, ...doc } = spec;
+  const response = params ? listResponses(list, 404) : listResponses(list);
+  app.get(
+    url,
+    {
+      config: { readsReplica: true },
+      schema: { ...doc, ...(params && { params }), querystring, headers: ConditionalGetHeaders, response },
+    },
+    async (request, reply) => {
+      const page = pageRequest(request.query as Parameters<typeof pageRequest>[0]);
+      const result = await load(request as Request<P, Q>, page);
+      if (!result) throw notFound(missing!(request.params as Static<P>));
+      return listResponse(request, reply, result, page);
+    },
+  );
+}
+
+/**
+ * One public item with its ETag and If-None-Match. With `read`, `fields` and
+ * `include` give that representation instead, whose ETag is a digest of its body.
+ */
+export function itemRoute<P extends TSchema, Q extends TSchema, T, F extends string = string>(
+  app: Api,
+  url: string,
+  spec: Operation & {
+    params: P;
+    querystring?: Q;
+    item: TSchema;
+    find(request: Request<P, Q>): Promise<T | undefined>;
+    read?(request: Request<P, Q>, view: View<F>): Promise<object | undefined>;
+    etag(item: T): string;
+    missing(params: Static<P>): string;
+  },
+): void {
+  const { params, querystring, item, find, read, etag, missing, ...doc } = spec;
+  app.get(
+    url,
+    {
+      config: { readsReplica: true },
+      schema: {
+        ...doc,
+        params,
+        ...(querystring && { querystring }),
+        headers: ConditionalGetHeaders,
+        response: { 200: item, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
+      },
+    },
+    async (request, reply) => {
+      const typed = request as Request<P, Q>;
+      const view = viewOf<F>(request.query as Parameters<typeof viewOf>[0]);
+      const found = read && !isFull(view) ? await read(typed, view) : await find(typed);
+      if (!found) throw notFound(missing(request.params as Static<P>));
+      return read && !isFull(view) ? found : conditionalGet(request, reply, etag(found as T), found);
+    },
+  );
+}
+
+/** An authenticated create, replayed for a repeated Idempotency-Key; `errors` beyond the common ones. */
+export function createRoute<P extends TSchema, B extends TSchema>(
+  r: Api,
+  url: string,
+  spec: Operation & {
+    params?: P;
+    body: B;
+    created: TSchema;
+    errors: number[];
+    kind: string;
+    /** The body members the create uses (what a replay's fingerprint compares). */
+    input(body: Static<B>): Creation['input'];
+    create(db: Queryable, request: FastifyRequest<{ Params: Static<P>; Body: Static<B> }>): Promise<CreatedResource>;
+  },
+): void {
+  const { params, body, created, errors, kind, input, create, ...doc } = spec;
+  r.post(
+    url,
+    {
+      schema: {
+        ...doc,
+        security: secured,
+        ...(params && { params }),
+        headers: IdempotentHeaders,
+        body,
+        response: { 201: created, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, ...errors) },
+      },
+    },
+    async (request, reply) => {
+      const typed = request as FastifyRequest<{ Params: Static<P>; Body: Static<B> }>;
+      return createOnce(request, reply, { kind, input: input(typed.body), create: (db) => create(db, typed) });
+    },
+  );
+}
+
+/** A delete by its owner (or an admin), honouring If-Match: 204. */
+export function deleteRoute<P extends TSchema, T>(
+  r: Api,
+  url: string,
+  spec: Operation & {
+    params: P;
+    lock(tx: Queryable, params: Static<P>): Promise<T | undefined>;
+    rule(params: Static<P>): OwnershipRule<NoInfer<T>>;
+    etag(item: NoInfer<T>): string;
+    remove(tx: Queryable, params: Static<P>): Promise<unknown>;
+  },
+): void {
+  const { params, lock, rule, etag, remove, ...doc } = spec;
+  r.delete(
+    url,
+    {
+      schema: {
+        ...doc,
+        security: secured,
+        params,
+        headers: ConditionalWriteHeaders,
+        response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 403, 404, 412) },
+      },
+    },
+    async (request, reply) => {
+      const ids = request.params as Static<P>;
+      await changeOwned<T, void>(request, {
+        lock: (tx) => lock(tx, ids),
+        rule: rule(ids),
+        etag,
+        write: async (tx) => void (await remove(tx, ids)),
+      });
+      return reply.code(204).send(null);
+    },
+  );
+}
+
+export { Created };

@@ -40,12 +40,12 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     params: PostParams,
     querystring: CommentListQuery,
     list: CommentList,
-    load: ({ params: { postId }, query, ...request }, page) =>
+    load: (request, page) =>
       publicReads(request).list(
-        { postId, author: query.author, ...rangeOf(query) },
-        sortOf(query),
+        { postId: request.params.postId, author: request.query.author, ...rangeOf(request.query) },
+        sortOf(request.query),
         page,
-        viewOf(query),
+        viewOf(request.query),
       ),
     missing: ({ postId }) => `post ${postId} does not exist`,
   });

@@ -12,7 +12,9 @@ const BENCH = {
   --seconds S          seconds of load per scenario (default 4; smoke 1)
   --only ids           comma-separated scenario ids (the HTTP ceiling always runs)
   --variant name=ref[:cache]
-                       also run that git ref's build (repeatable): an ablation table
+                       also run that git ref's build with its defaults (repeatable): an ablation
+                       table; :cache runs it on the edge's scenarios, straight (a build with its
+                       own response cache: --variant incache=b9065ea:cache)
   --peer               run the Platformatic DB peer in a smoke run too
   --no-peer            skip the peer in a full run
   --profile            write a V8 CPU profile of each service to bench/out/profiles/

@@ -19,10 +19,12 @@ import {
   ROOT,
   run,
   startChild,
+  startEdge,
   startService,
   type Child,
 } from './processes.js';
-import { writeResults, type Outcome, type Sample, type Scenario } from './report.js';
+import { NGINX } from '../test/helpers/edge-cache.js';
+import { hitRate, writeResults, type Outcome, type Sample, type Scenario } from './report.js';
 import { CEILING, peerPost, selectScenarios, type Context, type Session } from './scenarios.js';
 import { createOwnPosts, openSession, pgbenchScripts, scenarioContext } from './setup.js';
 import { checkOut, parseVariant, removeVariants, variantDataset, type Variant } from './variants.js';
@@ -52,7 +54,10 @@ const PLAN = SMOKE
     };
 const ROUNDS = flags.rounds ? Number(flags.rounds) : PLAN.rounds;
 const SECONDS = flags.seconds ? Number(flags.seconds) : PLAN.seconds;
-const SCENARIOS = selectScenarios(flags.only?.split(','));
+// CI installs nginx before the smoke; a smoke run without it leaves the edge out, a full run needs it.
+if (!NGINX && !SMOKE)
+  throw new Error('nginx is not installed (Debian: apt-get install nginx-light): the edge needs it');
+const SCENARIOS = selectScenarios(flags.only?.split(',')).filter((s) => NGINX || s.on !== 'edge');
 const VARIANTS = (flags.variant ?? []).map(parseVariant);
 if (new Set(VARIANTS.map((v) => v.name)).size < VARIANTS.length)
   throw new Error('--variant: two variants have the same name');
@@ -92,7 +97,7 @@ async function startBaseline(service: Child): Promise<Child> {
 }
 
 /** The peer, if it is installed and runs: its process, its session, and what it was. */
-async function setUpPeer(r: Run, ctx: Pick<Context, 'userIds' | 'bigUncached' | 'popularPost'>) {
+async function setUpPeer(r: Run, ctx: Pick<Context, 'userIds' | 'big' | 'popularPost'>) {
   const install = WITH_PEER
     ? await installPeer(log)
     : { skipped: SMOKE ? 'skipped in a smoke run (--peer runs it)' : 'skipped (--no-peer)' };
@@ -100,7 +105,7 @@ async function setUpPeer(r: Run, ctx: Pick<Context, 'userIds' | 'bigUncached' | 
     return { text: `not run: ${'skipped' in install ? install.skipped : 'no database'}` };
   const peer = await startPeer(install.node, r.peerDataset, await freePort());
   r.children.push(peer);
-  const same = await compareWithPeer(ctx.bigUncached, peer, ctx.popularPost);
+  const same = await compareWithPeer(ctx.big, peer, ctx.popularPost);
   const ownPosts = await createOwnPosts(peer.url, ctx.userIds.length, (user) => JSON.stringify(peerPost(ctx, user)));
   const text = `${peerVersion(install.node)}, its defaults (pool of 10, no cache), logging at warn, on ${r.peerDataset.name}: its own plain schema with the rows of ${r.big!.name}; ${same}`;
   log(`peer up: pid ${peer.pid}, ${text}`);
@@ -120,21 +125,23 @@ async function setUp(r: Run): Promise<{ ctx: Context; peerText: string }> {
     v.dataset = await variantDataset(v, r.server, big, log);
   }
 
-  const service = (name: string, dataset: Dataset, cache: boolean, root?: string) =>
-    freePort().then((port) => startService(name, dataset.url, port, { cache, root, nodeArgs: nodeArgs(name) }));
-  const bigService = await service('service', big, true);
-  const bigUncached = await service('service-uncached', big, false);
-  const smallService = await service('service-10k-uncached', small, false);
-  r.children.push(bigService, bigUncached, smallService);
+  const service = (name: string, dataset: Dataset, root?: string) =>
+    freePort().then((port) => startService(name, dataset.url, port, { root, nodeArgs: nodeArgs(name) }));
+  const bigService = await service('service', big);
+  const smallService = await service('service-10k', small);
+  r.children.push(bigService, smallService);
+  const edge = NGINX ? await startEdge(bigService) : undefined;
+  if (edge) r.children.push(edge);
   log(
-    `services up: pid ${bigService.pid} (${big.name}), pid ${bigUncached.pid} (${big.name}, cache off), pid ${smallService.pid} (${small.name}, cache off)`,
+    `services up: pid ${bigService.pid} (${big.name}), pid ${smallService.pid} (${small.name}); ` +
+      (edge ? `nginx ${edge.pid} in front of the first at ${edge.url}` : 'no nginx: the edge is left out'),
   );
   const baseline = await startBaseline(bigService);
   r.children.push(baseline);
   for (const v of r.variants) {
-    v.child = await service(`variant-${v.name}`, v.dataset!, v.cache, v.dir);
+    v.child = await service(`variant-${v.name}`, v.dataset!, v.dir);
     r.children.push(v.child);
-    log(`variant ${v.name} up: pid ${v.child.pid} (${v.dataset!.name}, cache ${v.cache ? 'on' : 'off'})`);
+    log(`variant ${v.name} up: pid ${v.child.pid} (${v.dataset!.name})`);
   }
 
   const monitor = new pg.Client({ connectionString: r.server.adminUrl });
@@ -153,7 +160,7 @@ async function setUp(r: Run): Promise<{ ctx: Context; peerText: string }> {
     monitor,
     databases,
     big: bigService,
-    bigUncached,
+    edge,
     small: smallService,
     baseline,
     userIds,
@@ -176,8 +183,7 @@ async function setUp(r: Run): Promise<{ ctx: Context; peerText: string }> {
 /** One line of the log for a sample. */
 function describe(id: string, sample: Sample, round: number): string {
   let line = `round ${round + 1}/${ROUNDS} ${id.padEnd(16)} ${sample.rps.toFixed(0).padStart(6)} req/s  p50 ${sample.p50} ms  p99 ${sample.p99} ms  cpu ${sample.cpuMsPerRequest.toFixed(3)} ms/req  db ${sample.dbCpuMsPerRequest.toFixed(3)} ms/req  wal ${sample.walBytesPerRequest.toFixed(0)} B/req`;
-  if (sample.cache.hit + sample.cache.miss)
-    line += `  hits ${((100 * sample.cache.hit) / (sample.cache.hit + sample.cache.miss)).toFixed(1)} %`;
+  if (Object.keys(sample.edge).length) line += `  edge hits ${hitRate([sample])} ${JSON.stringify(sample.edge)}`;
   if (sample.background)
     line += `  background ${sample.background.perSecond.toFixed(1)}/s ${JSON.stringify(sample.background.statusCodes)}`;
   if (sample.errors || sample.non2xx)
@@ -212,7 +218,7 @@ interface Measured {
 }
 
 /**
- * One round of scenario `s`: the ceiling, its peer twin and its quiet reads
+ * One round of scenario `s`: the ceiling, its peer twin, its quiet reads and its straight twin
  * right before it and again right after it (it is compared with the mean of
  * the two, so that a drift of the machine's speed across the three windows
  * cancels out instead of landing on one side of the ratio), then pgbench with
@@ -235,6 +241,8 @@ async function measureScenario(
   if (twin) log(record(s.twin!, twin));
   const quiet = s.quiet ? await drive(s.quiet, ctx, SECONDS) : undefined;
   if (quiet) log(record(s.quiet!, quiet));
+  const straight = s.straight ? await drive(s.straight, ctx, SECONDS) : undefined;
+  if (straight) log(record(s.straight!, straight));
   const sample = await drive(s, ctx, SECONDS);
   let line = record(s, sample);
   const again = async (other: Scenario<Context>, before: Sample, show: boolean) => {
@@ -244,6 +252,7 @@ async function measureScenario(
   };
   if (twin) sample.twinRps = await again(s.twin!, twin, true);
   if (quiet) sample.quietRps = await again(s.quiet!, quiet, true);
+  if (straight) sample.straightRps = await again(s.straight!, straight, true);
   if (paired) sample.ceilingRps = await again(CEILING, paired, false);
   const script = pgbench?.scripts.get(s.id);
   if (pgbench && script) {
@@ -279,7 +288,7 @@ async function measure(ctx: Context, r: Run): Promise<Measured> {
     pgbench: path !== undefined,
     http: new Map(),
     db: new Map(),
-    ablation: { variants, scenarios: SCENARIOS.map((s) => s.id), samples: new Map(), brackets: [] },
+    ablation: { variants, scenarios: SCENARIOS, samples: new Map(), brackets: [] },
   };
   for (let round = 0; round < ROUNDS; round++) {
     // A different starting scenario each round, so no scenario always follows the same one.
@@ -327,7 +336,7 @@ async function main(): Promise<number> {
     r.unlock = await lockDatasets(server, PLAN.big.name, log);
     const { ctx, peerText } = await setUp(r);
     const setupRssKb = memoryKb(ctx.big.pid, 'VmHWM');
-    for (const service of [ctx.big, ctx.bigUncached, ctx.small]) resetPeakRss(service.pid);
+    for (const service of [ctx.big, ctx.small]) resetPeakRss(service.pid);
     await warmUp(ctx, r.variants);
     const warmRss = memoryKb(ctx.big.pid, 'VmHWM');
     const m = await measure(ctx, r);
@@ -340,10 +349,11 @@ async function main(): Promise<number> {
       pgbenchClients: PG_POOL_MAX,
       pgbench: m.pgbench,
       datasets: { big: r.big!, small: r.small! },
-      // Each twin and quiet scenario gets its row right before the one it is compared with.
+      // Each twin, quiet and straight scenario gets its row right before the one it is compared with.
       scenarios: SCENARIOS.flatMap((s) => [
         ...(s.twin && ctx.peer ? [s.twin] : []),
         ...(s.quiet ? [s.quiet] : []),
+        ...(s.straight ? [s.straight] : []),
         s,
       ]).filter((s, k, all) => all.findIndex((x) => x.id === s.id) === k),
       http: m.http,
@@ -351,7 +361,6 @@ async function main(): Promise<number> {
       peakRssMb: memoryKb(ctx.big.pid, 'VmHWM') / 1024,
       warmRssMb: warmRss / 1024,
       setupRssMb: setupRssKb / 1024,
-      uncachedPeakRssMb: memoryKb(ctx.bigUncached.pid, 'VmHWM') / 1024,
       ctx: {
         author: ctx.author,
         popularPost: ctx.popularPost,

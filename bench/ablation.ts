@@ -4,22 +4,22 @@
  * twin, when the scenario has one), and the report compares it with both.
  */
 import { drive } from './load.js';
-import { fmt, median, times, type Sample, type Scenario } from './report.js';
+import { fmt, median, times, type Check, type Sample, type Scenario } from './report.js';
 import type { Context } from './scenarios.js';
 import type { Variant, VariantSpec } from './variants.js';
 
 export interface Ablation {
   variants: { name: string; ref: string; commit: string; cache: boolean; database: string }[];
-  /** Scenario ids, in the run's order. */
-  scenarios: string[];
+  /** The run's scenarios, in its order. */
+  scenarios: Scenario<Context>[];
   /** By `${variant} ${scenario}`: its samples, each with the req/s of the main instance (mainRps) and of the peer (twinRps) around it. */
   samples: Map<string, Sample[]>;
   /** The main instance's and the peer's runs around them, for their errors. */
   brackets: Sample[];
 }
 
-/** A variant with the cache off runs the scenarios of `service-uncached`; with it on, those of `service`. */
-export const runsOn = (v: VariantSpec, s: Scenario<Context>) => s.on === (v.cache ? 'big' : 'bigUncached');
+/** A `:cache` variant (a build with its own response cache) runs the edge's scenarios; the others, those straight to the service. */
+export const runsOn = (v: VariantSpec, s: Scenario<Context>) => s.on === (v.cache ? 'edge' : 'big');
 
 /**
  * One round of scenario `s` on every variant that runs it: main, peer, V1,
@@ -67,15 +67,25 @@ export async function ablate(
   }
 }
 
-/** The ablation's part of bench/RESULTS.md, and the failed requests it saw. */
-export function ablationSection(a: Ablation): { lines: string[]; failed: number; requests: number } {
+/** The ablation's part of bench/RESULTS.md, its targets, and the failed requests it saw. */
+export function ablationSection(a: Ablation): { lines: string[]; failed: number; requests: number; checks: Check[] } {
   const rows: string[] = [];
+  const checks: Check[] = [];
   let failed = a.brackets.reduce((n, x) => n + x.errors + x.non2xx, 0);
   let requests = a.brackets.reduce((n, x) => n + x.requests, 0);
   for (const v of a.variants) {
-    for (const id of a.scenarios) {
+    for (const { id, variantTarget } of a.scenarios) {
       const samples = a.samples.get(`${v.name} ${id}`);
       if (!samples) continue;
+      if (v.cache && variantTarget !== undefined) {
+        const vs = median(samples.map((x) => x.mainRps! / x.rps));
+        checks.push({
+          what: `${id}: req/s through the edge vs \`${v.name}\`'s in-process cache (${v.ref})`,
+          value: times(vs),
+          goal: `≥ ${variantTarget.toFixed(1)}×`,
+          met: vs >= variantTarget,
+        });
+      }
       const errors = samples.reduce((n, x) => n + x.errors + x.non2xx + (x.background?.unexpected ?? 0), 0);
       failed += errors;
       requests += samples.reduce((n, x) => n + x.requests, 0);
@@ -97,10 +107,10 @@ export function ablationSection(a: Ablation): { lines: string[]; failed: number;
     '',
     ...a.variants.map(
       (v) =>
-        `- \`${v.name}\`: ${v.ref} (${v.commit}), cache ${v.cache ? 'on, beside `service`' : 'off, beside `service-uncached`'}, on ${v.database}`,
+        `- \`${v.name}\`: ${v.ref} (${v.commit}), its own settings' defaults, ${v.cache ? 'straight, beside the edge scenarios (its response cache against the edge)' : 'beside the scenarios straight to the service'}, on ${v.database}`,
     ),
     '',
-    'Each variant runs each scenario right between two runs of the main instance and, when the scenario has one, of its Platformatic twin ' +
+    'Each variant runs each scenario right between two runs of the main instance (for an edge scenario: nginx in front of it) and, when the scenario has one, of its Platformatic twin ' +
       '(main, peer, variant, peer, main, next variant, main, peer, …), every round. × main and × Platformatic: its req/s over the mean of those ' +
       "two runs (median of the per-round ratios); main req/s: that mean. CPU ms/req: the variant process; DB CPU ms/req: all PostgreSQL processes; WAL B/req: the cluster's WAL per request.",
     '',
@@ -109,5 +119,5 @@ export function ablationSection(a: Ablation): { lines: string[]; failed: number;
     ...rows,
     '',
   ];
-  return { lines, failed, requests };
+  return { lines, failed, requests, checks };
 }

@@ -265,7 +265,6 @@ async function main(): Promise<number> {
   try {
     dataset = await ensureEvents(server);
     service = await startService('service-events', dataset.url, await freePort(), {
-      cache: true,
       // Loaded events are as old as the database: none is purged during a run.
       env: { MAX_STREAMS: String(STREAMS + 100), EVENT_RETENTION: String(10 * 365 * 86_400) },
     });

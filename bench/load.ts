@@ -1,11 +1,11 @@
 /**
  * Drives one scenario on one instance with autocannon for some seconds and
  * measures it: req/s, latency, the instance's CPU per request and
- * PostgreSQL's, cache answers, and the background requests sent beside it.
+ * PostgreSQL's, the edge's cache answers, and the background requests sent beside it.
  */
 import autocannon, { type Client as LoadClient, type Request as LoadRequest } from 'autocannon';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { cpuSeconds, postgresCpu, postgresCpuSince } from './processes.js';
+import { childCpuSeconds, postgresCpu, postgresCpuSince } from './processes.js';
 import type { Background, Sample, Scenario } from './report.js';
 import { randomId, type Context } from './scenarios.js';
 
@@ -80,15 +80,14 @@ async function background(
   return { perSecond: pending.length / seconds, statusCodes, unexpected };
 }
 
-/** Counts `X-Cache: hit|miss` answers on autocannon's connections. */
-function countCacheHeader(cache: Sample['cache']) {
+/** Counts the edge's answers by their `X-Cache-Status` on autocannon's connections. */
+function countCacheStatus(edge: Sample['edge']) {
   return (client: LoadClient) => {
     client.on('headers', ({ headers }) => {
       for (let k = 0; k < headers.length; k += 2) {
-        if (String(headers[k]).toLowerCase() !== 'x-cache') continue;
-        const value = String(headers[k + 1]).toLowerCase();
-        if (value === 'hit') cache.hit += 1;
-        else if (value === 'miss') cache.miss += 1;
+        if (String(headers[k]).toLowerCase() !== 'x-cache-status') continue;
+        const status = String(headers[k + 1]);
+        edge[status] = (edge[status] ?? 0) + 1;
       }
     });
   };
@@ -135,8 +134,8 @@ export async function drive(
   if (!target) throw new Error(`${s.id}: no ${s.on} running`);
   const session = main.sessions.get(target);
   const ctx = session ? { ...main, ...session } : main;
-  const cache = { hit: 0, miss: 0 };
-  const cpu0 = cpuSeconds(target.pid);
+  const edge: Sample['edge'] = {};
+  const cpu0 = childCpuSeconds(target);
   const db0 = postgresCpu();
   const wal0 = await walPosition(main.monitor);
   const load = autocannon({
@@ -146,13 +145,13 @@ export async function drive(
     pipelining: 1,
     timeout: 30,
     requests: loadRequests(s, ctx),
-    // Only the service as deployed has a cache: the others' loads stay as lean as before.
-    ...(s.on === 'big' ? { setupClient: countCacheHeader(cache) } : {}),
+    // Only the edge has a cache: the others' loads stay as lean as before.
+    ...(target === main.edge ? { setupClient: countCacheStatus(edge) } : {}),
   });
   const writes = s.background ? background(s.background, ctx, target.url, load) : undefined;
   const result = await load;
   const sent = await writes;
-  const cpu = cpuSeconds(target.pid) - cpu0;
+  const cpu = childCpuSeconds(target) - cpu0;
   const db = postgresCpuSince(db0);
   const wal = (await walPosition(main.monitor)) - wal0;
   const requests = result.requests.total;
@@ -169,7 +168,7 @@ export async function drive(
     cpuMsPerRequest: requests ? (cpu * 1000) / requests : 0,
     dbCpuMsPerRequest: requests ? (db * 1000) / requests : 0,
     walBytesPerRequest: requests ? wal / requests : 0,
-    cache,
+    edge,
     background: sent,
   };
 }

@@ -1,14 +1,16 @@
 /**
- * The processes the bench runs (services, the baseline, the peer, builds) and
+ * The processes the bench runs (services, the edge, the baseline, the peer, builds) and
  * what it reads of them: CPU seconds from /proc/<pid>/stat, memory from
  * /proc/<pid>/status. Also the run's log line.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { startEdgeCache } from '../test/helpers/edge-cache.js';
 
 export const ROOT = resolve(import.meta.dirname, '..');
 export const OUT = join(ROOT, 'bench', 'out');
@@ -53,10 +55,11 @@ export function run(
 
 export interface Child {
   name: string;
-  process: ChildProcess;
   pid: number;
   url: string;
   stop(): Promise<void>;
+  /** The processes whose CPU is this one's (the edge: nginx's and the service's behind it); default its pid. */
+  cpuPids?: () => number[];
 }
 
 export interface ChildOptions {
@@ -99,7 +102,6 @@ export async function startChild(
   }
   return {
     name,
-    process: child,
     pid: child.pid!,
     url,
     stop: async () => {
@@ -142,6 +144,9 @@ export function cpuSeconds(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS;
 }
+
+/** CPU seconds a child has used so far: its processes' (cpuPids), else its own. */
+export const childCpuSeconds = (c: Child) => (c.cpuPids?.() ?? [c.pid]).reduce((n, pid) => n + cpuSeconds(pid), 0);
 
 /** CPU seconds used so far by each PostgreSQL server process on this machine. */
 export function postgresCpu(): Map<number, number> {
@@ -187,8 +192,6 @@ export function memoryKb(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 export const PG_POOL_MAX = 10;
 
 export interface ServiceOptions {
-  /** false: RESPONSE_CACHE_MB=0, so every request reaches PostgreSQL. */
-  cache: boolean;
   /** The checkout to run (a variant's worktree); default this one. */
   root?: string;
   /** Node flags before the script (profiles, investigations). */
@@ -202,7 +205,7 @@ export function startService(
   name: string,
   databaseUrl: string,
   port: number,
-  { cache, root = ROOT, nodeArgs = [], env = {} }: ServiceOptions,
+  { root = ROOT, nodeArgs = [], env = {} }: ServiceOptions = {},
 ): Promise<Child> {
   return startChild(
     name,
@@ -219,10 +222,27 @@ export function startService(
       RATE_LIMIT_MAX: '1000000',
       RATE_LIMIT_AUTH_MAX: '1000000',
       PG_POOL_MAX: String(PG_POOL_MAX),
-      ...(cache ? {} : {}),
       ...env,
     },
     port,
     { cwd: root, readyPath: '/health/ready' },
   );
+}
+
+/**
+ * The deployed edge: Debian's nginx with deploy/edge-cache.conf in front of
+ * `service`, one worker per core (`worker_processes auto`). Its CPU is nginx's
+ * (master and workers) plus the service's, so it compares with the service straight.
+ */
+export async function startEdge(service: Child): Promise<Child> {
+  const edge = await startEdgeCache([Number(new URL(service.url).port)], availableParallelism());
+  const workers = () =>
+    readFileSync(`/proc/${edge.pid}/task/${edge.pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
+  return {
+    name: 'edge',
+    pid: edge.pid,
+    url: edge.url,
+    stop: () => edge.stop(),
+    cpuPids: () => [service.pid, edge.pid, ...workers()],
+  };
 }

@@ -4,8 +4,7 @@
  * asynchronous replicas (test/helpers/scale-topology.sh), seeds it (10 000
  * posts by default: a copy of the million-post set would not fit twice more on
  * the bench machine's disk in reasonable time), builds the service and runs it
- * (`node dist/src/server.js`, response cache off so every read reaches a
- * database) with DATABASE_READ_URL naming 0, 1 and 2 of the replicas, in
+ * (`node dist/src/server.js`, every read reaching a database) with DATABASE_READ_URL naming 0, 1 and 2 of the replicas, in
  * turn, round after round. Load: autocannon, 32 connections, public reads
  * (a random post, its comments, a random list page). Reports req/s and CPU
  * milliseconds per request of the service process and of each PostgreSQL
@@ -135,7 +134,6 @@ async function main() {
               PORT: String(port),
               HOST: '127.0.0.1',
               LOG_LEVEL: 'warn',
-              RESPONSE_CACHE_MB: '0',
               RATE_LIMIT_MAX: '1000000',
             },
             stdio: ['ignore', 'ignore', 'inherit'],

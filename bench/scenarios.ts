@@ -17,8 +17,9 @@ export interface Session {
 }
 
 export interface Context extends Session {
+  /** The service on the big data set, straight; `edge`: nginx in front of it, as deployed. */
   big: Child;
-  bigUncached: Child;
+  edge?: Child;
   small: Child;
   baseline: Child;
   /** Platformatic DB on its copy of the big data set; undefined when the peer is skipped. */
@@ -60,10 +61,10 @@ const ownPost = (c: Context, user: number) => {
   return posts[Math.floor(Math.random() * posts.length)]!;
 };
 
-// `cached`: the same URL over and over on the production service, so after the
-// first request the response cache answers it (no pgbench: no SQL runs). Each
-// has an "-uncached" twin on the instance started with RESPONSE_CACHE_MB=0,
-// which shows what a cache miss costs and carries the database ceiling.
+// `on: 'edge'`: through nginx with deploy/edge-cache.conf, as deployed; most
+// repeat one URL, which nginx answers from its cache (no pgbench). Each has an
+// "-uncached" twin straight to the same service, which shows what a miss costs
+// and carries the database ceiling.
 export const CEILING: Scenario<Context> = {
   id: 'ceiling',
   title: 'HTTP ceiling: bare Fastify, same 20-post JSON from memory',
@@ -74,8 +75,7 @@ export const CEILING: Scenario<Context> = {
 const LIST_FIRST: Scenario<Context> = {
   id: 'list-first',
   title: 'GET /posts?sort=-createdAt (first page, offset mode, with total)',
-  on: 'big',
-  cached: true,
+  on: 'edge',
   method: 'GET',
   path: () => '/posts?sort=-createdAt',
   target: 0.4,
@@ -83,8 +83,7 @@ const LIST_FIRST: Scenario<Context> = {
 const AUTHOR_PAGE: Scenario<Context> = {
   id: 'author-page-20',
   title: "GET /users/{id}/posts?page=20 (one author's page 20)",
-  on: 'big',
-  cached: true,
+  on: 'edge',
   method: 'GET',
   path: (c) => `/users/${c.author.id}/posts?page=${c.author.page}`,
   target: 0.4,
@@ -92,8 +91,7 @@ const AUTHOR_PAGE: Scenario<Context> = {
 const CURSOR_DEEP: Scenario<Context> = {
   id: 'cursor-deep',
   title: 'GET /posts?after={500 000th id}&limit=20 (cursor at the same depth)',
-  on: 'big',
-  cached: true,
+  on: 'edge',
   method: 'GET',
   path: (c) => `/posts?after=${c.deepCursor}&limit=20`,
   target: 0.4,
@@ -101,8 +99,7 @@ const CURSOR_DEEP: Scenario<Context> = {
 const CURSOR_FIRST: Scenario<Context> = {
   id: 'cursor-first',
   title: 'GET /posts?limit=20 (first cursor page)',
-  on: 'big',
-  cached: true,
+  on: 'edge',
   method: 'GET',
   path: () => '/posts?limit=20',
   target: 0.4,
@@ -110,8 +107,7 @@ const CURSOR_FIRST: Scenario<Context> = {
 const POPULAR_COMMENTS: Scenario<Context> = {
   id: 'popular-comments',
   title: "GET /posts/{id}/comments (the most commented post's first page)",
-  on: 'big',
-  cached: true,
+  on: 'edge',
   method: 'GET',
   path: (c) => `/posts/${c.popularPost}/comments`,
   target: 0.3,
@@ -119,7 +115,7 @@ const POPULAR_COMMENTS: Scenario<Context> = {
 const CREATE_POST: Scenario<Context> = {
   id: 'create-post',
   title: 'POST /posts (8 users, bearer tokens)',
-  on: 'big',
+  on: 'edge',
   method: 'POST',
   path: () => '/posts',
   body: () => POST_BODY,
@@ -127,17 +123,13 @@ const CREATE_POST: Scenario<Context> = {
   target: 0.25,
 };
 
-/** The same request on an instance with the cache off. */
-function uncached(
-  s: Scenario<Context>,
-  on: 'bigUncached' | 'small' = 'bigUncached',
-  id = `${s.id}-uncached`,
-): Scenario<Context> {
-  const { target: _, cached: __, ...request } = s;
+/** The same request straight to the service. */
+function uncached(s: Scenario<Context>, on: 'big' | 'small' = 'big', id = `${s.id}-uncached`): Scenario<Context> {
+  const { target: _, straight: __, straightTarget: ___, variantTarget: ____, ...request } = s;
   return {
     ...request,
     id,
-    title: on === 'small' ? 'same, cache off, on the 10 000-post database' : 'same, cache off',
+    title: on === 'small' ? 'same, straight, on the 10 000-post database' : 'same, straight to the service',
     on,
   };
 }
@@ -163,17 +155,25 @@ const peerList = (entity: string, query: string) => `/${entity}?${query}`;
 
 const HOT_POSTS: Scenario<Context> = {
   id: 'hot-posts',
-  title: 'GET /posts/{id}, ids 1–1 000 at random, as deployed (cached), alone',
-  on: 'big',
-  cached: true,
+  title: 'GET /posts/{id}, ids 1–1 000 at random, alone',
+  on: 'edge',
   method: 'GET',
   path: () => '/posts/:id',
   randomId: (c) => c.hotPostIds,
 };
+// The same reads by logged-in users: nginx passes them by (a token), so the edge costs them a hop.
+const HOT_POSTS_AUTH: Scenario<Context> = {
+  ...HOT_POSTS,
+  id: 'hot-posts-auth',
+  title: 'GET /posts/{id}, ids 1–1 000 at random, with a bearer token (8 users)',
+  authenticated: true,
+};
 
 const ALL_SCENARIOS: Scenario<Context>[] = [
   CEILING,
-  LIST_FIRST,
+  { ...HOT_POSTS, straight: uncached(HOT_POSTS), variantTarget: 1.5 },
+  { ...HOT_POSTS_AUTH, straight: uncached(HOT_POSTS_AUTH), straightTarget: 0.9 },
+  { ...LIST_FIRST, variantTarget: 1.5 },
   versusPeer(uncached(LIST_FIRST), {
     title: 'GET /posts?orderby.createdAt=desc&orderby.id=desc&limit=20&totalCount=true',
     method: 'GET',
@@ -199,8 +199,8 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
   // 8 keep the database as busy.
   {
     id: 'offset-deep-uncached',
-    title: 'GET /posts?page=25001 (OFFSET 500 000), cache off, 8 connections',
-    on: 'bigUncached',
+    title: 'GET /posts?page=25001 (OFFSET 500 000), 8 connections',
+    on: 'big',
     method: 'GET',
     path: (c) => `/posts?page=${c.deepPage}`,
     connections: 8,
@@ -215,16 +215,16 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
   uncached(CURSOR_FIRST),
   {
     id: 'cursor-second-uncached',
-    title: 'GET /posts?after={20th id}&limit=20, cache off (second cursor page: resolves its cursor like the deep one)',
-    on: 'bigUncached',
+    title: 'GET /posts?after={20th id}&limit=20 (second cursor page: resolves its cursor like the deep one)',
+    on: 'big',
     method: 'GET',
     path: (c) => `/posts?after=${c.secondCursor}&limit=20`,
   },
   versusPeer(
     {
       id: 'cursor-random-uncached',
-      title: 'GET /posts?after={random id}&limit=20, cache off',
-      on: 'bigUncached',
+      title: 'GET /posts?after={random id}&limit=20',
+      on: 'big',
       method: 'GET',
       path: () => '/posts?after=:id&limit=20',
       randomId: (c) => c.postIds,
@@ -239,8 +239,8 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
   ),
   {
     id: 'post-by-id',
-    title: 'GET /posts/{id} (random ids among a million: nearly all cache misses)',
-    on: 'big',
+    title: 'GET /posts/{id} (random ids among a million: nearly all misses)',
+    on: 'edge',
     method: 'GET',
     path: () => '/posts/:id',
     randomId: (c) => c.postIds,
@@ -249,8 +249,8 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
   versusPeer(
     {
       id: 'post-by-id-uncached',
-      title: 'GET /posts/{random id}, cache off',
-      on: 'bigUncached',
+      title: 'GET /posts/{random id}',
+      on: 'big',
       method: 'GET',
       path: () => '/posts/:id',
       randomId: (c) => c.postIds,
@@ -263,8 +263,8 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
   versusPeer(
     {
       id: 'popular-comments-100-uncached',
-      title: 'GET /posts/{most commented}/comments?limit=100 (100 comments, cursor mode), cache off',
-      on: 'bigUncached',
+      title: 'GET /posts/{most commented}/comments?limit=100 (100 comments, cursor mode)',
+      on: 'big',
       method: 'GET',
       path: (c) => `/posts/${c.popularPost}/comments?limit=100`,
     },
@@ -289,8 +289,8 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
   versusPeer(
     {
       id: 'create-comment-uncached',
-      title: 'POST /posts/{random id}/comments (8 users, bearer tokens), cache off',
-      on: 'bigUncached',
+      title: 'POST /posts/{random id}/comments (8 users, bearer tokens)',
+      on: 'big',
       method: 'POST',
       path: () => '/posts/:id/comments',
       body: () => JSON.stringify({ body: COMMENT }),
@@ -308,8 +308,8 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
   versusPeer(
     {
       id: 'patch-post-uncached',
-      title: 'PATCH /posts/{id} {title} (8 users, each on one of 16 posts of theirs), cache off',
-      on: 'bigUncached',
+      title: 'PATCH /posts/{id} {title} (8 users, each on one of 16 posts of theirs)',
+      on: 'big',
       method: 'PATCH',
       path: (c, user) => `/posts/${ownPost(c, user)}`,
       body: () => JSON.stringify({ title: editedTitle() }),
@@ -365,7 +365,7 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
   },
 ];
 
-// Richer reads (docs/api.md §10), cache off, each beside the plain page it
+// Richer reads (docs/api.md §10), straight, each beside the plain page it
 // refines: its p50 should stay within 2× of that page's. The seeded texts come
 // from one corpus of ~300 words, each in at least 2 % of the posts, plus one
 // rare word in one title of 20 000 (RARE_WORD, ~50 posts of a million): the
@@ -373,8 +373,8 @@ const ALL_SCENARIOS: Scenario<Context>[] = [
 const LIST_FIRST_UNCACHED = uncached(LIST_FIRST);
 const LIST_100: Scenario<Context> = {
   id: 'list-100-uncached',
-  title: 'GET /posts?sort=-createdAt&perPage=100 (the plain 100-post page), cache off',
-  on: 'bigUncached',
+  title: 'GET /posts?sort=-createdAt&perPage=100 (the plain 100-post page)',
+  on: 'big',
   method: 'GET',
   path: () => '/posts?sort=-createdAt&perPage=100',
 };
@@ -383,37 +383,35 @@ const besidePlain = (
   plain = LIST_FIRST_UNCACHED,
 ): Scenario<Context> => ({
   ...s,
-  on: 'bigUncached',
+  on: 'big',
   method: 'GET',
   p50Versus: { id: plain.id, max: 2 },
 });
 const RICHER_READS: Scenario<Context>[] = [
   besidePlain({
     id: 'search-rare-uncached',
-    title: `GET /posts?q=${RARE_WORD} (a word in 1 post of 20 000; first page with total), cache off`,
+    title: `GET /posts?q=${RARE_WORD} (a word in 1 post of 20 000; first page with total)`,
     path: () => `/posts?q=${RARE_WORD}`,
   }),
   besidePlain({
     id: 'search-common-uncached',
-    title: 'GET /posts?q=the (a word in 84 % of the posts; first page, total capped at 10 000), cache off',
+    title: 'GET /posts?q=the (a word in 84 % of the posts; first page, total capped at 10 000)',
     path: () => '/posts?q=the',
   }),
   besidePlain({
     id: 'week-uncached',
-    title:
-      "GET /posts?sort=-createdAt&createdAfter=…&createdBefore=… (the last week's posts, first page with total), cache off",
+    title: "GET /posts?sort=-createdAt&createdAfter=…&createdBefore=… (the last week's posts, first page with total)",
     path: (c) => `/posts?sort=-createdAt&createdAfter=${c.week.after}&createdBefore=${c.week.before}`,
   }),
   besidePlain({
     id: 'week-by-id-uncached',
-    title:
-      "GET /posts?createdAfter=…&createdBefore=… (the last week's posts in id order, first page with total), cache off",
+    title: "GET /posts?createdAfter=…&createdBefore=… (the last week's posts in id order, first page with total)",
     path: (c) => `/posts?createdAfter=${c.week.after}&createdBefore=${c.week.before}`,
   }),
   besidePlain(
     {
       id: 'include-author-100-uncached',
-      title: 'GET /posts?sort=-createdAt&perPage=100&include=author (100 posts with their authors), cache off',
+      title: 'GET /posts?sort=-createdAt&perPage=100&include=author (100 posts with their authors)',
       path: () => '/posts?sort=-createdAt&perPage=100&include=author',
     },
     LIST_100,

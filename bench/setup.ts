@@ -20,16 +20,7 @@ const HOT_POSTS_COUNT = 1_000;
 
 type Picked = Omit<
   Context,
-  | 'big'
-  | 'bigUncached'
-  | 'small'
-  | 'baseline'
-  | 'peer'
-  | 'sessions'
-  | 'monitor'
-  | 'databases'
-  | keyof Session
-  | 'userIds'
+  'big' | 'edge' | 'small' | 'baseline' | 'peer' | 'sessions' | 'monitor' | 'databases' | keyof Session | 'userIds'
 >;
 
 export async function one<T>(url: string, text: string, values: unknown[] = []): Promise<T> {
@@ -152,19 +143,18 @@ export async function pgbenchScripts(
 ): Promise<Map<string, { files: string[]; url: string }>> {
   const scripts = new Map<string, { files: string[]; url: string }>();
   for (const on of ['big', 'small'] as const) {
-    // Cache off: every request sends its SQL. No webhook worker: its poll goes
+    // No webhook worker: its poll goes
     // through the same pool and was once recorded into a request's script.
     const config = loadConfig({
       LOG_LEVEL: 'silent',
       RATE_LIMIT_MAX: '1000000',
       RATE_LIMIT_AUTH_MAX: '1000000',
-      RESPONSE_CACHE_MB: '0',
       WEBHOOK_CONCURRENCY: '0',
     });
     const app = await buildApp({ ...config, databaseUrl: datasets[on].url, pgPoolMax: 1 });
     try {
       await app.ready();
-      for (const s of scenarios.filter((x) => (x.on === 'bigUncached' ? 'big' : x.on) === on && !x.cached)) {
+      for (const s of scenarios.filter((x) => x.on === on)) {
         const range = s.randomId?.(ctx);
         const sampleId = range ? Math.floor((range[0] + range[1]) / 2) : 0;
         const files: string[] = [];

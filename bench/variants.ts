@@ -19,7 +19,7 @@ import { OUT, ROOT, run, type Child } from './processes.js';
 export interface VariantSpec {
   name: string;
   ref: string;
-  /** Runs with the response cache on, beside the main instance as deployed; else off, beside the `-uncached` one. */
+  /** `:cache`: runs the edge's scenarios (a build with its own response cache, e.g. b9065ea); else those straight to the service. */
   cache: boolean;
 }
 

@@ -2,7 +2,7 @@
  * Operator commands (migrate, admin:grant, seed), on DATABASE_URL or else the
  * embedded development database: the running one, else started for the command.
  */
-import { exitWithUsage, parseCommandLine, readConfiguration, usageLine, type CommandSpec } from './command-line.js';
+import { exitWithUsage, parseCommandLine, usageLine, type CommandSpec } from './command-line.js';
 import type { Pool } from 'pg';
 
 // The database modules are imported once the arguments and config are read: --help and errors answer at once.
@@ -50,7 +50,7 @@ async function withDatabase(
   work: (url: string) => Promise<void>,
   { direct = false, migrateFirst = true } = {},
 ): Promise<void> {
-  const config = readConfiguration();
+  const config = (await import('./config.js')).readConfiguration();
   if (config.databaseUrl) return work((direct && config.databaseListenUrl) || config.databaseUrl);
   const [{ startDevelopmentDatabase }, { migrate }] = await Promise.all([
     import('./dev/embedded.js'),

@@ -1,10 +1,10 @@
 /**
- * What every entry point does first: arguments (usage: exit 64), --help, then
- * .env and configuration (exit 78). Usage names the command as the user typed it.
+ * What every entry point does first: arguments (usage: exit 64) and --help
+ * (then readConfiguration, in config.ts: exit 78). Usage names the command as the
+ * user typed it. Nothing heavy is imported here: --help answers at once.
  */
 import { relative } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { ConfigError, loadConfig, loadEnvFile, npmScript, type Config } from './config.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -23,7 +23,7 @@ export class UsageError extends Error {
 }
 
 function invocation(spec: CommandSpec): string {
-  const script = npmScript();
+  const script = process.env.npm_lifecycle_event;
   if (script !== undefined && spec.scripts.includes(script))
     return script === 'start' ? 'npm start' : `npm run ${script}`;
   const entry = relative(process.cwd(), process.argv[1] ?? '');
@@ -67,16 +67,5 @@ export function parseCommandLine<const O extends Options = Options>(
     const code = (error as { code?: unknown }).code;
     if (!(error instanceof UsageError) && !(typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS'))) throw error;
     exitWithUsage(spec, (error as Error).message.split('. ')[0]!);
-  }
-}
-
-export function readConfiguration(): Config {
-  try {
-    loadEnvFile();
-    return loadConfig();
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    console.error(`configuration error (environment variables and .env):\n  ${error.problems.join('\n  ')}`);
-    process.exit(78);
   }
 }

@@ -324,4 +324,14 @@ export function describeSettings(): string {
     .join('\n');
 }
 
-export const npmScript = (): string | undefined => process.env.npm_lifecycle_event;
+/** .env and the environment, or every problem on stderr and exit 78. */
+export function readConfiguration(): Config {
+  try {
+    loadEnvFile();
+    return loadConfig();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(`configuration error (environment variables and .env):\n  ${error.problems.join('\n  ')}`);
+    process.exit(78);
+  }
+}

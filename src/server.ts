@@ -4,9 +4,9 @@
  */
 import closeWithGrace from 'close-with-grace';
 import type { DestinationStream } from 'pino';
-import { describeConnections, describeSettings, type Config } from './config.js';
+import { describeConnections, describeSettings, readConfiguration, type Config } from './config.js';
 import type { buildApp } from './app.js';
-import { parseCommandLine, readConfiguration, type CommandSpec } from './command-line.js';
+import { parseCommandLine, type CommandSpec } from './command-line.js';
 import type { EmbeddedPostgresServer } from './dev/embedded.js';
 
 const SERVER: CommandSpec = {

@@ -15,6 +15,8 @@ const SNIPPET = fileURLToPath(new URL('../../deploy/edge-cache.conf', import.met
 export const NGINX = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((path) => existsSync(path));
 
 export interface EdgeCache {
+  /** nginx's master process (its workers are its children). */
+  pid: number;
   port: number;
   url: string;
   stop(): Promise<void>;
@@ -70,6 +72,7 @@ ${upstreamPorts.map((p) => `    server 127.0.0.1:${p};`).join('\n')}
     throw error;
   }
   return {
+    pid: child.pid!,
     port,
     url: `http://127.0.0.1:${port}`,
     async stop() {

@@ -81,7 +81,7 @@ describe.concurrent('--help and usage', () => {
       expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
       expect(stdout.startsWith(usage)).toBe(true);
       expect(stdout).toContain(text);
-      // The bench and chaos entry points load their whole harness through tsx before parsing.
+      // Generous: four processes through npm and tsx side by side on a loaded machine.
     },
     60_000,
   );

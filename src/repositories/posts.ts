@@ -15,7 +15,7 @@ import {
   textColumn,
   timestampColumn,
 } from '../db/pagination.js';
-import { raw, sql, prepared } from '../db/sql.js';
+import { join, raw, sql, prepared, type SqlFragment } from '../db/sql.js';
 import {
   type Columns,
   type CreatedRange,
@@ -75,12 +75,32 @@ const ONE = {
 /** A word once counted past the threshold is shown to the planner, which then counts it by a cheap walk. */
 const commonOn = perDatabase<true>(1_000);
 
-function narrowing(filter: Omit<PostFilter, 'author'>, primary: Queryable): Pick<ListOptions, 'narrow' | 'search'> {
+/**
+ * The planner does not know ids grow with created_at: sorted by id, the range's
+ * smallest (or largest) id, read from the created_at index, starts the walk of
+ * the primary key where the range's posts are.
+ */
+function idBound(range: CreatedRange, sort: Sort<PostSortField>): SqlFragment[] {
+  const within = createdBetween(range);
+  if (sort.field !== 'id' || within.length === 0) return [];
+  // OFFSET 0 keeps min/max from being planned as a walk of the primary key, the very thing to avoid.
+  const ids = sql`(SELECT id FROM posts WHERE ${join(within, ' AND ')} OFFSET 0) r`;
+  return [sort.descending ? sql`id <= (SELECT max(id) FROM ${ids})` : sql`id >= (SELECT min(id) FROM ${ids})`];
+}
+
+function narrowing(
+  filter: Omit<PostFilter, 'author'>,
+  sort: Sort<PostSortField>,
+  primary: Queryable,
+): Pick<ListOptions, 'narrow' | 'hints' | 'search'> {
   const { q } = filter;
-  if (q === undefined) return { narrow: createdBetween(filter) };
+  const narrow = createdBetween(filter);
+  const hints = idBound(filter, sort);
+  if (q === undefined) return { narrow, hints };
   const shown = commonOn(primary).has(q);
   return {
-    narrow: createdBetween(filter),
+    narrow,
+    hints,
     search: {
       matches: searchMatches(q, shown),
       shown,
@@ -202,7 +222,7 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
     list(filter: PostFilter, sort: Sort<PostSortField>, page: PageRequest, view: View<PostField> = {}) {
       return runList<Post, PostSortField, number | undefined>(db, allPosts, filter.author, sort, page, {
         ...listView(FIELDS, 'posts', view),
-        ...narrowing(filter, primary),
+        ...narrowing(filter, sort, primary),
       });
     },
 
@@ -215,7 +235,7 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
     ) {
       return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, {
         ...listView(FIELDS, 'posts', view),
-        ...narrowing(filter, primary),
+        ...narrowing(filter, sort, primary),
       });
     },
   };

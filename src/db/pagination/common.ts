@@ -22,6 +22,8 @@ export interface ListOptions {
   join?: string;
   /** Conditions on the listed items only, not on anchors; their total is counted, or estimated past the threshold. */
   narrow?: SqlFragment[];
+  /** Conditions every narrowed item meets anyway, only to steer the page's plan; left out of the count. */
+  hints?: SqlFragment[];
   search?: ListSearch;
 }
 
@@ -93,10 +95,12 @@ export interface ListPlan {
   /** Scope and live conditions: the list itself, without narrowing. */
   listed: SqlFragment[];
   narrow: SqlFragment[];
+  hints: SqlFragment[];
   /** Narrowed by a search. */
   unsure: boolean;
   named: boolean;
   conditions: SqlFragment;
+  pageConditions: SqlFragment;
   /** The conditions as the planner's estimate should see them (the words shown). */
   planned: SqlFragment;
   from: SqlFragment;
@@ -133,8 +137,10 @@ export function planList<F extends string, Filter>(
     narrow,
     unsure: search !== undefined,
     // A hidden word gives every search the same plan; a range's bounds decide theirs (a week or a year).
+    hints: options.hints ?? [],
     named: narrow.length === 0 || (search !== undefined && !search.shown && narrow.length === 1),
     conditions,
+    pageConditions: options.hints?.length ? where([...listed, ...narrow, ...options.hints]) : conditions,
     planned: search ? where([...listed, search.planned, ...(options.narrow ?? [])]) : conditions,
     from: raw(source.table),
     joined: raw(options.join ? `${source.table} ${options.join}` : source.table),

@@ -45,7 +45,7 @@ export async function runCursor<T extends { id: number }, F extends string, Filt
   const size = pageSize(page.limit + 1);
   const rowsRead = plan.unsure
     ? sql`SELECT ${plan.columns}${key} FROM ${plan.joined} WHERE id IN (${walkedIds(plan, after, pageOrder, size)}) ${pageOrder}`
-    : sql`SELECT ${plan.columns}${key} FROM ${plan.joined} WHERE h.found AND h.parent AND ${plan.conditions} AND ${after}
+    : sql`SELECT ${plan.columns}${key} FROM ${plan.joined} WHERE h.found AND h.parent AND ${plan.pageConditions} AND ${after}
     ${pageOrder} LIMIT ${size}`;
   const query = sql`${anchor}SELECT h.found, h.parent, r.* FROM (SELECT ${found} AS found, (${plan.parent}) AS parent OFFSET 0) h
     LEFT JOIN LATERAL (${rowsRead}) r ON TRUE`;
@@ -101,7 +101,7 @@ function anchorOf<F extends string, Filter>(
 function walkedIds(plan: ListPlan, after: SqlFragment, pageOrder: SqlFragment, size: SqlFragment): SqlFragment {
   const { from } = plan;
   const walkLimit = raw(String(WALK_LIMIT));
-  const walkConditions = where([...plan.listed, after]);
+  const walkConditions = where([...plan.listed, ...plan.hints, after]);
   return sql`WITH walk AS (
           SELECT id, hit, row_number() OVER () AS n FROM (
             SELECT id, (${where(plan.narrow)}) AS hit FROM ${from} WHERE h.found AND h.parent AND ${walkConditions}

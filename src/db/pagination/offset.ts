@@ -49,7 +49,7 @@ function offsetQuery<F extends string, Filter>(
   plan: ListPlan,
   page: OffsetPage,
 ): SqlFragment {
-  const { columns, joined, from, conditions, parent } = plan;
+  const { columns, joined, from, conditions, pageConditions, parent } = plan;
   const orderBy = plan.order(plan.descending);
   const offset = (page.page - 1) * page.perPage;
   const cap = raw(String(EXACT_TOTAL_UP_TO));
@@ -59,10 +59,10 @@ function offsetQuery<F extends string, Filter>(
   const walked = plan.unsure ? sql`> ${cap}` : raw('IS NOT NULL');
   const items =
     offset === 0
-      ? sql`SELECT ${columns} FROM ${joined} WHERE h.total ${walked} AND ${conditions}
+      ? sql`SELECT ${columns} FROM ${joined} WHERE h.total ${walked} AND ${pageConditions}
             ${orderBy} LIMIT ${pageSize(page.perPage)}`
       : sql`SELECT ${columns} FROM ${joined} WHERE id IN (
-              SELECT id FROM ${from} WHERE h.total ${walked} AND ${conditions}
+              SELECT id FROM ${from} WHERE h.total ${walked} AND ${pageConditions}
               ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
             ) ${orderBy}`;
   const narrowed = (total: SqlFragment) =>

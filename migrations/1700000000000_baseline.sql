@@ -166,194 +166,27 @@ CREATE TABLE idempotency_keys (
 CREATE INDEX idempotency_keys_created_at_idx ON idempotency_keys (created_at);
 CREATE INDEX idempotency_keys_resource_idx ON idempotency_keys (resource) WHERE resource IS NOT NULL;
 
--- Searches whose totals may be proven (src/db/search-proofs.ts, "Proven caps"
--- in docs/architecture.md). A search counts as proven only once `settled`: set
--- after every transaction that could have edited a post without seeing its row
--- here has ended.
-CREATE TABLE search_proofs (
-  q text PRIMARY KEY,
-  query tsquery NOT NULL,
-  settled boolean NOT NULL DEFAULT false
-);
-
--- A lower bound on the ids of the posts created in each hour (counted from the
--- epoch, which no session's time zone changes), so that a date range listed in
--- id order starts its walk of the primary key where its posts do
--- (src/repositories/posts.ts, idBound). Deleted posts only make it looser; an
--- hour with no row has no posts.
-CREATE FUNCTION post_hour(ts timestamptz) RETURNS bigint
-  LANGUAGE sql STABLE PARALLEL SAFE
-  RETURN floor(extract(epoch FROM ts) / 3600)::bigint;
-
-CREATE TABLE post_floors (
-  hour bigint PRIMARY KEY,
-  min_id bigint NOT NULL
-);
-
--- Nearly every insert finds its hour's row already at or below its id (ids
--- grow): one index lookup, no write, so new posts of one hour do not queue.
-CREATE FUNCTION floor_post(post bigint, created timestamptz) RETURNS void LANGUAGE plpgsql AS $$
-DECLARE
-  h bigint := post_hour(created);
-BEGIN
-  IF NOT EXISTS (SELECT 1 FROM post_floors WHERE hour = h AND min_id <= post) THEN
-    INSERT INTO post_floors (hour, min_id) VALUES (h, post)
-      ON CONFLICT (hour) DO UPDATE SET min_id = excluded.min_id WHERE post_floors.min_id > excluded.min_id;
-  END IF;
-END $$;
+-- Deleting a resource drops the copies of its content kept for replays
+-- (called by its table's delete trigger).
+CREATE FUNCTION forget_replays(kind text, ids bigint[]) RETURNS void LANGUAGE sql
+BEGIN ATOMIC
+  UPDATE idempotency_keys SET body = NULL
+   WHERE resource IN (SELECT kind || ':' || i FROM unnest(ids) i) AND body IS NOT NULL;
+END;
 
 -- Created up front, so a write is a plain UPDATE.
-INSERT INTO counters (name, n) VALUES ('posts', 0), ('posts_removed', 0), ('users', 0);
+INSERT INTO counters (name, n) VALUES ('posts', 0), ('users', 0);
 
-CREATE FUNCTION users_count() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM bump_counter('users', CASE TG_OP WHEN 'INSERT' THEN 1 ELSE -1 END);
-  RETURN NULL;
-END $$;
-CREATE TRIGGER users_count AFTER INSERT OR DELETE ON users
-  FOR EACH ROW EXECUTE FUNCTION users_count();
-
--- The post totals, the tombstones of deleted posts and the hour floors of new
--- ones, once per statement: a group-committed insert of many posts bumps each
--- total once. An insert locks its authors' rows in id order, then the global
--- total, so concurrent inserts never wait for each other in a cycle.
-CREATE FUNCTION posts_count() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-  delta bigint;
-BEGIN
-  IF TG_OP = 'INSERT' THEN
-    SELECT count(*) INTO delta FROM new_rows;
-    INSERT INTO author_post_counts (author_id, n)
-      SELECT author_id, count(*) FROM new_rows GROUP BY author_id ORDER BY author_id
-      ON CONFLICT (author_id) DO UPDATE SET n = author_post_counts.n + excluded.n;
-    -- Nearly every insert finds its hour's floor already at or below its ids: no write.
-    INSERT INTO post_floors (hour, min_id)
-      SELECT f.hour, f.min_id FROM (SELECT post_hour(created_at) AS hour, min(id) AS min_id FROM new_rows GROUP BY 1) f
-      WHERE NOT EXISTS (SELECT 1 FROM post_floors p WHERE p.hour = f.hour AND p.min_id <= f.min_id)
-      ORDER BY f.hour
-      ON CONFLICT (hour) DO UPDATE SET min_id = excluded.min_id WHERE post_floors.min_id > excluded.min_id;
-  ELSE
-    SELECT -count(*) INTO delta FROM old_rows;
-    UPDATE author_post_counts a SET n = a.n - o.n
-      FROM (SELECT author_id, count(*) AS n FROM old_rows GROUP BY author_id) o
-      WHERE a.author_id = o.author_id;
-    INSERT INTO deleted_posts (id, author_id, title, created_at, updated_at)
-      SELECT id, author_id, title, created_at, updated_at FROM old_rows
-      ON CONFLICT (id) DO NOTHING;
-  END IF;
-  IF delta <> 0 THEN
-    PERFORM bump_counter('posts', delta);
-  END IF;
-  RETURN NULL;
-END $$;
-CREATE TRIGGER posts_count_insert AFTER INSERT ON posts REFERENCING NEW TABLE AS new_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION posts_count();
-CREATE TRIGGER posts_count_delete AFTER DELETE ON posts REFERENCING OLD TABLE AS old_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION posts_count();
-
--- commentCount is kept exact by the row lock on the count in the writing
--- transaction. When the post itself is being deleted (cascade) the UPDATE
--- finds no row: fine.
-CREATE FUNCTION comments_count() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF TG_OP = 'INSERT' THEN
-    INSERT INTO comment_counts (post_id, n) VALUES (NEW.post_id, 1)
-      ON CONFLICT (post_id) DO UPDATE SET n = comment_counts.n + 1;
-  ELSE
-    UPDATE comment_counts SET n = n - 1 WHERE post_id = OLD.post_id;
-    INSERT INTO deleted_comments (id, post_id, author_id, created_at)
-      VALUES (OLD.id, OLD.post_id, OLD.author_id, OLD.created_at)
-      ON CONFLICT (id) DO NOTHING;
-  END IF;
-  RETURN NULL;
-END $$;
-CREATE TRIGGER comments_count AFTER INSERT OR DELETE ON comments
-  FOR EACH ROW EXECUTE FUNCTION comments_count();
-
--- Statements changing posts or comments outside the service (psql, other tools)
--- notify the response caches' channel (src/cache/change-bus.ts), once per
--- statement, at commit. The service's sessions announce their writes after commit
--- (a NOTIFY in the writing transaction makes every commit wait for one global
--- lock); application_name says so even behind PgBouncer in transaction mode.
-CREATE FUNCTION notify_from_outside(channel text) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-  IF current_setting('posts_api.notifies', true) IS DISTINCT FROM 'after_commit'
-     AND current_setting('application_name') <> 'posts-api' THEN
-    PERFORM pg_notify(channel, '');
-  END IF;
-END $$;
-CREATE FUNCTION notify_posts_changed() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM notify_from_outside('posts_api_changed');
-  RETURN NULL;
-END $$;
-CREATE TRIGGER posts_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON posts
-  FOR EACH STATEMENT EXECUTE FUNCTION notify_posts_changed();
-CREATE TRIGGER comments_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON comments
-  FOR EACH STATEMENT EXECUTE FUNCTION notify_posts_changed();
-
--- Deleting a post or comment drops the copy of its content kept for replays;
--- statement triggers: one UPDATE per DELETE, also for cascaded comments.
-CREATE FUNCTION forget_idempotent_responses() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  UPDATE idempotency_keys SET body = NULL
-   WHERE resource IN (SELECT TG_ARGV[0] || ':' || gone.id FROM gone) AND body IS NOT NULL;
-  RETURN NULL;
-END $$;
-CREATE TRIGGER posts_forget_idempotent AFTER DELETE ON posts REFERENCING OLD TABLE AS gone
-  FOR EACH STATEMENT EXECUTE FUNCTION forget_idempotent_responses('post');
-CREATE TRIGGER comments_forget_idempotent AFTER DELETE ON comments REFERENCING OLD TABLE AS gone
-  FOR EACH STATEMENT EXECUTE FUNCTION forget_idempotent_responses('comment');
-
--- Counts in counters 'posts_removed' each post leaving a list a proven total
--- rests on: deleted, moved (author or created_at changed), or edited out of a
--- search in search_proofs. A TRUNCATE, or a search taken out of search_proofs,
--- counts more than any proof covers. A DELETE counts once per statement.
-CREATE FUNCTION posts_removed() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE
-  delta bigint := 1;
-BEGIN
-  IF TG_OP = 'TRUNCATE' OR TG_TABLE_NAME = 'search_proofs' THEN
-    delta := 1000000000;
-  ELSIF TG_OP = 'DELETE' THEN
-    SELECT count(*) INTO delta FROM gone;
-    IF delta = 0 THEN
-      RETURN NULL;
-    END IF;
-  ELSIF OLD.author_id = NEW.author_id AND OLD.created_at = NEW.created_at
-     AND NOT EXISTS (SELECT 1 FROM search_proofs p WHERE OLD.search @@ p.query AND NOT NEW.search @@ p.query) THEN
-    RETURN NULL;
-  END IF;
-  PERFORM bump_counter('posts_removed', delta);
-  RETURN NULL;
-END $$;
--- UPDATE OF: an update of other columns never runs it. (A WHEN comparing
--- old and new values would read both bodies, which may be compressed or stored apart.)
-CREATE TRIGGER posts_edited AFTER UPDATE OF title, body, author_id, created_at ON posts FOR EACH ROW
-  EXECUTE FUNCTION posts_removed();
-CREATE TRIGGER posts_deleted AFTER DELETE ON posts REFERENCING OLD TABLE AS gone FOR EACH STATEMENT
-  EXECUTE FUNCTION posts_removed();
-CREATE TRIGGER posts_truncated AFTER TRUNCATE ON posts FOR EACH STATEMENT EXECUTE FUNCTION posts_removed();
-CREATE TRIGGER search_proofs_dropped AFTER UPDATE OF query OR DELETE OR TRUNCATE ON search_proofs FOR EACH STATEMENT
-  EXECUTE FUNCTION posts_removed();
-
--- A post moved to another hour keeps a floor there (the API never sets created_at).
-CREATE FUNCTION posts_moved() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM floor_post(NEW.id, NEW.created_at);
-  RETURN NULL;
-END $$;
-CREATE TRIGGER posts_moved AFTER UPDATE OF created_at ON posts FOR EACH ROW
-  WHEN (OLD.created_at IS DISTINCT FROM NEW.created_at) EXECUTE FUNCTION posts_moved();
+-- Each table's triggers (totals, tombstones, forgetting idempotent replays,
+-- events) are in migrations/1795800000000_events.sql, one function per table
+-- and event, beside the event log they write to.
 
 -- Down Migration
 
--- Tables take their triggers and indexes.
-DROP TABLE IF EXISTS post_floors, search_proofs, idempotency_keys, author_post_counts, comment_counts,
+-- Tables take their indexes; forget_replays depends on idempotency_keys.
+DROP FUNCTION IF EXISTS forget_replays(text, bigint[]);
+DROP TABLE IF EXISTS idempotency_keys, author_post_counts, comment_counts,
   deleted_comments, deleted_posts, comments, posts, tokens, users, counters;
-DROP FUNCTION IF EXISTS posts_moved(), posts_removed(), forget_idempotent_responses(), notify_posts_changed(),
-  notify_from_outside(text),
-  comments_count(), posts_count(), users_count(), floor_post(bigint, timestamptz), post_hour(timestamptz),
-  bump_counter(text, bigint), iso_utc(timestamptz);
+DROP FUNCTION IF EXISTS bump_counter(text, bigint), iso_utc(timestamptz);
 DROP TEXT SEARCH CONFIGURATION IF EXISTS posts_search;
 DROP EXTENSION IF EXISTS unaccent;

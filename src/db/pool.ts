@@ -7,8 +7,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { LRUCache } from 'lru-cache';
 
-export const CHANGES_CHANNEL = 'posts_api_changed';
-
 /**
  * Tells the change triggers that these sessions NOTIFY after commit themselves;
  * PgBouncer passes application_name on, so this works behind it.

@@ -5,7 +5,6 @@
  */
 import type pg from 'pg';
 import { hashPassword } from '../security.js';
-import { CHANGES_CHANNEL } from '../db/pool.js';
 import {
   ADJECTIVES,
   COMMENT_TEXTS,
@@ -77,8 +76,6 @@ const RECOMPUTE_TOTALS = [
   `INSERT INTO author_post_counts (author_id, n) SELECT author_id, count(*) FROM posts GROUP BY author_id`,
   `INSERT INTO counters (name, n) VALUES ('posts', (SELECT count(*) FROM posts)), ('users', (SELECT count(*) FROM users))
    ON CONFLICT (name) DO UPDATE SET n = excluded.n`,
-  `DELETE FROM post_floors`,
-  `INSERT INTO post_floors (hour, min_id) SELECT post_hour(created_at), min(id) FROM posts GROUP BY 1`,
 ];
 
 async function nextId(client: pg.PoolClient, table: 'users' | 'posts' | 'comments'): Promise<number> {
@@ -147,8 +144,6 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     );
     await endLoad(client, mode);
     if (users > 0) await seedWebhook(client, userBase);
-    // The bypassed triggers would have told running instances to drop their cached answers.
-    await client.query('SELECT pg_notify($1, $2)', [CHANGES_CHANNEL, '']);
     await client.query('COMMIT');
     await analyze(client, progress);
 
@@ -202,7 +197,7 @@ async function beginLoad(client: pg.PoolClient): Promise<SeedResult['mode']> {
   await client.query(`SET LOCAL jit = off`);
   // Writers wait (the ids below must stay contiguous and the totals exact); readers go on.
   await client.query(
-    'LOCK TABLE users, posts, comments, counters, author_post_counts, comment_counts, post_floors IN EXCLUSIVE MODE',
+    'LOCK TABLE users, posts, comments, counters, author_post_counts, comment_counts IN EXCLUSIVE MODE',
   );
   const { rows: su } = await client.query<{ on: string }>(`SELECT current_setting('is_superuser') AS on`);
   if (su[0]?.on === 'on') {
@@ -272,7 +267,7 @@ async function dropIndexesOfDoubledTables(client: pg.PoolClient, posts: number, 
 async function analyze(client: pg.PoolClient, progress: (progress: SeedProgress) => void): Promise<void> {
   progress({ phase: 'analyze', done: 0, total: 1 });
   await client.query('SET statement_timeout = 0');
-  await client.query('ANALYZE users, posts, comments, counters, author_post_counts, comment_counts, post_floors');
+  await client.query('ANALYZE users, posts, comments, counters, author_post_counts, comment_counts');
   await client.query('RESET statement_timeout');
   progress({ phase: 'analyze', done: 1, total: 1 });
 }

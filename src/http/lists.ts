@@ -58,7 +58,7 @@ function link(request: FastifyRequest, params: Record<string, number | string | 
 }
 
 export type ListEnvelope<T> =
-  | { data: T[]; page: number; perPage: number; total: number; totalPages: number; totalCapped?: boolean }
+  | { data: T[]; page: number; perPage: number; total: number; totalPages: number; totalEstimated?: boolean }
   | { data: T[]; limit: number; hasMore: boolean; nextCursor: number | null; prevCursor: number | null };
 
 /**
@@ -119,5 +119,5 @@ export function listResponse<T>(
   links.push(link(request, { page: last, perPage }, 'last'));
   reply.header('link', links.join(', '));
   const envelope = { data: result.items, page: page.page, perPage, total: result.total, totalPages };
-  return result.capped === undefined ? envelope : { ...envelope, totalCapped: result.capped };
+  return result.estimated === undefined ? envelope : { ...envelope, totalEstimated: result.estimated };
 }

@@ -2,7 +2,7 @@
  * All SQL about posts. Totals are rows the triggers keep (`counters`,
  * `author_post_counts`, `comment_counts`), never a count of rows.
  */
-import type { Queryable } from '../db/pool.js';
+import { perDatabase, type Queryable } from '../db/pool.js';
 import type { PostField, PostSortField } from '../schemas/posts.js';
 import {
   type ListOptions,
@@ -29,7 +29,6 @@ import {
 } from '../db/views.js';
 import { findOne } from '../db/lookups.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
-import { foundPastCap, isCommonSearch, searchSettled } from '../db/search-proofs.js';
 
 export interface Post {
   id: number;
@@ -73,48 +72,41 @@ const ONE = {
   byIds: `SELECT ${COLUMNS} FROM posts WHERE id = ANY($1::bigint[])`,
 };
 
+/** A word once counted past the threshold is shown to the planner, which then counts it by a cheap walk. */
+const commonOn = perDatabase<true>(1_000);
+
 /**
- * The planner does not know ids grow with created_at: sorted by id, a bound on
- * the range's ids (post_floors ascending, the last id descending) starts the walk
- * where the matches do (docs/architecture.md, "Lists").
+ * The planner does not know ids grow with created_at: sorted by id, the range's
+ * smallest (or largest) id, read from the created_at index, starts the walk of
+ * the primary key where the range's posts are.
  */
 function idBound(range: CreatedRange, sort: Sort<PostSortField>): SqlFragment[] {
-  const { createdAfter, createdBefore } = range;
-  if (sort.field !== 'id') return [];
-  if (!sort.descending) {
-    if (createdAfter === undefined) return [];
-    const until = createdBefore === undefined ? sql`` : sql` AND hour <= post_hour(${createdBefore}::timestamptz)`;
-    return [
-      sql`id >= (SELECT min(min_id) FROM post_floors WHERE hour >= post_hour(${createdAfter}::timestamptz)${until})`,
-    ];
-  }
-  if (createdBefore === undefined) return [];
-  // OFFSET 0 keeps max from being planned as a walk of the primary key, the very thing to avoid.
-  return [
-    sql`id <= (SELECT max(id) FROM (SELECT id FROM posts WHERE ${join(createdBetween(range), ' AND ')} OFFSET 0) r)`,
-  ];
+  const within = createdBetween(range);
+  if (sort.field !== 'id' || within.length === 0) return [];
+  // OFFSET 0 keeps min/max from being planned as a walk of the primary key, the very thing to avoid.
+  const ids = sql`(SELECT id FROM posts WHERE ${join(within, ' AND ')} OFFSET 0) r`;
+  return [sort.descending ? sql`id <= (SELECT max(id) FROM ${ids})` : sql`id >= (SELECT min(id) FROM ${ids})`];
 }
 
-/** `primary`: where a search is registered for proven totals. */
 function narrowing(
   filter: Omit<PostFilter, 'author'>,
   sort: Sort<PostSortField>,
   primary: Queryable,
 ): Pick<ListOptions, 'narrow' | 'hints' | 'search'> {
   const { q } = filter;
-  const shown = q !== undefined && isCommonSearch(primary, q);
+  const narrow = createdBetween(filter);
+  const hints = idBound(filter, sort);
+  if (q === undefined) return { narrow, hints };
+  const shown = commonOn(primary).has(q);
   return {
-    narrow: createdBetween(filter),
-    hints: idBound(filter, sort),
-    ...(q === undefined
-      ? {}
-      : {
-          search: {
-            matches: searchMatches(q, shown),
-            shown,
-            proof: { ready: searchSettled(q), pastCap: (kept: boolean) => foundPastCap(primary, q, kept) },
-          },
-        }),
+    narrow,
+    hints,
+    search: {
+      matches: searchMatches(q, shown),
+      shown,
+      planned: searchMatches(q, true),
+      pastThreshold: () => commonOn(primary).set(q, true),
+    },
   };
 }
 
@@ -125,7 +117,6 @@ const listBase = {
   table: 'posts',
   tombstones: 'deleted_posts',
   columns: LIST_COLUMNS,
-  removals: counter('posts_removed'),
   sortColumns: {
     id: idColumn,
     createdAt: timestampColumn('created_at'),

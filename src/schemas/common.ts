@@ -257,10 +257,10 @@ export function ListEnvelope<T extends TSchema>(item: T) {
       perPage: SmallInt(1, 100),
       total: Count,
       totalPages: Count,
-      totalCapped: Type.Optional(
+      totalEstimated: Type.Optional(
         Type.Boolean({
           description:
-            'only on lists filtered by q or a date range, counted up to 10 000: true when more match than total says',
+            "only on lists filtered by q or a date range: true when more than 10 000 match, and total (and totalPages) is PostgreSQL's estimate",
         }),
       ),
     },

@@ -697,7 +697,7 @@ export function defineFuzzSuite({ numRuns, hashingRuns }: Budget) {
             const keys = Object.keys(res.json()).sort();
             const envelopes = [
               ['data', 'page', 'perPage', 'total', 'totalPages'],
-              ['data', 'page', 'perPage', 'total', 'totalCapped', 'totalPages'],
+              ['data', 'page', 'perPage', 'total', 'totalEstimated', 'totalPages'],
               ['data', 'hasMore', 'limit', 'nextCursor', 'prevCursor'],
             ];
             expect(envelopes, context).toContainEqual(keys);

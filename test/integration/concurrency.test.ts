@@ -149,17 +149,19 @@ describe('post totals under racing creates and deletes by one author', () => {
     const client = await t.app.db.connect();
     try {
       await client.query('BEGIN');
-      await client.query(`DELETE FROM counters WHERE name IN ('posts', 'posts_removed')`);
+      await client.query(`DELETE FROM counters WHERE name IN ('posts', 'users')`);
       const totals = async () =>
-        (await client.query(`SELECT (${counter('posts')})::int AS n, (${counter('posts_removed')})::int AS r`)).rows[0];
+        (await client.query(`SELECT (${counter('posts')})::int AS n, (${counter('users')})::int AS u`)).rows[0];
       const before = await totals();
       await client.query(`INSERT INTO posts (author_id, title, body) VALUES ($1, 'restored', 'b')`, [ann.user.id]);
+      await client.query(`INSERT INTO users (email, name, password_hash) VALUES ('restored@example.com', 'R', 'x')`);
       const created = await totals();
       await client.query(`DELETE FROM posts WHERE title = 'restored'`);
+      await client.query(`DELETE FROM users WHERE email = 'restored@example.com'`);
       expect([before, created, await totals()]).toEqual([
-        { n: 0, r: 0 },
-        { n: 1, r: 0 },
-        { n: 0, r: 1 },
+        { n: 0, u: 0 },
+        { n: 1, u: 1 },
+        { n: 0, u: 0 },
       ]);
     } finally {
       await client.query('ROLLBACK');

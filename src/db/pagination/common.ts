@@ -12,15 +12,15 @@ export type PageRequest =
       limit: number;
     };
 
-/** Filtered lists count their matches up to this many (docs/api.md §10). */
-export const TOTAL_CAP = 10_000;
+/** Filtered lists count their matches exactly up to this many, past it the planner estimates (docs/api.md §10). */
+export const EXACT_TOTAL_UP_TO = 10_000;
 
 export interface ListOptions {
   /** Constant SQL replacing ListSource.columns (sparse fields). */
   columns?: string;
   /** Constant SQL joined to the table (the embedded author). */
   join?: string;
-  /** Conditions on the listed items only, not on anchors; their total is a capped count. */
+  /** Conditions on the listed items only, not on anchors; their total is counted, or estimated past the threshold. */
   narrow?: SqlFragment[];
   /** Conditions every narrowed item meets anyway, only to steer the page's plan; left out of the count. */
   hints?: SqlFragment[];
@@ -32,8 +32,10 @@ export interface ListSearch {
   matches: SqlFragment;
   /** Whether the planner sees the word; hidden, the statement keeps one generic plan. */
   shown: boolean;
-  /** For a source with `removals`: may a count past the cap be kept as a proof, and who to tell. */
-  proof: { ready: SqlFragment; pastCap(kept: boolean): void };
+  /** `matches` with the word shown, for the planner's estimate. */
+  planned: SqlFragment;
+  /** Told when more match than are counted exactly. */
+  pastThreshold(): void;
 }
 
 /** How a sort column's values travel in `afterKey`. */
@@ -64,15 +66,13 @@ export interface ListSource<F extends string, Filter> {
   /** NULL when the parent resource does not exist. */
   total(filter: Filter): SqlFragment;
   parentExists?(filter: Filter): SqlFragment;
-  /** A never-decreasing count of items that left the lists; lets totals past the cap be proven. */
-  removals?: string;
 }
 
-/** A total the triggers keep in `counters` (0 before its row exists), for `total` or `removals`. */
-export const counter = (name: 'posts' | 'posts_removed' | 'users') =>
+/** A total the triggers keep in `counters` (0 before its row exists). */
+export const counter = (name: 'posts' | 'users') =>
   `SELECT COALESCE((SELECT n FROM counters WHERE name = '${name}'), 0)`;
 
-export type OffsetResult<T> = { kind: 'offset'; items: T[]; total: number; capped?: boolean };
+export type OffsetResult<T> = { kind: 'offset'; items: T[]; total: number; estimated?: boolean };
 export type CursorResult<T> = {
   kind: 'cursor';
   items: T[];
@@ -101,6 +101,8 @@ export interface ListPlan {
   named: boolean;
   conditions: SqlFragment;
   pageConditions: SqlFragment;
+  /** The conditions as the planner's estimate should see them (the words shown). */
+  planned: SqlFragment;
   from: SqlFragment;
   joined: SqlFragment;
   columns: SqlFragment;
@@ -133,12 +135,13 @@ export function planList<F extends string, Filter>(
     scope,
     listed,
     narrow,
-    hints: options.hints ?? [],
     unsure: search !== undefined,
     // A hidden word gives every search the same plan; a range's bounds decide theirs (a week or a year).
+    hints: options.hints ?? [],
     named: narrow.length === 0 || (search !== undefined && !search.shown && narrow.length === 1),
     conditions,
     pageConditions: options.hints?.length ? where([...listed, ...narrow, ...options.hints]) : conditions,
+    planned: search ? where([...listed, search.planned, ...(options.narrow ?? [])]) : conditions,
     from: raw(source.table),
     joined: raw(options.join ? `${source.table} ${options.join}` : source.table),
     columns: raw(options.columns ?? source.columns),
@@ -157,6 +160,6 @@ export function where(parts: SqlFragment[]): SqlFragment {
 }
 
 export function strip<T>(row: Record<string, unknown>): T {
-  const { total: _t, removed: _r, ready: _y, found: _f, parent: _p, cursor_key: _k, ...item } = row;
+  const { total: _t, found: _f, parent: _p, cursor_key: _k, ...item } = row;
   return item as T;
 }

@@ -1,27 +1,19 @@
 /**
- * Offset pages: totals from counters the database keeps; narrowed totals are
- * counted up to a cap, or proven from an earlier count ("Proven caps" in
- * docs/architecture.md): N matches at removal count R still mean at least
- * N − (R′ − R) while the counter reads R′.
+ * Offset pages: totals from counters the database keeps; a narrowed list counts
+ * its matches exactly up to EXACT_TOTAL_UP_TO and past it takes the planner's
+ * estimate of the same query, as PostgREST's `count=estimated` does.
  */
 import { raw, sql, toQuery, type SqlFragment } from '../sql.js';
-import { perDatabase, type Queryable } from '../pool.js';
+import type { Queryable } from '../pool.js';
 import {
   type ListOptions,
   type ListPlan,
   type ListSource,
   type OffsetResult,
-  TOTAL_CAP,
+  EXACT_TOTAL_UP_TO,
   pageSize,
   strip,
 } from './common.js';
-
-/** A proof counted this far past the cap survives this many removals. */
-const PROOF_SLACK = 1_000;
-const MAX_PROOFS = 1_000;
-const proofsFor = perDatabase<{ count: number; removed: number }>(MAX_PROOFS);
-type Proofs = ReturnType<typeof proofsFor>;
-type Proof = { count: number; removed: number };
 
 type OffsetPage = { page: number; perPage: number };
 
@@ -33,23 +25,22 @@ export async function runOffset<T, F extends string, Filter>(
   page: OffsetPage,
   options: ListOptions,
 ): Promise<OffsetResult<T> | null> {
-  const provable = plan.narrow.length > 0 && source.removals !== undefined;
-  const proofs = provable ? proofsFor(db) : undefined;
-  const proofKey = provable ? keyOf(source.table, plan.conditions) : '';
-  const proof = proofs?.peek(proofKey);
-  const query = offsetQuery(source, filter, plan, page, options, provable, proof);
-  const { rows } = await db.query(toQuery(query, plan.named));
-  const head = rows[0] as { total: number | null; removed?: number; ready?: boolean } | undefined;
+  const { rows } = await db.query(toQuery(offsetQuery(source, filter, plan, page), plan.named));
+  const head = rows[0] as { total: number | null } | undefined;
   if (!head || head.total === null) return null;
-  if (proofs) {
-    if (head.ready) remember(proofs, proofKey, head.total, Number(head.removed));
-    if (!proof && head.total > TOTAL_CAP) options.search?.proof.pastCap(head.ready === true);
-    // Too many removals since the proof: count (the proof is forgotten).
-    if (proof && head.total <= TOTAL_CAP) return runOffset(db, source, filter, plan, page, options);
-  }
-  const found = (rows[0] as { id: unknown }).id === null ? [] : rows.map(strip<T>);
-  if (!plan.narrow.length) return { kind: 'offset', total: head.total, items: found };
-  return { kind: 'offset', total: Math.min(head.total, TOTAL_CAP), capped: head.total > TOTAL_CAP, items: found };
+  const items = (rows[0] as { id: unknown }).id === null ? [] : rows.map(strip<T>);
+  if (!plan.narrow.length) return { kind: 'offset', total: head.total, items };
+  if (head.total <= EXACT_TOTAL_UP_TO) return { kind: 'offset', total: head.total, estimated: false, items };
+  options.search?.pastThreshold();
+  return { kind: 'offset', total: Math.max(head.total, await estimate(db, plan)), estimated: true, items };
+}
+
+/** The planner's row count for the list's conditions (never below what was counted). */
+async function estimate(db: Queryable, plan: ListPlan): Promise<number> {
+  const { rows } = await db.query<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>(
+    toQuery(sql`EXPLAIN (FORMAT JSON) SELECT 1 FROM ${plan.from} WHERE ${plan.planned}`, false),
+  );
+  return Math.round(rows[0]!['QUERY PLAN'][0].Plan['Plan Rows']);
 }
 
 function offsetQuery<F extends string, Filter>(
@@ -57,18 +48,15 @@ function offsetQuery<F extends string, Filter>(
   filter: Filter,
   plan: ListPlan,
   page: OffsetPage,
-  options: ListOptions,
-  provable: boolean,
-  proof: Proof | undefined,
 ): SqlFragment {
-  const { columns, joined, from, pageConditions, conditions, parent } = plan;
+  const { columns, joined, from, conditions, pageConditions, parent } = plan;
   const orderBy = plan.order(plan.descending);
   const offset = (page.page - 1) * page.perPage;
-  const cap = raw(String(TOTAL_CAP));
-  const limit = raw(String(TOTAL_CAP + 1 + (provable ? PROOF_SLACK : 0)));
+  const cap = raw(String(EXACT_TOTAL_UP_TO));
+  const limit = raw(String(EXACT_TOTAL_UP_TO + 1));
   // The lateral reference to h skips the item scan when the parent is missing;
   // OFFSET 0 keeps h evaluated once. Skipped rows are walked on the index (ids only).
-  const walked = plan.unsure || proof ? sql`> ${cap}` : raw('IS NOT NULL');
+  const walked = plan.unsure ? sql`> ${cap}` : raw('IS NOT NULL');
   const items =
     offset === 0
       ? sql`SELECT ${columns} FROM ${joined} WHERE h.total ${walked} AND ${pageConditions}
@@ -77,20 +65,12 @@ function offsetQuery<F extends string, Filter>(
               SELECT id FROM ${from} WHERE h.total ${walked} AND ${pageConditions}
               ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
             ) ${orderBy}`;
-  // Where a proof can be kept, the removal count is read in the count's snapshot.
   const narrowed = (total: SqlFragment) =>
-    provable
-      ? sql`(SELECT (CASE WHEN ${parent} THEN (${total}) END)::int8 AS total, removed, (${proof ? raw('TRUE') : (options.search?.proof.ready ?? raw('TRUE'))}) AS ready
-            FROM (SELECT (${raw(source.removals!)})::int8 AS removed OFFSET 0) p OFFSET 0) h`
-      : sql`(SELECT (CASE WHEN ${parent} THEN (${total}) END)::int8 AS total OFFSET 0) h`;
-  if (proof) {
-    return sql`SELECT h.*, r.* FROM ${narrowed(sql`${proof.count}::int8 - (removed - ${proof.removed}::int8)`)}
-        LEFT JOIN LATERAL (${items}) r ON TRUE`;
-  }
+    sql`(SELECT (CASE WHEN ${parent} THEN (${total}) END)::int8 AS total OFFSET 0) h`;
   if (plan.unsure) {
-    // Up to TOTAL_CAP matches the page is sorted from them, past it the sort index
-    // is walked; h.total runs one branch. No bound OFFSET on a first page: it
-    // would keep the generic plan from ever being chosen.
+    // Up to the threshold the page is sorted from the matches, past it the sort
+    // index is walked; h.total runs one branch. No bound OFFSET on a first page:
+    // it would keep the generic plan from ever being chosen.
     const skip = offset === 0 ? sql`` : sql` OFFSET ${offset}`;
     const sorted = sql`SELECT ${columns} FROM ${joined} WHERE h.total <= ${cap} AND id IN (
           SELECT id FROM matches ${orderBy} LIMIT ${pageSize(page.perPage)}${skip}
@@ -103,14 +83,4 @@ function offsetQuery<F extends string, Filter>(
     ? narrowed(sql`SELECT count(*) FROM (SELECT 1 FROM ${from} WHERE ${conditions} LIMIT ${limit}) m`)
     : sql`(SELECT (${source.total(filter)})::int8 AS total OFFSET 0) h`;
   return sql`SELECT h.*, r.* FROM ${head} LEFT JOIN LATERAL (${items}) r ON TRUE`;
-}
-
-function keyOf(table: string, conditions: SqlFragment): string {
-  const { text, values } = toQuery(conditions, false);
-  return `${table}\u0000${text}\u0000${JSON.stringify(values)}`;
-}
-
-function remember(proofs: Proofs, key: string, count: number, removed: number): void {
-  proofs.delete(key);
-  if (count > TOTAL_CAP) proofs.set(key, { count, removed });
 }

@@ -18,24 +18,16 @@ if (process.env.OTEL_EXPORTER_OTLP_ENDPOINT || process.env.OTEL_EXPORTER_OTLP_TR
   const { createAddHookMessageChannel } = await import('import-in-the-middle');
   const { registerOptions, waitForAllMessagesAcknowledged } = createAddHookMessageChannel();
   register('import-in-the-middle/hook.mjs', import.meta.url, registerOptions);
-  const [
-    { NodeSDK },
-    { OTLPTraceExporter },
-    { HttpInstrumentation },
-    { PgInstrumentation },
-    { IORedisInstrumentation },
-  ] = await Promise.all([
-    import('@opentelemetry/sdk-node'),
-    import('@opentelemetry/exporter-trace-otlp-http'),
-    import('@opentelemetry/instrumentation-http'),
-    import('@opentelemetry/instrumentation-pg'),
-    import('@opentelemetry/instrumentation-ioredis'),
-  ]);
+  const { NodeSDK } = await import('@opentelemetry/sdk-node');
+  const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
+  const { HttpInstrumentation } = await import('@opentelemetry/instrumentation-http');
+  const { PgInstrumentation } = await import('@opentelemetry/instrumentation-pg');
+  const { IORedisInstrumentation } = await import('@opentelemetry/instrumentation-ioredis');
   const sdk = new NodeSDK({
     traceExporter: new OTLPTraceExporter(),
     instrumentations: [
       new HttpInstrumentation(),
-      // Background work (sequencer, polls, replica checks) outside a traced request or delivery makes no trace.
+      // Work outside a request or delivery (sequencer, polls, replica checks) makes no trace.
       new PgInstrumentation({ requireParentSpan: true }),
       new IORedisInstrumentation({ requireParentSpan: true }),
     ],

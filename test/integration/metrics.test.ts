@@ -4,6 +4,8 @@
  * has no /metrics. Traces are in tracing.test.ts (the SDK is process-wide).
  */
 import type { FastifyInstance } from 'fastify';
+import http from 'node:http';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
@@ -138,5 +140,53 @@ describe('metrics', () => {
     const off = await startInstance(db, { METRICS_PORT: '0' });
     expect(off.hasDecorator('metrics')).toBe(false);
     await off.close();
+  });
+});
+
+describe('failures counted', () => {
+  let other: FastifyInstance;
+  let otherPort: number;
+  afterAll(async () => {
+    await other?.close();
+  });
+
+  it('a statement timeout; a stream refused at MAX_STREAMS (not a stream served)', async () => {
+    other = await startInstance(db, { PG_STATEMENT_TIMEOUT_MS: '300', MAX_STREAMS: '1' });
+    otherPort = await other.metrics.serve('127.0.0.1', 0);
+    await other.listen({ host: '127.0.0.1', port: 0 });
+    const base = `http://127.0.0.1:${(other.server.address() as { port: number }).port}`;
+    const read = async (series: string) =>
+      sample(await (await fetch(`http://127.0.0.1:${otherPort}/metrics`)).text(), series);
+
+    const post = await createPost(other, ann);
+    const locker = new pg.Client({ connectionString: db.url });
+    await locker.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query('SELECT 1 FROM posts WHERE id = $1 FOR UPDATE', [post.id]);
+      const res = await other.inject({
+        method: 'PATCH',
+        url: `/posts/${post.id}`,
+        headers: ann.auth,
+        payload: { title: 'new' },
+      });
+      expect(res.statusCode).toBe(503);
+    } finally {
+      await locker.end();
+    }
+    expect(await read('posts_api_db_statement_timeouts_total')).toBe(1);
+
+    // node:http, not fetch: a fetch() stream aborted leaves its connection open until the request timeout.
+    const first = http.get(`${base}/events/stream`, { agent: false });
+    const open = await new Promise<http.IncomingMessage>((resolve) => first.once('response', resolve));
+    expect(open.statusCode).toBe(200);
+    expect(await read('posts_api_event_streams_open')).toBe(1);
+    const refused = await fetch(`${base}/events/stream`);
+    expect(refused.status).toBe(503);
+    await refused.body?.cancel();
+    expect(await read('posts_api_event_streams_refused_total')).toBe(1);
+    first.destroy();
+    await waitUntil('the stream is closed', async () => (await read('posts_api_event_streams_open')) === 0);
+    expect(await read('posts_api_event_streams_refused_total')).toBe(1);
   });
 });

@@ -1,5 +1,6 @@
 /** The whole HTTP application. It never listens and never exits; server.ts and the tests do that. */
 import { randomUUID } from 'node:crypto';
+import { trace } from '@opentelemetry/api';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { DestinationStream } from 'pino';
@@ -28,6 +29,7 @@ import postsRoutes from './routes/posts.js';
 import commentsRoutes from './routes/comments.js';
 import webhookWorker from './events/webhooks/worker.js';
 import webhookRoutes from './events/webhooks/routes.js';
+import metrics from './plugins/metrics.js';
 
 export type AppConfig = Config & { databaseUrl: string };
 
@@ -38,6 +40,11 @@ export function loggerOptions(level: string, stream?: DestinationStream): Fastif
   return {
     level,
     ...(stream ? { stream } : {}),
+    // With tracing on (src/telemetry.ts), each line of a request names its trace.
+    mixin: () => {
+      const context = trace.getActiveSpan()?.spanContext();
+      return context ? { traceId: context.traceId, spanId: context.spanId } : {};
+    },
     // Credentials never reach the logs, whatever a future serializer includes.
     redact: {
       paths: ['req.headers.authorization', 'req.headers.cookie', '*.password', '*.token', 'body.password'],
@@ -141,4 +148,5 @@ async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise
     heartbeatMs: config.eventStreamHeartbeatSeconds * 1_000,
   });
   await app.register(webhookWorker, { ...config.webhooks, apiPrefix: config.apiPrefix });
+  if (config.metrics) await app.register(metrics, { maxStreams: config.maxStreams });
 }

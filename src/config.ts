@@ -49,6 +49,13 @@ export const EnvSchema = Type.Object({
     description: 'address to listen on; 0.0.0.0 = every interface',
   }),
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000, description: 'port to listen on' }),
+  METRICS_PORT: Type.Integer({
+    minimum: 0,
+    maximum: 65535,
+    default: 9464,
+    description: 'port of GET /metrics (Prometheus), never the API port; 0 = no metrics',
+  }),
+  METRICS_HOST: Type.String({ minLength: 1, default: '127.0.0.1', description: 'address the metrics port listens on' }),
   API_PREFIX: Type.String({
     pattern: '^(/[A-Za-z0-9._~-]+)*$',
     default: '',
@@ -232,6 +239,7 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     databasePreparedStatements: e.DATABASE_PREPARED_STATEMENTS === 'on',
     host: e.HOST,
     port: e.PORT,
+    metrics: e.METRICS_PORT === 0 ? null : { host: e.METRICS_HOST, port: e.METRICS_PORT },
     apiPrefix: e.API_PREFIX,
     logLevel: e.LOG_LEVEL,
     bodyLimit: e.BODY_LIMIT,

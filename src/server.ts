@@ -2,6 +2,8 @@
  * Process entry: config, database, app, listen, graceful close. The embedded
  * database's module is imported only without DATABASE_URL: production installs lack it.
  */
+// First: tracing, when on, hooks the modules the app imports later.
+import { stopTracing } from './telemetry.js';
 import closeWithGrace from 'close-with-grace';
 import type { DestinationStream } from 'pino';
 import { describeConnections, describeSettings, readConfiguration, type Config } from './config.js';
@@ -70,6 +72,7 @@ async function main() {
   const stop = async () => {
     await app?.close();
     await embedded?.stop();
+    await stopTracing();
   };
   // From the start, so that a signal during start-up also stops the embedded database.
   closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
@@ -113,6 +116,15 @@ async function main() {
       typeof address === 'object' && address ? address.port : config.port,
     );
     app.log.info(fields, msg);
+    if (config.metrics) {
+      const { host, port } = config.metrics;
+      // Metrics are worth less than the API they describe: a port taken is said, not fatal.
+      await app.metrics.serve(host, port).then(
+        (bound) => app!.log.info(`metrics on http://${host.includes(':') ? `[${host}]` : host}:${bound}/metrics`),
+        (error: Error) =>
+          app!.log.warn(`no metrics: cannot listen on ${host}:${port} (${error.message}); set METRICS_PORT`),
+      );
+    }
   } catch (error) {
     const known = listenError(error as NodeJS.ErrnoException, config);
     console.error(known ?? (error instanceof Error ? error.message : error));

@@ -23,6 +23,7 @@
  * Keyed by database handle: the pool batches across requests; a transaction's
  * client runs one write at a time, inside that transaction.
  */
+import { ROOT_CONTEXT, trace, type SpanContext } from '@opentelemetry/api';
 import pg from 'pg';
 import type { Queryable } from './pool.js';
 
@@ -46,6 +47,8 @@ export function columnsOf<I>(inputs: readonly I[], ...members: (keyof I)[]): unk
   return members.map((member) => inputs.map((input) => input[member] ?? null));
 }
 
+const tracer = trace.getTracer('posts-api');
+
 /** Rows at most per statement. */
 const MAX_ROWS = 64;
 
@@ -59,6 +62,8 @@ const refused = (error: unknown) => error instanceof pg.DatabaseError && REFUSED
 
 interface Waiting<I, O> {
   input: I;
+  /** The writer's span, with tracing on: the statement's parent or one of its links. */
+  span: SpanContext | undefined;
   resolve(row: O | undefined): void;
   reject(error: unknown): void;
 }
@@ -106,10 +111,21 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
   async function send(db: Queryable, lane: Lane<I, O>, batch: Waiting<I, O>[]): Promise<void> {
     lane.running = true;
     try {
-      const rows = await spec.run(
-        db,
-        batch.map((waiting) => waiting.input),
-        false,
+      // One span per statement, in the first writer's trace, linked to the others'.
+      const [first, ...others] = batch.map((waiting) => waiting.span);
+      const options = {
+        attributes: { 'db.operation.batch.size': batch.length },
+        links: others.flatMap((span) => (span ? [{ context: span }] : [])),
+      };
+      const parent = first ? trace.setSpanContext(ROOT_CONTEXT, first) : ROOT_CONTEXT;
+      const rows = await tracer.startActiveSpan('group commit', options, parent, (span) =>
+        spec
+          .run(
+            db,
+            batch.map((waiting) => waiting.input),
+            false,
+          )
+          .finally(() => span.end()),
       );
       for (const [i, waiting] of batch.entries()) {
         // Not made: its row may be locked elsewhere, so it runs again alone, outside the lane.
@@ -129,7 +145,7 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
     if (lane === undefined) lanes.set(db, (lane = { running: false, queue: [] }));
     const current = lane;
     return new Promise<O | undefined>((resolve, reject) => {
-      current.queue.push({ input, resolve, reject });
+      current.queue.push({ input, resolve, reject, span: trace.getActiveSpan()?.spanContext() });
       next(db, current);
     });
   };

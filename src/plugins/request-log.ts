@@ -5,10 +5,17 @@
  * the status together with the timing. Headers and bodies are never logged,
  * so no token or password can reach the logs through here.
  */
+import { trace } from '@opentelemetry/api';
 import fp from 'fastify-plugin';
 
 export default fp(
   async (app) => {
+    // With tracing on (src/telemetry.ts), the request's span is named by its route template.
+    app.addHook('onRequest', (request, _reply, done) => {
+      const route = request.routeOptions.url;
+      if (route) trace.getActiveSpan()?.setAttribute('http.route', route).updateName(`${request.method} ${route}`);
+      done();
+    });
     app.addHook('onResponse', (request, reply, done) => {
       const status = reply.statusCode;
       const line = {

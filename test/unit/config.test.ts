@@ -14,6 +14,7 @@ describe('loadConfig', () => {
       databasePreparedStatements: true,
       host: '127.0.0.1',
       port: 3000,
+      metrics: { host: '127.0.0.1', port: 9464 },
       apiPrefix: '',
       logLevel: 'info',
       bodyLimit: 1_048_576,

@@ -7,6 +7,8 @@
  * restart loses nothing. On close, attempts in flight are cut and recorded as
  * failed, due again at once, for the next instance to send.
  */
+import { channel } from 'node:diagnostics_channel';
+import { trace } from '@opentelemetry/api';
 import fp from 'fastify-plugin';
 import { toEvent } from '../repository.js';
 import { nextAttemptAt } from './backoff.js';
@@ -36,6 +38,11 @@ export interface WebhookWorkerOptions {
   disableAfterSeconds: number;
   pollMs: number;
 }
+
+/** Each attempt's outcome, for the metrics (src/plugins/metrics.ts). */
+export const WEBHOOK_ATTEMPTS = 'posts-api:webhook-attempt';
+const attempts = channel(WEBHOOK_ATTEMPTS);
+const tracer = trace.getTracer('posts-api');
 
 /** A lease outlasts the attempt's timeout by this much: the time to record its result. */
 const LEASE_MARGIN_MS = 30_000;
@@ -87,11 +94,20 @@ export default fp<WebhookWorkerOptions>(
 
     async function attempt(claimed: Claimed): Promise<void> {
       const outcome = await sendAttempt(claimed, options, shutdown.signal);
+      attempts.publish(outcome);
       await queue.record(claimed, outcome, options.disableAfterSeconds);
     }
 
     function start(claimed: Claimed): void {
-      const running = attempt(claimed)
+      const attributes = {
+        'webhook.id': claimed.webhookId,
+        'webhook.attempt': claimed.attempt,
+        'event.id': claimed.event?.id,
+      };
+      const running = tracer
+        .startActiveSpan('webhook delivery', { root: true, attributes }, (span) =>
+          attempt(claimed).finally(() => span.end()),
+        )
         .catch((error: unknown) =>
           app.log.warn({ err: error, deliveryId: claimed.id }, 'recording a webhook attempt failed'),
         )

@@ -1,0 +1,161 @@
+/**
+ * Prometheus metrics (docs/operations.md, "Metrics"): requests are counted in one
+ * onResponse hook; the rest is read at scrape time from state the service keeps
+ * anyway. `app.metrics.serve` serves them on a port of their own, never the API's.
+ */
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import fp from 'fastify-plugin';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { codeOf } from '../db/pool.js';
+import { HttpError } from '../errors.js';
+import { eventsRepository } from '../events/repository.js';
+import { WEBHOOK_ATTEMPTS } from '../events/webhooks/worker.js';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    metrics: { registry: Registry; serve(host: string, port: number): Promise<number> };
+  }
+}
+
+type Labels = Record<string, string>;
+
+export default fp<{ maxStreams: number }>(
+  async (app, { maxStreams }) => {
+    const registry = new Registry();
+    const registers = [registry];
+    const counter = (name: string, help: string, ...labelNames: string[]) =>
+      new Counter({ name, help, labelNames, registers });
+    // One database read per scrape, shared by the gauges showing its parts.
+    const perScrape = <T>(read: () => Promise<T>) => {
+      let last: { at: number; value?: Promise<T> } = { at: -Infinity };
+      return () =>
+        (performance.now() - last.at > 1_000 ? (last = { at: performance.now(), value: read() }) : last).value!;
+    };
+    // A failed read (the database down) leaves its gauge out of the scrape, not the scrape failed.
+    const gauge = (name: string, help: string, read: (set: (v: number, l?: Labels) => void) => unknown) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['state', 'replica'],
+        registers,
+        async collect() {
+          this.reset();
+          await (async () => read((v, l) => this.set(l ?? {}, v)))().catch(() => undefined);
+        },
+      });
+
+    const duration = new Histogram({
+      name: 'http_request_duration_seconds',
+      help: 'requests answered, by method, route template and status class, and how long they took',
+      labelNames: ['method', 'route', 'status_class'],
+      registers,
+    });
+    const rateLimited = counter('posts_api_rate_limited_total', 'requests refused with 429, by limit', 'limit');
+    const timeouts = counter('posts_api_db_statement_timeouts_total', 'requests failed by PG_STATEMENT_TIMEOUT_MS');
+    const replicaReads = counter('posts_api_db_replica_reads_total', 'requests whose reads were sent to a replica');
+    const refused = counter('posts_api_event_streams_refused_total', 'event streams refused at MAX_STREAMS');
+    const attempts = counter('posts_api_webhook_attempts_total', 'webhook delivery attempts, by result', 'result');
+
+    const pool = app.db as typeof app.db & { options: { max: number } };
+    gauge('posts_api_db_pool_connections', 'connections of the pool: open, idle, max', (set) => {
+      for (const [state, n] of [
+        ['open', pool.totalCount],
+        ['idle', pool.idleCount],
+        ['max', pool.options.max],
+      ] as const)
+        set(n, { state });
+    });
+    gauge('posts_api_db_pool_waiting', 'queries waiting for a free connection', (set) => set(pool.waitingCount));
+    gauge('posts_api_db_replica_lag_seconds', 'age of the newest primary position a replica replayed', (set) =>
+      app.replicas?.status().forEach((r, i) => set(r.lagMs / 1_000, { replica: String(i) })),
+    );
+    gauge('posts_api_event_streams_open', 'open event streams of this instance', (set) => set(app.events.hub.size));
+    const events = eventsRepository(app.db);
+    const sequencer = perScrape(() => Promise.all([events.head(), events.backlog()]));
+    new Counter({
+      name: 'posts_api_events_numbered_total',
+      help: 'the newest event id given (rate() of it: events per second)',
+      registers,
+      // A failed read keeps the last value: a drop to 0 would read as a counter reset.
+      async collect() {
+        const head = await sequencer().then(
+          ([id]) => id,
+          () => undefined,
+        );
+        if (head === undefined) return;
+        this.reset();
+        this.inc(head);
+      },
+    });
+    gauge('posts_api_events_unnumbered', 'committed events not numbered yet', async (set) =>
+      set((await sequencer())[1].unnumbered),
+    );
+    gauge('posts_api_events_unnumbered_oldest_seconds', 'age of the oldest unnumbered event', async (set) =>
+      set((await sequencer())[1].oldestSeconds),
+    );
+    const backlog = perScrape(() => app.webhooks.backlog());
+    for (const [name, key, help] of [
+      ['deliveries_due', 'due', 'deliveries due and not in flight'],
+      ['deliveries_in_flight', 'inFlight', 'deliveries being sent, by every instance'],
+      ['oldest_due_seconds', 'oldestDueSeconds', 'how long the oldest due delivery has waited'],
+    ] as const)
+      gauge(`posts_api_webhook_${name}`, help, async (set) => set((await backlog())[key]));
+
+    const attempted = (message: unknown) => {
+      const { ok, nextAttemptAt } = message as { ok: boolean; nextAttemptAt: Date | null };
+      attempts.inc({ result: ok ? 'delivered' : nextAttemptAt ? 'failed' : 'given_up' });
+    };
+    subscribe(WEBHOOK_ATTEMPTS, attempted);
+
+    app.addHook('onError', (request, _reply, error, done) => {
+      if (codeOf(error) === '57014') timeouts.inc();
+      // The route's refusal; a shutdown's 503 comes after the streams are closed.
+      else if (
+        error instanceof HttpError &&
+        error.statusCode === 503 &&
+        request.routeOptions.url?.endsWith('/events/stream') &&
+        app.events.hub.size >= maxStreams
+      )
+        refused.inc();
+      done();
+    });
+    app.addHook('onResponse', (request, reply, done) => {
+      const status = reply.statusCode;
+      const route = request.routeOptions.url ?? 'unmatched';
+      duration.observe(
+        { method: request.method, route, status_class: `${(status / 100) | 0}xx` },
+        reply.elapsedTime / 1e3,
+      );
+      if (status === 429) rateLimited.inc({ limit: request.routeOptions.config.authRateLimit ? 'auth' : 'default' });
+      if (request.replica) replicaReads.inc();
+      done();
+    });
+
+    let server: Server | undefined;
+    app.addHook('onClose', (_app, done) => {
+      unsubscribe(WEBHOOK_ATTEMPTS, attempted);
+      if (server) server.close(() => done());
+      else done();
+    });
+    app.decorate('metrics', {
+      registry,
+      /** GET /metrics on host:port, with the process's own metrics, until the app closes; answers the port. */
+      async serve(host: string, port: number) {
+        collectDefaultMetrics({ register: registry });
+        server = createServer((req, res) => {
+          if (req.method !== 'GET' || req.url !== '/metrics') return void res.writeHead(404).end();
+          registry.metrics().then(
+            (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+            (error: unknown) =>
+              void (app.log.warn({ err: error }, 'collecting metrics failed'), res.writeHead(500).end()),
+          );
+        });
+        await new Promise<void>((resolve, reject) => server!.once('error', reject).listen(port, host, resolve));
+        return (server.address() as AddressInfo).port;
+      },
+    });
+  },
+  { name: 'metrics', dependencies: ['db', 'read-routing'] },
+);

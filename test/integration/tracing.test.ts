@@ -1,0 +1,103 @@
+/**
+ * Tracing as an operator turns it on: `src/server.ts` in a process of its own
+ * (the OpenTelemetry SDK is process-wide) with OTEL_EXPORTER_OTLP_ENDPOINT
+ * pointing at an OTLP/HTTP receiver here. A request's caller's traceparent is
+ * continued, its spans (HTTP, named by route template, and pg) reach the
+ * receiver, and its log line carries the trace id. The same process serves
+ * its metrics on METRICS_PORT and none on its API port.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { freePort, waitUntil } from '../helpers/processes.js';
+import { startReceiver, type Receiver } from '../helpers/receivers.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+
+let db: TestDatabase;
+let collector: Receiver;
+let server: ChildProcess | undefined;
+let output = '';
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  collector = await startReceiver(() => 200);
+});
+afterAll(async () => {
+  if (server && server.exitCode === null) server.kill('SIGKILL');
+  await collector?.close();
+  await db?.drop();
+});
+
+interface Span {
+  traceId: string;
+  parentSpanId?: string;
+  name: string;
+  attributes: { key: string; value: { stringValue?: string } }[];
+}
+const spans = (): Span[] =>
+  collector.received.flatMap((r) =>
+    (JSON.parse(r.body) as { resourceSpans: { scopeSpans: { spans: Span[] }[] }[] }).resourceSpans.flatMap((rs) =>
+      rs.scopeSpans.flatMap((ss) => ss.spans),
+    ),
+  );
+
+it('continues the caller trace: spans at the OTLP receiver, the trace id in the log line; metrics on their own port', async () => {
+  const [port, metricsPort] = [await freePort(), await freePort()];
+  server = spawn(process.execPath, ['--import', TSX, join(ROOT, 'src/server.ts')], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH,
+      DATABASE_URL: db.url,
+      PORT: String(port),
+      METRICS_PORT: String(metricsPort),
+      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url.replace(/\/hook$/, ''),
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      OTEL_SERVICE_NAME: 'posts-api-test',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  server.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  server.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  await waitUntil(
+    'the server has started',
+    () => output.includes('"msg":"metrics on ') || server!.exitCode !== null,
+    600,
+  );
+  expect(output).toContain(`"msg":"metrics on http://127.0.0.1:${metricsPort}/metrics"`);
+
+  const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+  const res = await fetch(`http://127.0.0.1:${port}/posts/1`, {
+    headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+  });
+  expect(res.status).toBe(404);
+
+  await waitUntil(
+    'the spans have arrived',
+    () => spans().some((s) => s.traceId === traceId && /pg|SELECT/i.test(s.name)),
+    400,
+  );
+  const traced = spans().filter((s) => s.traceId === traceId);
+  const root = traced.find((s) => s.parentSpanId === '00f067aa0ba902b7');
+  expect(root?.name).toBe('GET /posts/:postId');
+  expect(root?.attributes).toContainEqual({ key: 'http.route', value: { stringValue: '/posts/:postId' } });
+  expect(collector.received[0]!.headers['content-type']).toBe('application/json');
+
+  const line = output.split('\n').find((l) => l.includes('"msg":"request done"'));
+  expect(JSON.parse(line!)).toMatchObject({ traceId, route: '/posts/:postId', status: 404 });
+
+  expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(404);
+  const metrics = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+  expect(metrics.status).toBe(200);
+  expect(await metrics.text()).toContain(
+    'http_request_duration_seconds_count{method="GET",route="/posts/:postId",status_class="4xx"} 1',
+  );
+
+  server.kill('SIGTERM');
+  await waitUntil('the server has stopped', () => server!.exitCode !== null, 400);
+  expect(server.exitCode).toBe(0);
+});

@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll } from 'vitest';
-import { buildApp } from '../../src/app.js';
+import { buildApp, type AppConfig } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { usersRepository } from '../../src/repositories/users.js';
 import type { Comment } from '../../src/repositories/comments.js';
@@ -23,9 +23,9 @@ export interface TestApp {
  * The production app on a fresh database; rate limits high unless a test sets
  * them. Every response it gives a test is checked against its OpenAPI document.
  */
-export async function startTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+export async function startTestApp(env: Record<string, string> = {}, tuning: Tuning = {}): Promise<TestApp> {
   const db = await createTestDatabase();
-  const app = await startInstance(db, env);
+  const app = await startInstance(db, env, tuning);
   return {
     app,
     db,
@@ -36,10 +36,25 @@ export async function startTestApp(env: Record<string, string> = {}): Promise<Te
   };
 }
 
-/** Another instance of the production app on the database `db` (as several behind a balancer share one). */
-export async function startInstance(db: TestDatabase, env: Record<string, string> = {}): Promise<FastifyInstance> {
+/** The contract's time constants a test may shorten (they are not settings): buildApp's config, not env. */
+export interface Tuning {
+  eventStreamHeartbeatSeconds?: number;
+  webhooks?: Partial<AppConfig['webhooks']>;
+}
+
+/** The app's config from `env`, with `tuning` applied. */
+export function testConfig(env: Record<string, string> = {}, tuning: Tuning = {}) {
   const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', RATE_LIMIT_AUTH_MAX: '1000000', ...env });
-  const app = (await buildApp({ ...config, ...onTopology(db.url) })) as unknown as FastifyInstance;
+  return { ...config, ...tuning, webhooks: { ...config.webhooks, ...tuning.webhooks } };
+}
+
+/** Another instance of the production app on the database `db` (as several behind a balancer share one). */
+export async function startInstance(
+  db: TestDatabase,
+  env: Record<string, string> = {},
+  tuning: Tuning = {},
+): Promise<FastifyInstance> {
+  const app = (await buildApp({ ...testConfig(env, tuning), ...onTopology(db.url) })) as unknown as FastifyInstance;
   await checkAgainstDocument(app);
   return app;
 }

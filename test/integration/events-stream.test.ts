@@ -11,9 +11,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { onTopology } from '../helpers/database.js';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { signUp, startTestApp, testConfig, type SignedUp, type TestApp, type Tuning } from '../helpers/factories.js';
 import { expect422, expectError, iso } from '../helpers/expect.js';
 
 let t: TestApp;
@@ -23,9 +22,11 @@ let ann: SignedUp;
 const opened: SseClient[] = [];
 
 /** A second instance on the same database, listening on a real port. */
-async function instance(env: Record<string, string> = {}): Promise<{ app: FastifyInstance; base: string }> {
-  const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', ...env });
-  const app = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
+async function instance(
+  env: Record<string, string> = {},
+  tuning: Tuning = {},
+): Promise<{ app: FastifyInstance; base: string }> {
+  const app = (await buildApp({ ...testConfig(env, tuning), ...onTopology(t.db.url) })) as unknown as FastifyInstance;
   await app.listen({ host: '127.0.0.1', port: 0 });
   return { app, base: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
 }
@@ -225,8 +226,8 @@ describe('an instance', () => {
     }
   });
 
-  it('sends a heartbeat comment on idle streams (EVENT_STREAM_HEARTBEAT), and ends its streams when it closes', async () => {
-    const { app, base } = await instance({ EVENT_STREAM_HEARTBEAT: '1' });
+  it('sends a heartbeat comment on idle streams (every 15 s; 1 here), and ends its streams when it closes', async () => {
+    const { app, base } = await instance({}, { eventStreamHeartbeatSeconds: 1 });
     const stream = await openStream(base, '/events/stream');
     await stream.until(() => stream.heartbeats >= 1, 2_500);
     const closing = Date.now();

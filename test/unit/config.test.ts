@@ -38,6 +38,7 @@ describe('loadConfig', () => {
         allowHttp: false,
         allowPrivate: false,
         concurrency: 10,
+        maxPerUser: 20,
         timeoutMs: 10_000,
         retryBaseMs: 10_000,
         giveUpAfterSeconds: 86_400,

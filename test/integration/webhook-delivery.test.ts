@@ -197,7 +197,11 @@ describe('delivery', () => {
     const r = await receiver(() => 'hang');
     const hook = await webhook(r.url, { types: ['post.created'] });
     await post('slow');
+    await r.waitFor(1);
+    const during = await app.inject({ url: '/health/webhooks' });
+    expect(during.json()).toMatchObject({ inFlight: 1 });
     const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'failed');
+    expect((await app.inject({ url: '/health/webhooks' })).json()).toMatchObject({ inFlight: 0 });
     expect(delivery).toMatchObject({ attempt: 1, statusCode: null, error: 'no answer within 300 ms' });
     expect(delivery!.durationMs).toBeGreaterThanOrEqual(290);
     expect(delivery!.durationMs).toBeLessThan(2000);

@@ -67,6 +67,33 @@ describe('POST /webhooks', () => {
     expect(read.body).not.toContain('secret');
   });
 
+  it('stores the URL normalized; refuses a malformed one, a bad port, an IPv4-compatible loopback literal', async () => {
+    const res = await create(ann, { url: 'HTTPS://Hooks.Example.COM:443/a/../in?x=1' });
+    expect(res.json().url).toBe('https://hooks.example.com/in?x=1');
+    const patched = await t.app.inject({
+      method: 'PATCH',
+      url: `/webhooks/${res.json().id}`,
+      headers: ann.auth,
+      payload: { url: 'https://HOOKS.example.com:8443/b' },
+    });
+    expect(patched.json().url).toBe('https://hooks.example.com:8443/b');
+    for (const [url, problem] of [
+      ['https:///x', 'must be a well-formed absolute URL'],
+      ['https://hooks.example.com/a\r\nb', 'must be a well-formed absolute URL'],
+      ['https://hooks.example.com:22/', "must not use port 22 (not an HTTP port: the Fetch standard's bad ports)"],
+      ['https://[::127.0.0.1]/', 'must not name a loopback address'],
+    ]) {
+      const refused = await t.app.inject({ method: 'POST', url: '/webhooks', headers: ann.auth, payload: { url } });
+      expect(refused.statusCode, url).toBe(422);
+      expect(refused.json()).toEqual({
+        error: 'validation',
+        message: 'the webhook URL is not allowed',
+        fieldErrors: { url: [problem] },
+        requestId: refused.headers['x-request-id'],
+      });
+    }
+  });
+
   it('gives each webhook its own secret', async () => {
     const [a, b] = await Promise.all([create(ann), create(ann)]);
     expect(a.json().secret).not.toBe(b.json().secret);

@@ -38,7 +38,7 @@ import {
   WebhookSchema,
 } from './schemas.js';
 import { newSecret, sealSecret } from './secrets.js';
-import { urlProblem, type TargetPolicy } from './targets.js';
+import { normalizedUrl, urlProblem, type TargetPolicy } from './targets.js';
 import type { Backlog } from './queue.js';
 
 const secured = [{ bearerAuth: [] }];
@@ -93,9 +93,11 @@ const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (ap
   });
 };
 
-function checkUrl(url: string | undefined, targets: TargetPolicy): void {
+/** The URL to store (normalized), or a 422. */
+function checkUrl<U extends string | undefined>(url: U, targets: TargetPolicy): U {
   const problem = url === undefined ? undefined : urlProblem(url, targets);
   if (problem) throw validation({ url: [problem] }, 'the webhook URL is not allowed');
+  return (url === undefined ? url : normalizedUrl(url)) as U;
 }
 
 function loadWebhook(webhooks: WebhooksRepository, request: FastifyRequest<{ Params: { webhookId: number } }>) {
@@ -142,8 +144,8 @@ function createRoute(r: Api, webhooks: WebhooksRepository, targets: TargetPolicy
       },
     },
     async (request, reply) => {
-      const { url, types = null, description = null } = request.body;
-      checkUrl(url, targets);
+      const { types = null, description = null } = request.body;
+      const url = checkUrl(request.body.url, targets);
       const id = await webhooks.nextId();
       const { bytes, shown } = newSecret();
       const webhook = await webhooks.create(
@@ -227,8 +229,8 @@ function changeRoutes(r: Api, webhooks: WebhooksRepository, targets: TargetPolic
     },
     async (request) => {
       await loadWebhook(webhooks, request);
-      checkUrl(request.body.url, targets);
-      const updated = await webhooks.update(request.params.webhookId, request.body);
+      const url = checkUrl(request.body.url, targets);
+      const updated = await webhooks.update(request.params.webhookId, { ...request.body, ...(url && { url }) });
       if (!updated) throw notFound(`webhook ${request.params.webhookId} does not exist`);
       return updated;
     },

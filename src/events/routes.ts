@@ -4,7 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { COMMON_ERRORS, errorResponses } from '../schemas/common.js';
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
 import { listResponse } from '../http/lists.js';
-import { gone, serviceUnavailable } from '../errors.js';
+import { gone, serviceUnavailable, validation } from '../errors.js';
 import { eventsRepository, toEvent, type EventFilter, type EventType } from './repository.js';
 import {
   EventListQuery,
@@ -39,13 +39,23 @@ const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, 
   streamRoute(app, events, maxStreams);
 };
 
-/** A cursor before the oldest kept event has missed purged ones (0: from the oldest, whatever it is). */
-async function checkKept(events: EventsRepository, after: number | undefined): Promise<void> {
+/**
+ * A cursor before the oldest kept event has missed purged ones (410); one beyond
+ * the newest ever given comes from another feed, e.g. a reset database (422).
+ * 0: from the oldest, whatever it is. `field` names the cursor in fieldErrors.
+ */
+async function checkCursor(events: EventsRepository, after: number | undefined, field = 'after'): Promise<void> {
   if (!after) return;
-  const floor = await events.floor();
+  const { floor, head } = await events.bounds();
   if (after < floor) {
     throw gone(
       `events up to ${floor} have been purged (EVENT_RETENTION); event ${after} is older: resynchronise from the lists`,
+    );
+  }
+  if (after > head) {
+    throw validation(
+      { [field]: [`is beyond the newest event (${head}): the feed was reset, or this is not a cursor it gave`] },
+      'the cursor is ahead of the feed: resynchronise from the lists',
     );
   }
 }
@@ -73,10 +83,10 @@ function listRoute(app: Api, events: EventsRepository, prefix: string) {
       await sequencer.run();
       const rows = await events.page(after ?? 0, limit + 1, filterOf(request.query));
       // After the read: a purge in between is seen too.
-      await checkKept(events, after);
+      await checkCursor(events, after);
       const hasMore = rows.length > limit;
       const page = rows.slice(0, limit);
-      const nextCursor = page.length > 0 ? page[page.length - 1]!.id : (after ?? null);
+      const nextCursor = page.length > 0 ? page[page.length - 1]!.id : after || null;
       const result = {
         kind: 'cursor' as const,
         items: page.map((row) => toEvent(row, prefix)),
@@ -136,7 +146,7 @@ function streamRoute(app: Api, events: EventsRepository, maxStreams: number) {
     }
     const resumeAt = request.headers['last-event-id'];
     const after = resumeAt === undefined ? request.query.after : Number(resumeAt);
-    await checkKept(events, after);
+    await checkCursor(events, after, resumeAt === undefined ? 'after' : 'Last-Event-Id');
     const position = after ?? (await events.head());
     reply.hijack();
     reply.raw.writeHead(200, {

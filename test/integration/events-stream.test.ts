@@ -184,6 +184,35 @@ describe('a stream', () => {
     expect(comments.frames.map((f) => f.event)).toEqual(['comment.created']);
   });
 
+  it('Last-Event-ID: 0 and after=0 both start from the oldest event kept', async () => {
+    await createPost('from the start');
+    const byHeader = await openStream(bBase, '/events/stream', { 'last-event-id': '0' });
+    const byQuery = await openStream(bBase, '/events/stream?after=0');
+    expect(byHeader.res.statusCode).toBe(200);
+    await byHeader.until(() => byHeader.frames.length > 0);
+    await byQuery.until(() => byQuery.frames.length > 0);
+    expect(byHeader.frames[0]!.id).toBe(byQuery.frames[0]!.id);
+    const oldest = (await t.app.inject({ url: '/events?limit=1' })).json().data[0].id;
+    expect(byHeader.frames[0]!.id).toBe(String(oldest));
+    byHeader.close();
+    byQuery.close();
+  });
+
+  it('a cursor beyond the newest event ever numbered (a reset database) is a 422 that says so', async () => {
+    const newest = (await t.app.inject({ url: '/events?after=0&limit=100' })).json();
+    expect(newest.hasMore).toBe(false);
+    const problem = `is beyond the newest event (${newest.nextCursor}): the feed was reset, or this is not a cursor it gave`;
+    const message = 'the cursor is ahead of the feed: resynchronise from the lists';
+    expect422(
+      await t.app.inject({ url: '/events/stream', headers: { 'last-event-id': '99999999' } }),
+      {
+        'Last-Event-Id': [problem],
+      },
+      message,
+    );
+    expect422(await t.app.inject({ url: '/events/stream?after=99999999' }), { after: [problem] }, message);
+  });
+
   it('an unknown type is a 422, a cursor past retention a 410, both with the uniform body', async () => {
     expect422(await t.app.inject({ method: 'GET', url: '/events/stream?type=post.moved' }), {
       type: [expect.stringContaining('must be a comma-separated list of distinct event types')],

@@ -98,7 +98,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
       await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });
       await api.register(postsRoutes);
       await api.register(commentsRoutes);
-      await api.register(eventsRoutes, { prefix: config.apiPrefix, maxStreams: config.maxStreams });
+      await api.register(eventsRoutes, { apiPrefix: config.apiPrefix, maxStreams: config.maxStreams });
       await api.register(webhookRoutes, { targets: config.webhooks, secretKey: config.webhooks.secretKey });
     },
     { prefix: config.apiPrefix },

@@ -16,7 +16,8 @@ import {
 } from './schemas.js';
 
 export interface EventRoutesOptions {
-  prefix: string;
+  /** For the events' resource paths (not `prefix`, which Fastify would add to the routes' own). */
+  apiPrefix: string;
   maxStreams: number;
 }
 
@@ -32,10 +33,10 @@ const filterOf = (query: { type?: EventType[] | undefined; post?: number | undef
 type Api = Parameters<FastifyPluginAsyncTypebox>[0];
 type EventsRepository = ReturnType<typeof eventsRepository>;
 
-const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { prefix, maxStreams }) => {
+const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { apiPrefix, maxStreams }) => {
   app.addSchema(EventSchema);
   const events = eventsRepository(app.db);
-  listRoute(app, events, prefix);
+  listRoute(app, events, apiPrefix);
   streamRoute(app, events, maxStreams);
 };
 

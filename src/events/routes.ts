@@ -139,17 +139,26 @@ function streamRoute(app: Api, events: EventsRepository, maxStreams: number) {
     request: FastifyRequest<{ Querystring: typeof EventStreamQuery.static; Headers: typeof EventStreamHeaders.static }>,
     reply: FastifyReply,
   ): Promise<void> {
-    if (hub.size >= maxStreams) {
+    // Taken before any await: a burst of requests cannot all pass the check first.
+    if (!hub.reserve(maxStreams)) {
       throw serviceUnavailable(
         `this instance serves its most event streams (${maxStreams}); retry shortly`,
         STREAMS_FULL_RETRY_SECONDS,
       );
     }
-    const resumeAt = request.headers['last-event-id'];
-    const after = resumeAt === undefined ? request.query.after : Number(resumeAt);
-    await checkCursor(events, after, resumeAt === undefined ? 'after' : 'Last-Event-Id');
-    const position = after ?? (await events.head());
+    let position: number;
+    try {
+      const resumeAt = request.headers['last-event-id'];
+      const after = resumeAt === undefined ? request.query.after : Number(resumeAt);
+      await checkCursor(events, after, resumeAt === undefined ? 'after' : 'Last-Event-Id');
+      position = after ?? (await events.head());
+    } catch (error) {
+      hub.release();
+      throw error;
+    }
     reply.hijack();
+    // Fastify's connectionTimeout (30 s of silence) is for requests: a stream's heartbeat is its keep-alive.
+    request.raw.socket.setTimeout(0);
     reply.raw.writeHead(200, {
       ...(reply.getHeaders() as Record<string, string>),
       'content-type': 'text/event-stream; charset=utf-8',

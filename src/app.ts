@@ -99,7 +99,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
       await api.register(postsRoutes);
       await api.register(commentsRoutes);
       await api.register(eventsRoutes, { apiPrefix: config.apiPrefix, maxStreams: config.maxStreams });
-      await api.register(webhookRoutes, { targets: config.webhooks, secretKey: config.webhooks.secretKey });
+      await api.register(webhookRoutes, { ...config.webhooks, targets: config.webhooks });
     },
     { prefix: config.apiPrefix },
   );

@@ -6,7 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { makeAdmin, signUp, startInstance, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { expectError } from '../helpers/expect.js';
 import { expectContractResponse } from '../helpers/contract.js';
 
 let t: TestApp;
@@ -336,4 +337,40 @@ it('GET /health/webhooks reports the backlog', async () => {
     eventsBehind: expect.any(Number),
     disabledWebhooks: expect.any(Number),
   });
+});
+
+it('a user has at most WEBHOOK_MAX_PER_USER webhooks: 10 created at once against 3 make 3, the rest a 409', async () => {
+  const capped = await startInstance(t.db, { WEBHOOK_CONCURRENCY: '0', WEBHOOK_MAX_PER_USER: '3' });
+  try {
+    const cy = await signUp(capped);
+    const tries = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        capped.inject({
+          method: 'POST',
+          url: '/webhooks',
+          headers: cy.auth,
+          payload: { url: `https://hooks.example.com/${i}` },
+        }),
+      ),
+    );
+    expect(tries.filter((res) => res.statusCode === 201)).toHaveLength(3);
+    const refused = tries.filter((res) => res.statusCode !== 201);
+    expect(refused).toHaveLength(7);
+    for (const res of refused)
+      expectError(
+        res,
+        409,
+        'conflict',
+        'you have 3 webhooks, the most a user may have (WEBHOOK_MAX_PER_USER): delete one first',
+      );
+    // Another user is not held back by this one; a deletion makes room.
+    const dee = await signUp(capped);
+    const own = { method: 'POST' as const, url: '/webhooks', payload: { url: 'https://hooks.example.com/d' } };
+    expect((await capped.inject({ ...own, headers: dee.auth })).statusCode).toBe(201);
+    const first = tries.find((res) => res.statusCode === 201)!.json().id;
+    await capped.inject({ method: 'DELETE', url: `/webhooks/${first}`, headers: cy.auth });
+    expect((await capped.inject({ ...own, headers: cy.auth })).statusCode).toBe(201);
+  } finally {
+    await capped.close();
+  }
 });

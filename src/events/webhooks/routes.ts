@@ -23,6 +23,7 @@ import { ConditionalGetHeaders, NotModified, WithEtag, listResponses } from '../
 import { conflict, notFound, validation } from '../../errors.js';
 import { loadOwned, type OwnershipRule } from '../../use-cases/change-owned.js';
 import { linkTo } from '../../http/links.js';
+import { withTransaction } from '../../db/pool.js';
 import { PRIVATE } from '../../http/conditional.js';
 import { listResponse, pageRequest, sortOf } from '../../http/lists.js';
 import { webhooksRepository, type Webhook } from './repository.js';
@@ -73,12 +74,14 @@ const BacklogSchema = Type.Object(
 export interface WebhookRoutesOptions {
   targets: TargetPolicy;
   secretKey: Buffer | undefined;
+  maxPerUser: number;
 }
 
 type Api = Parameters<FastifyPluginAsyncTypebox>[0];
 type WebhooksRepository = ReturnType<typeof webhooksRepository>;
 
-const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { targets, secretKey }) => {
+const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, options) => {
+  const { targets } = options;
   app.addSchema(WebhookSchema);
   app.addSchema(DeliverySchema);
   const webhooks = webhooksRepository(app.db);
@@ -86,7 +89,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (ap
   await app.register(async (authed) => {
     authed.addHook('onRequest', app.requireUser);
     const r = authed.withTypeProvider<TypeBoxTypeProvider>();
-    createRoute(r, webhooks, targets, secretKey);
+    createRoute(r, webhooks, options);
     readRoutes(r, webhooks);
     changeRoutes(r, webhooks, targets);
     deliveryRoutes(r, webhooks);
@@ -123,7 +126,7 @@ function backlogRoute(app: Api) {
   );
 }
 
-function createRoute(r: Api, webhooks: WebhooksRepository, targets: TargetPolicy, secretKey: Buffer | undefined) {
+function createRoute(r: Api, webhooks: WebhooksRepository, { targets, secretKey, maxPerUser }: WebhookRoutesOptions) {
   r.post(
     '/webhooks',
     {
@@ -139,7 +142,7 @@ function createRoute(r: Api, webhooks: WebhooksRepository, targets: TargetPolicy
             ...CreatedWebhookSchema,
             headers: { Location: { type: 'string', maxLength: 2048, description: 'the URL of the new webhook' } },
           },
-          ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS),
+          ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 409),
         },
       },
     },
@@ -148,12 +151,19 @@ function createRoute(r: Api, webhooks: WebhooksRepository, targets: TargetPolicy
       const url = checkUrl(request.body.url, targets);
       const id = await webhooks.nextId();
       const { bytes, shown } = newSecret();
-      const webhook = await webhooks.create(
-        id,
-        request.user!.id,
-        { url, types, description },
-        sealSecret(bytes, id, secretKey),
+      const webhook = await withTransaction(r.db, (tx) =>
+        webhooksRepository(tx).create(
+          id,
+          request.user!.id,
+          { url, types, description },
+          sealSecret(bytes, id, secretKey),
+          maxPerUser,
+        ),
       );
+      if (!webhook)
+        throw conflict(
+          `you have ${maxPerUser} webhooks, the most a user may have (WEBHOOK_MAX_PER_USER): delete one first`,
+        );
       reply.code(201).header('location', linkTo(request, `/${webhook.id}`));
       return { ...webhook, secret: shown };
     },

@@ -1,5 +1,6 @@
 /** GET /events and GET /events/stream (docs/api.md §12). Public, rate limited as reads. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { COMMON_ERRORS, errorResponses } from '../schemas/common.js';
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
@@ -158,7 +159,8 @@ function streamRoute(app: Api, events: EventsRepository, maxStreams: number) {
     }
     reply.hijack();
     // Fastify's connectionTimeout (30 s of silence) is for requests: a stream's heartbeat is its keep-alive.
-    request.raw.socket.setTimeout(0);
+    // (Not a real socket under inject: none to set.)
+    (request.raw.socket as Partial<Socket>).setTimeout?.(0);
     reply.raw.writeHead(200, {
       ...(reply.getHeaders() as Record<string, string>),
       'content-type': 'text/event-stream; charset=utf-8',

@@ -103,8 +103,8 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
       await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });
       await api.register(postsRoutes);
       await api.register(commentsRoutes);
-      await api.register(eventsRoutes, { prefix: config.apiPrefix, maxStreams: config.maxStreams });
-      await api.register(webhookRoutes, { targets: config.webhooks, secretKey: config.webhooks.secretKey });
+      await api.register(eventsRoutes, { apiPrefix: config.apiPrefix, maxStreams: config.maxStreams });
+      await api.register(webhookRoutes, { ...config.webhooks, targets: config.webhooks });
     },
     { prefix: config.apiPrefix },
   );

@@ -124,7 +124,6 @@ export const EnvSchema = Type.Object({
     100_000,
     'open event streams (GET /events/stream) per instance; past it a new one is a 503',
   ),
-  EVENT_STREAM_HEARTBEAT: PositiveInt(15, 300, 'seconds between the comment lines that keep an idle event stream open'),
   WEBHOOK_SECRET_KEY: Type.Optional(
     Type.String({
       pattern: '^[A-Za-z0-9+/]{43}=$',
@@ -150,35 +149,7 @@ export const EnvSchema = Type.Object({
     default: 10,
     description: 'webhook deliveries this instance sends at once; 0 = this instance sends none',
   }),
-  WEBHOOK_TIMEOUT_MS: Type.Integer({
-    minimum: 50,
-    maximum: 60_000,
-    default: 10_000,
-    description: 'longest a webhook endpoint may take to answer (connection included), ms; past it the attempt failed',
-  }),
-  WEBHOOK_RETRY_BASE_MS: Type.Integer({
-    minimum: 10,
-    maximum: 3_600_000,
-    default: 10_000,
-    description:
-      'delay before the first retry of a webhook delivery, ms; each retry doubles it (with jitter), up to an hour',
-  }),
-  WEBHOOK_GIVE_UP_AFTER: PositiveInt(
-    86_400,
-    30 * 86_400,
-    'age at which a failing webhook delivery is given up, seconds',
-  ),
-  WEBHOOK_DISABLE_AFTER: PositiveInt(
-    86_400,
-    30 * 86_400,
-    'how long a webhook may fail every attempt before it is disabled, seconds',
-  ),
-  WEBHOOK_POLL_MS: Type.Integer({
-    minimum: 10,
-    maximum: 60_000,
-    default: 1_000,
-    description: 'how often an instance looks for new events and due webhook deliveries, ms',
-  }),
+  WEBHOOK_MAX_PER_USER: PositiveInt(20, 10_000, 'webhooks a user may have; past it creating one is a 409'),
   EMBEDDED_PG_PORT: Type.Integer({
     minimum: 1,
     maximum: 65535,
@@ -254,8 +225,9 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     tombstoneRetentionSeconds: 86_400,
     eventRetentionSeconds: e.EVENT_RETENTION,
     maxStreams: e.MAX_STREAMS,
-    eventStreamHeartbeatSeconds: e.EVENT_STREAM_HEARTBEAT,
     sharedCacheSeconds: e.SHARED_CACHE_SECONDS,
+    // The contract's constants (docs/api.md §12); tests shorten them through buildApp's config.
+    eventStreamHeartbeatSeconds: 15,
     authCacheMs: 1_000,
     embeddedPg: { port: e.EMBEDDED_PG_PORT, dataDir: e.EMBEDDED_PG_DATA },
     webhooks: {
@@ -263,11 +235,12 @@ export function loadConfig(source: Record<string, string | undefined> = process.
       allowHttp: e.WEBHOOK_ALLOW_HTTP === 'true',
       allowPrivate: e.WEBHOOK_ALLOW_PRIVATE === 'true',
       concurrency: e.WEBHOOK_CONCURRENCY,
-      timeoutMs: e.WEBHOOK_TIMEOUT_MS,
-      retryBaseMs: e.WEBHOOK_RETRY_BASE_MS,
-      giveUpAfterSeconds: e.WEBHOOK_GIVE_UP_AFTER,
-      disableAfterSeconds: e.WEBHOOK_DISABLE_AFTER,
-      pollMs: e.WEBHOOK_POLL_MS,
+      maxPerUser: e.WEBHOOK_MAX_PER_USER,
+      timeoutMs: 10_000,
+      retryBaseMs: 10_000,
+      giveUpAfterSeconds: 86_400,
+      disableAfterSeconds: 86_400,
+      pollMs: 1_000,
     },
   };
 }

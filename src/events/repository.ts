@@ -81,15 +81,15 @@ export function eventsRepository(db: Queryable) {
     },
 
     /**
-     * The id below which events have been purged: a cursor before it has missed
-     * some (410). Ids have no gaps and purges take the oldest, so it is the
-     * smallest kept id less one.
+     * `floor`: the id below which events have been purged, so a cursor before it
+     * has missed some (410); ids have no gaps and purges take the oldest, so it is
+     * the smallest kept id less one. `head`: the newest id ever given (purges keep it).
      */
-    async floor(): Promise<number> {
-      const { rows } = await db.query<{ floor: number }>(
-        'SELECT coalesce(min(id) - 1, 0)::float8 AS floor FROM events',
+    async bounds(): Promise<{ floor: number; head: number }> {
+      const { rows } = await db.query<{ floor: number; head: number }>(
+        'SELECT coalesce(min(id) - 1, 0)::float8 AS floor, coalesce(max(id), 0)::float8 AS head FROM events',
       );
-      return rows[0]!.floor;
+      return rows[0]!;
     },
 
     /**

@@ -1,10 +1,11 @@
 /** GET /events and GET /events/stream (docs/api.md §12). Public, rate limited as reads. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { COMMON_ERRORS, errorResponses } from '../schemas/common.js';
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
 import { listResponse } from '../http/lists.js';
-import { gone, serviceUnavailable } from '../errors.js';
+import { gone, serviceUnavailable, validation } from '../errors.js';
 import { eventsRepository, toEvent, type EventFilter, type EventType } from './repository.js';
 import {
   EventListQuery,
@@ -16,7 +17,8 @@ import {
 } from './schemas.js';
 
 export interface EventRoutesOptions {
-  prefix: string;
+  /** For the events' resource paths (not `prefix`, which Fastify would add to the routes' own). */
+  apiPrefix: string;
   maxStreams: number;
 }
 
@@ -32,20 +34,30 @@ const filterOf = (query: { type?: EventType[] | undefined; post?: number | undef
 type Api = Parameters<FastifyPluginAsyncTypebox>[0];
 type EventsRepository = ReturnType<typeof eventsRepository>;
 
-const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { prefix, maxStreams }) => {
+const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { apiPrefix, maxStreams }) => {
   app.addSchema(EventSchema);
   const events = eventsRepository(app.db);
-  listRoute(app, events, prefix);
+  listRoute(app, events, apiPrefix);
   streamRoute(app, events, maxStreams);
 };
 
-/** A cursor before the oldest kept event has missed purged ones (0: from the oldest, whatever it is). */
-async function checkKept(events: EventsRepository, after: number | undefined): Promise<void> {
+/**
+ * A cursor before the oldest kept event has missed purged ones (410); one beyond
+ * the newest ever given comes from another feed, e.g. a reset database (422).
+ * 0: from the oldest, whatever it is. `field` names the cursor in fieldErrors.
+ */
+async function checkCursor(events: EventsRepository, after: number | undefined, field = 'after'): Promise<void> {
   if (!after) return;
-  const floor = await events.floor();
+  const { floor, head } = await events.bounds();
   if (after < floor) {
     throw gone(
       `events up to ${floor} have been purged (EVENT_RETENTION); event ${after} is older: resynchronise from the lists`,
+    );
+  }
+  if (after > head) {
+    throw validation(
+      { [field]: [`is beyond the newest event (${head}): the feed was reset, or this is not a cursor it gave`] },
+      'the cursor is ahead of the feed: resynchronise from the lists',
     );
   }
 }
@@ -73,10 +85,10 @@ function listRoute(app: Api, events: EventsRepository, prefix: string) {
       await sequencer.run();
       const rows = await events.page(after ?? 0, limit + 1, filterOf(request.query));
       // After the read: a purge in between is seen too.
-      await checkKept(events, after);
+      await checkCursor(events, after);
       const hasMore = rows.length > limit;
       const page = rows.slice(0, limit);
-      const nextCursor = page.length > 0 ? page[page.length - 1]!.id : (after ?? null);
+      const nextCursor = page.length > 0 ? page[page.length - 1]!.id : after || null;
       const result = {
         kind: 'cursor' as const,
         items: page.map((row) => toEvent(row, prefix)),
@@ -128,17 +140,27 @@ function streamRoute(app: Api, events: EventsRepository, maxStreams: number) {
     request: FastifyRequest<{ Querystring: typeof EventStreamQuery.static; Headers: typeof EventStreamHeaders.static }>,
     reply: FastifyReply,
   ): Promise<void> {
-    if (hub.size >= maxStreams) {
+    // Taken before any await: a burst of requests cannot all pass the check first.
+    if (!hub.reserve(maxStreams)) {
       throw serviceUnavailable(
         `this instance serves its most event streams (${maxStreams}); retry shortly`,
         STREAMS_FULL_RETRY_SECONDS,
       );
     }
-    const resumeAt = request.headers['last-event-id'];
-    const after = resumeAt === undefined ? request.query.after : Number(resumeAt);
-    await checkKept(events, after);
-    const position = after ?? (await events.head());
+    let position: number;
+    try {
+      const resumeAt = request.headers['last-event-id'];
+      const after = resumeAt === undefined ? request.query.after : Number(resumeAt);
+      await checkCursor(events, after, resumeAt === undefined ? 'after' : 'Last-Event-Id');
+      position = after ?? (await events.head());
+    } catch (error) {
+      hub.release();
+      throw error;
+    }
     reply.hijack();
+    // Fastify's connectionTimeout (30 s of silence) is for requests: a stream's heartbeat is its keep-alive.
+    // (Not a real socket under inject: none to set.)
+    (request.raw.socket as Partial<Socket>).setTimeout?.(0);
     reply.raw.writeHead(200, {
       ...(reply.getHeaders() as Record<string, string>),
       'content-type': 'text/event-stream; charset=utf-8',

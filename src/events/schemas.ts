@@ -78,7 +78,8 @@ export const EventStreamQuery = Type.Object(
     after: Type.Optional({
       ...Id,
       minimum: 0,
-      description: 'resume after this event id (Last-Event-ID wins); without either, only new events',
+      description:
+        'resume after this event id (Last-Event-ID wins); 0: from the oldest event kept; without either, only new events',
     }),
   },
   { additionalProperties: false },
@@ -87,10 +88,10 @@ export const EventStreamQuery = Type.Object(
 export const EventStreamHeaders = Type.Object({
   'last-event-id': Type.Optional(
     Type.String({
-      pattern: '^[1-9][0-9]{0,15}$',
+      pattern: '^(0|[1-9][0-9]{0,15})$',
       maxLength: 16,
       'x-errorMessage': 'must be an event id',
-      description: 'set by EventSource on a reconnection: resume after it',
+      description: 'set by EventSource on a reconnection: resume after it (0: from the oldest event kept, as after=0)',
     }),
   ),
 });

@@ -23,9 +23,9 @@ export interface TestApp {
  * The production app on a fresh database; rate limits high unless a test sets
  * them. Every response it gives a test is checked against its OpenAPI document.
  */
-export async function startTestApp(env: Record<string, string> = {}, overrides: Overrides = {}): Promise<TestApp> {
+export async function startTestApp(env: Record<string, string> = {}, tuning: Tuning = {}): Promise<TestApp> {
   const db = await createTestDatabase();
-  const app = await startInstance(db, env, overrides);
+  const app = await startInstance(db, env, tuning);
   return {
     app,
     db,
@@ -36,17 +36,22 @@ export async function startTestApp(env: Record<string, string> = {}, overrides: 
   };
 }
 
-/** Values that are not settings (the contract's constants), set shorter for a test. */
-export type Overrides = Partial<AppConfig>;
+/** The contract's time constants a test may shorten (they are not settings): buildApp's config, not env. */
+export type Tuning = Partial<Omit<AppConfig, 'webhooks'>> & { webhooks?: Partial<AppConfig['webhooks']> };
+
+/** The app's config from `env`, with `tuning` applied. */
+export function testConfig(env: Record<string, string> = {}, tuning: Tuning = {}) {
+  const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', RATE_LIMIT_AUTH_MAX: '1000000', ...env });
+  return { ...config, ...tuning, webhooks: { ...config.webhooks, ...tuning.webhooks } };
+}
 
 /** Another instance of the production app on the database `db` (as several behind a balancer share one). */
 export async function startInstance(
   db: TestDatabase,
   env: Record<string, string> = {},
-  overrides: Overrides = {},
+  tuning: Tuning = {},
 ): Promise<FastifyInstance> {
-  const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', RATE_LIMIT_AUTH_MAX: '1000000', ...env });
-  const app = (await buildApp({ ...config, ...onTopology(db.url), ...overrides })) as unknown as FastifyInstance;
+  const app = (await buildApp({ ...testConfig(env, tuning), ...onTopology(db.url) })) as unknown as FastifyInstance;
   await checkAgainstDocument(app);
   return app;
 }
@@ -129,7 +134,7 @@ export interface TestFile extends TestApp {
  * asked, and everything closed after its last. The objects returned are filled
  * in by that hook, so a file names them at its top, like its own variables.
  */
-export function useTestApp(env: Record<string, string> = {}, overrides: Overrides = {}): TestFile {
+export function useTestApp(env: Record<string, string> = {}, tuning: Tuning = {}): TestFile {
   const wanted: { who: SignedUp; overrides: SignUpOverrides; admin: boolean }[] = [];
   const want =
     (admin: boolean) =>
@@ -140,7 +145,7 @@ export function useTestApp(env: Record<string, string> = {}, overrides: Override
     };
   const file = { user: want(false), admin: want(true) } as TestFile;
   beforeAll(async () => {
-    Object.assign(file, await startTestApp(env, overrides));
+    Object.assign(file, await startTestApp(env, tuning));
     for (const { who, overrides, admin } of wanted) {
       Object.assign(who, await signUp(file.app, overrides));
       if (admin) await makeAdmin(file.app, who.user.email);

@@ -172,6 +172,22 @@ describe('the feed', () => {
     expect422(await get('/events?limit=101'), { limit: ['must be at most 100'] });
     expect422(await get('/events?page=2'), { page: [expect.any(String)] });
   });
+
+  it('an empty page read from the start (after=0): nextCursor null, as without after', async () => {
+    for (const url of ['/events?after=0&type=user.deleted', '/events?type=user.deleted', '/events?after=0&post=999999'])
+      expect(await page(url), url).toEqual({ data: [], limit: 20, hasMore: false, nextCursor: null, prevCursor: null });
+  });
+
+  it('a cursor beyond the newest event ever numbered is a 422 that says so, not an empty page', async () => {
+    await createPost(ann, 'something numbered');
+    const newest = await head();
+    expect((await page(`/events?after=${newest}`)).nextCursor).toBe(newest);
+    expect422(
+      await get('/events?after=99999999'),
+      { after: [`is beyond the newest event (${newest}): the feed was reset, or this is not a cursor it gave`] },
+      'the cursor is ahead of the feed: resynchronise from the lists',
+    );
+  });
 });
 
 describe('no gaps, no repeats', () => {
@@ -328,7 +344,7 @@ describe('retention', () => {
     expect(await events.purgeExpired(604_800, 4)).toBe(4);
     expect(await events.purgeExpired(604_800, 500)).toBe(6);
     expect(await events.purgeExpired(604_800, 500)).toBe(0);
-    expect(await events.floor()).toBe(10);
+    expect((await events.bounds()).floor).toBe(10);
 
     expectError(
       await get('/events?after=9'),

@@ -6,14 +6,14 @@
  * closing the app ends its streams.
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
+import { once } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { onTopology } from '../helpers/database.js';
-import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { signUp, startTestApp, testConfig, type SignedUp, type TestApp, type Tuning } from '../helpers/factories.js';
 import { expect422, expectError, iso } from '../helpers/expect.js';
 
 let t: TestApp;
@@ -23,9 +23,11 @@ let ann: SignedUp;
 const opened: SseClient[] = [];
 
 /** A second instance on the same database, listening on a real port. */
-async function instance(env: Record<string, string> = {}): Promise<{ app: FastifyInstance; base: string }> {
-  const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', ...env });
-  const app = (await buildApp({ ...config, ...onTopology(t.db.url) })) as unknown as FastifyInstance;
+async function instance(
+  env: Record<string, string> = {},
+  tuning: Tuning = {},
+): Promise<{ app: FastifyInstance; base: string }> {
+  const app = (await buildApp({ ...testConfig(env, tuning), ...onTopology(t.db.url) })) as unknown as FastifyInstance;
   await app.listen({ host: '127.0.0.1', port: 0 });
   return { app, base: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` };
 }
@@ -183,6 +185,35 @@ describe('a stream', () => {
     expect(comments.frames.map((f) => f.event)).toEqual(['comment.created']);
   });
 
+  it('Last-Event-ID: 0 and after=0 both start from the oldest event kept', async () => {
+    await createPost('from the start');
+    const byHeader = await openStream(bBase, '/events/stream', { 'last-event-id': '0' });
+    const byQuery = await openStream(bBase, '/events/stream?after=0');
+    expect(byHeader.res.statusCode).toBe(200);
+    await byHeader.until(() => byHeader.frames.length > 0);
+    await byQuery.until(() => byQuery.frames.length > 0);
+    expect(byHeader.frames[0]!.id).toBe(byQuery.frames[0]!.id);
+    const oldest = (await t.app.inject({ url: '/events?limit=1' })).json().data[0].id;
+    expect(byHeader.frames[0]!.id).toBe(String(oldest));
+    byHeader.close();
+    byQuery.close();
+  });
+
+  it('a cursor beyond the newest event ever numbered (a reset database) is a 422 that says so', async () => {
+    const newest = (await t.app.inject({ url: '/events?after=0&limit=100' })).json();
+    expect(newest.hasMore).toBe(false);
+    const problem = `is beyond the newest event (${newest.nextCursor}): the feed was reset, or this is not a cursor it gave`;
+    const message = 'the cursor is ahead of the feed: resynchronise from the lists';
+    expect422(
+      await t.app.inject({ url: '/events/stream', headers: { 'last-event-id': '99999999' } }),
+      {
+        'Last-Event-Id': [problem],
+      },
+      message,
+    );
+    expect422(await t.app.inject({ url: '/events/stream?after=99999999' }), { after: [problem] }, message);
+  });
+
   it('an unknown type is a 422, a cursor past retention a 410, both with the uniform body', async () => {
     expect422(await t.app.inject({ method: 'GET', url: '/events/stream?type=post.moved' }), {
       type: [expect.stringContaining('must be a comma-separated list of distinct event types')],
@@ -225,13 +256,149 @@ describe('an instance', () => {
     }
   });
 
-  it('sends a heartbeat comment on idle streams (EVENT_STREAM_HEARTBEAT), and ends its streams when it closes', async () => {
-    const { app, base } = await instance({ EVENT_STREAM_HEARTBEAT: '1' });
+  it('sends a heartbeat comment on idle streams (every 15 s; 1 here), and ends its streams when it closes', async () => {
+    const { app, base } = await instance({}, { eventStreamHeartbeatSeconds: 1 });
     const stream = await openStream(base, '/events/stream');
     await stream.until(() => stream.heartbeats >= 1, 2_500);
     const closing = Date.now();
     await app.close();
     await stream.until(() => stream.ended, 1_000);
     expect(Date.now() - closing).toBeLessThan(2_000);
+  });
+});
+
+describe('slow consumers, large events, bursts', () => {
+  /** The status a new stream gets on `base` (the stream, if any, closed at once). */
+  function statusOf(base: string): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(`${base}/events/stream`, { agent: false }, (res) => {
+        resolve(res.statusCode!);
+        res.destroy();
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  }
+
+  /** A connection that asks for a stream and then reads nothing. */
+  async function nonReader(base: string): Promise<Socket> {
+    const socket = connect(Number(new URL(base).port), '127.0.0.1');
+    await once(socket, 'connect');
+    socket.write('GET /events/stream HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n');
+    socket.pause();
+    return socket;
+  }
+
+  async function bigPosts(count: number): Promise<number[]> {
+    const { rows } = await t.app.db.query<{ id: string }>(
+      `INSERT INTO posts (author_id, title, body) SELECT $1, 'big ' || g, 'b' FROM generate_series(1, $2::int) g RETURNING id`,
+      [ann.user.id, count],
+    );
+    return rows.map((row) => Number(row.id));
+  }
+
+  it('every 20 KB event of one 200-row UPDATE reaches 3 reading streams and a catch-up, each on one connection', async () => {
+    const { app, base } = await instance();
+    try {
+      const ids = await bigPosts(200);
+      const newest = async () => {
+        let cursor = 0;
+        for (let more = true; more;) {
+          const page = (await t.app.inject({ url: `/events?after=${cursor}&limit=100` })).json();
+          cursor = page.nextCursor ?? cursor;
+          more = page.hasMore;
+        }
+        return cursor;
+      };
+      const before = await newest();
+      const readers = await Promise.all([1, 2, 3].map(() => openStream(base, '/events/stream?type=post.updated')));
+      await sleep(300);
+      await t.app.db.query(`UPDATE posts SET body = repeat('x', 20000) WHERE id = ANY($1::bigint[])`, [ids]);
+      for (const reader of readers) {
+        await reader.until(() => reader.frames.length >= 200 || reader.ended, 60_000);
+        expect(reader.ended).toBe(false);
+        expect(reader.frames.map((f) => Number(f.data.resource && (f.data.resource as { id: number }).id))).toEqual(
+          ids,
+        );
+      }
+      // Catching up over them from before: pages at the client's pace, on the same connection.
+      const late = await openStream(base, `/events/stream?type=post.updated&after=${before}`);
+      await late.until(() => late.frames.length >= 200 || late.ended, 60_000);
+      expect(late.ended).toBe(false);
+      expect(late.frames).toHaveLength(200);
+      expect((late.frames[199]!.data.data as { body: string }).body).toHaveLength(20_000);
+    } finally {
+      await app.close();
+    }
+  }, 120_000);
+
+  it('a client that reads nothing is cut once output waits unread for two heartbeats, and counts until then', async () => {
+    const { app, base } = await instance({ MAX_STREAMS: '2' }, { eventStreamHeartbeatSeconds: 1 });
+    const sockets: Socket[] = [];
+    app.server.on('connection', (socket: Socket) => sockets.push(socket));
+    try {
+      const ids = await bigPosts(200);
+      const stalled = await nonReader(base);
+      const reader = await openStream(base, '/events/stream?type=post.updated');
+      await sleep(300);
+      // Both count: a third is refused.
+      expect(await statusOf(base)).toBe(503);
+      const server = sockets.find((s) => s.remotePort === stalled.localPort)!;
+      expect(server.destroyed).toBe(false);
+      // 200 x 60 KB: more than the connection's buffers hold for a client that reads nothing.
+      await t.app.db.query(`UPDATE posts SET body = repeat('y', 60000) WHERE id = ANY($1::bigint[])`, [ids]);
+      await reader.until(() => reader.frames.length >= 200 || reader.ended, 60_000);
+      expect(reader.ended).toBe(false);
+      expect(reader.frames).toHaveLength(200);
+      // Cut, and only then its place is free.
+      const deadline = Date.now() + 30_000;
+      while ((await statusOf(base)) === 503 && Date.now() < deadline) await sleep(200);
+      expect(server.destroyed).toBe(true);
+      expect(await statusOf(base)).toBe(200);
+      stalled.destroy();
+    } finally {
+      await app.close();
+    }
+  }, 120_000);
+
+  it('MAX_STREAMS holds under a burst: 60 at once against 20 open 20', async () => {
+    const { app, base } = await instance({ MAX_STREAMS: '20' });
+    const responses: IncomingMessage[] = [];
+    try {
+      const statuses = await Promise.all(
+        Array.from(
+          { length: 60 },
+          () =>
+            new Promise<number>((resolve, reject) => {
+              const req = httpRequest(`${base}/events/stream`, { agent: false }, (res) => {
+                responses.push(res);
+                resolve(res.statusCode!);
+              });
+              req.on('error', reject);
+              req.end();
+            }),
+        ),
+      );
+      expect(statuses.filter((s) => s === 200)).toHaveLength(20);
+      expect(statuses.filter((s) => s === 503)).toHaveLength(40);
+    } finally {
+      for (const res of responses) res.destroy();
+      await app.close();
+    }
+  });
+
+  it("outlives the server's connection timeout: the heartbeat, not Fastify's 30 s, keeps it", async () => {
+    const { app, base } = await instance({}, { eventStreamHeartbeatSeconds: 60 });
+    // What connectionTimeout sets (30 s), shortened: an idle request's socket is cut after it.
+    app.server.timeout = 300;
+    try {
+      const stream = await openStream(base, '/events/stream');
+      await sleep(1_500);
+      expect(stream.ended).toBe(false);
+      await createPost('still there');
+      await stream.until(() => stream.frames.some((f) => (f.data.data as { title?: string }).title === 'still there'));
+    } finally {
+      await app.close();
+    }
   });
 });

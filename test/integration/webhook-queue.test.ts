@@ -11,12 +11,14 @@ import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/fa
 
 let t: TestApp;
 let ann: SignedUp;
+let others: SignedUp[];
 let sql: pg.Client;
 let queue: ReturnType<typeof webhookQueue>;
 
 beforeAll(async () => {
   t = await startTestApp({ WEBHOOK_CONCURRENCY: '0', WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE: 'true' });
   ann = await signUp(t.app);
+  others = [await signUp(t.app), await signUp(t.app), await signUp(t.app), await signUp(t.app)];
   // Numbered now: a webhook starts after the newest numbered event.
   await t.app.events.sequencer.run();
   sql = new pg.Client({ connectionString: t.db.url });
@@ -31,14 +33,15 @@ beforeEach(async () => {
   await sql.query('DELETE FROM webhooks');
 });
 
-async function webhooks(count: number, types?: string[]): Promise<number[]> {
+/** Webhooks of `who` (nothing listens: no worker sends here), at one origin or, with `spread`, each at its own. */
+async function webhooks(count: number, types?: string[], { who = ann, spread = false } = {}): Promise<number[]> {
   const ids: number[] = [];
   for (let i = 0; i < count; i++) {
     const res = await t.app.inject({
       method: 'POST',
       url: '/webhooks',
-      headers: ann.auth,
-      payload: { url: `http://127.0.0.1:9/${i}`, types },
+      headers: who.auth,
+      payload: { url: `http://127.0.0.1:${spread ? 40000 + ids.length : 1024}/${i}`, types },
     });
     ids.push(res.json().id);
   }
@@ -48,7 +51,8 @@ async function webhooks(count: number, types?: string[]): Promise<number[]> {
 const outcome = { ok: false, statusCode: 500, error: 'answered 500', durationMs: 1, nextAttemptAt: new Date() };
 
 it('concurrent claims share the due deliveries and never take one twice', async () => {
-  const ids = await webhooks(20);
+  const ids: number[] = [];
+  for (const who of [ann, ...others]) ids.push(...(await webhooks(4, undefined, { who, spread: true })));
   await sql.query(
     `INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at) SELECT w, e, now() FROM unnest($1::bigint[]) w, generate_series(1, 3) e`,
     [ids],
@@ -63,18 +67,27 @@ it('concurrent claims share the due deliveries and never take one twice', async 
   expect(rows[0].n).toBe(claimed.length);
 });
 
-it('caps the attempts in flight per endpoint', async () => {
-  const [id] = await webhooks(1);
-  await sql.query(
-    `INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at) SELECT $1, e, now() FROM generate_series(1, 10) e`,
-    [id],
-  );
+it('caps the attempts in flight per owner, whatever their origins, and per origin, whoever owns them', async () => {
+  const due = (ids: number[]) =>
+    sql.query(
+      `INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at) SELECT w, e, now() FROM unnest($1::bigint[]) w, generate_series(1, 10) e`,
+      [ids],
+    );
+  await due(await webhooks(3, undefined, { spread: true }));
+  expect(await queue.claim(10, 60_000)).toHaveLength(4);
+  expect(await queue.claim(10, 60_000)).toHaveLength(0);
+  await sql.query('DELETE FROM webhooks');
+  await due([
+    ...(await webhooks(1, undefined, { who: others[0] })),
+    ...(await webhooks(1, undefined, { who: others[1] })),
+  ]);
   expect(await queue.claim(10, 60_000)).toHaveLength(4);
   expect(await queue.claim(10, 60_000)).toHaveLength(0);
 });
 
-it('counts attempts already in flight against the cap, and a deep backlog does not crowd other endpoints out', async () => {
-  const [busy, quiet] = await webhooks(2);
+it('counts attempts already in flight against the cap, and a deep backlog does not crowd other owners out', async () => {
+  const [busy] = await webhooks(1);
+  const [quiet] = await webhooks(1, undefined, { who: others[0], spread: true });
   await sql.query(
     `INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at, lease_until)
      SELECT $1, e, now() - interval '1 hour', CASE WHEN e <= 2 THEN now() + interval '1 minute' END FROM generate_series(1, 40) e`,

@@ -6,7 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { makeAdmin, signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { makeAdmin, signUp, startInstance, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
+import { expectError } from '../helpers/expect.js';
 import { expectContractResponse } from '../helpers/contract.js';
 
 let t: TestApp;
@@ -65,6 +66,33 @@ describe('POST /webhooks', () => {
     const list = await t.app.inject({ url: '/webhooks', headers: ann.auth });
     expect(list.body).not.toContain(body.secret.slice(6));
     expect(read.body).not.toContain('secret');
+  });
+
+  it('stores the URL normalized; refuses a malformed one, a bad port, an IPv4-compatible loopback literal', async () => {
+    const res = await create(ann, { url: 'HTTPS://Hooks.Example.COM:443/a/../in?x=1' });
+    expect(res.json().url).toBe('https://hooks.example.com/in?x=1');
+    const patched = await t.app.inject({
+      method: 'PATCH',
+      url: `/webhooks/${res.json().id}`,
+      headers: ann.auth,
+      payload: { url: 'https://HOOKS.example.com:8443/b' },
+    });
+    expect(patched.json().url).toBe('https://hooks.example.com:8443/b');
+    for (const [url, problem] of [
+      ['https:///x', 'must be a well-formed absolute URL'],
+      ['https://hooks.example.com/a\r\nb', 'must be a well-formed absolute URL'],
+      ['https://hooks.example.com:22/', "must not use port 22 (not an HTTP port: the Fetch standard's bad ports)"],
+      ['https://[::127.0.0.1]/', 'must not name a loopback address'],
+    ]) {
+      const refused = await t.app.inject({ method: 'POST', url: '/webhooks', headers: ann.auth, payload: { url } });
+      expect(refused.statusCode, url).toBe(422);
+      expect(refused.json()).toEqual({
+        error: 'validation',
+        message: 'the webhook URL is not allowed',
+        fieldErrors: { url: [problem] },
+        requestId: refused.headers['x-request-id'],
+      });
+    }
   });
 
   it('gives each webhook its own secret', async () => {
@@ -309,4 +337,40 @@ it('GET /health/webhooks reports the backlog', async () => {
     eventsBehind: expect.any(Number),
     disabledWebhooks: expect.any(Number),
   });
+});
+
+it('a user has at most WEBHOOK_MAX_PER_USER webhooks: 10 created at once against 3 make 3, the rest a 409', async () => {
+  const capped = await startInstance(t.db, { WEBHOOK_CONCURRENCY: '0', WEBHOOK_MAX_PER_USER: '3' });
+  try {
+    const cy = await signUp(capped);
+    const tries = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        capped.inject({
+          method: 'POST',
+          url: '/webhooks',
+          headers: cy.auth,
+          payload: { url: `https://hooks.example.com/${i}` },
+        }),
+      ),
+    );
+    expect(tries.filter((res) => res.statusCode === 201)).toHaveLength(3);
+    const refused = tries.filter((res) => res.statusCode !== 201);
+    expect(refused).toHaveLength(7);
+    for (const res of refused)
+      expectError(
+        res,
+        409,
+        'conflict',
+        'you have 3 webhooks, the most a user may have (WEBHOOK_MAX_PER_USER): delete one first',
+      );
+    // Another user is not held back by this one; a deletion makes room.
+    const dee = await signUp(capped);
+    const own = { method: 'POST' as const, url: '/webhooks', payload: { url: 'https://hooks.example.com/d' } };
+    expect((await capped.inject({ ...own, headers: dee.auth })).statusCode).toBe(201);
+    const first = tries.find((res) => res.statusCode === 201)!.json().id;
+    await capped.inject({ method: 'DELETE', url: `/webhooks/${first}`, headers: cy.auth });
+    expect((await capped.inject({ ...own, headers: cy.auth })).statusCode).toBe(201);
+  } finally {
+    await capped.close();
+  }
 });

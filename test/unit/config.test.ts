@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, describeConnections, loadConfig, loadEnvFile } from '../../src/config.js';
+import { ConfigError, EnvSchema, describeConnections, loadConfig, loadEnvFile } from '../../src/config.js';
 
 describe('loadConfig', () => {
   it('applies the documented defaults', () => {
@@ -38,6 +38,7 @@ describe('loadConfig', () => {
         allowHttp: false,
         allowPrivate: false,
         concurrency: 10,
+        maxPerUser: 20,
         timeoutMs: 10_000,
         retryBaseMs: 10_000,
         giveUpAfterSeconds: 86_400,
@@ -106,6 +107,7 @@ describe('loadConfig', () => {
     ['SHARED_CACHE_SECONDS', '6', 'must be an integer from 0 to 5'],
     ['SHARED_CACHE_SECONDS', '1s', 'must be an integer from 0 to 5'],
     ['DATABASE_PREPARED_STATEMENTS', 'auto', 'must be one of on, off'],
+    ['WEBHOOK_MAX_PER_USER', '0', 'must be an integer from 1 to 10000'],
     [
       'CORS_ORIGINS',
       'foo',
@@ -114,6 +116,19 @@ describe('loadConfig', () => {
   ])('a bad %s=%s stops start-up naming the variable and what it must be', (name, value, words) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(`${name}=${JSON.stringify(value)}: ${words}`);
+  });
+
+  it("takes WEBHOOK_MAX_PER_USER; the contract's time constants are no settings (tests set them through buildApp's config)", () => {
+    expect(loadConfig({ WEBHOOK_MAX_PER_USER: '5' }).webhooks.maxPerUser).toBe(5);
+    for (const gone of [
+      'EVENT_STREAM_HEARTBEAT',
+      'WEBHOOK_TIMEOUT_MS',
+      'WEBHOOK_RETRY_BASE_MS',
+      'WEBHOOK_GIVE_UP_AFTER',
+      'WEBHOOK_DISABLE_AFTER',
+      'WEBHOOK_POLL_MS',
+    ])
+      expect(Object.keys(EnvSchema.properties)).not.toContain(gone);
   });
 
   it('reports every invalid variable at once, in the order of the schema', () => {

@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { nextAttemptAt } from '../../src/events/webhooks/backoff.js';
-import { refusedRange, urlProblem } from '../../src/events/webhooks/targets.js';
+import { normalizedUrl, refusedRange, urlProblem } from '../../src/events/webhooks/targets.js';
 import { newSecret, openSecret, sealSecret } from '../../src/events/webhooks/secrets.js';
 
 describe('nextAttemptAt', () => {
@@ -40,6 +40,18 @@ describe('targets', () => {
     ['fd00::1', 'uniqueLocal'],
     ['::ffff:10.0.0.1', 'private'],
     ['::ffff:127.0.0.1', 'loopback'],
+    // IPv4-compatible (::/96), translated (RFC 6145, RFC 6052) forms: judged by the IPv4 address they carry.
+    ['::7f00:1', 'loopback'],
+    ['::127.0.0.1', 'loopback'],
+    ['::a00:1', 'private'],
+    ['::a9fe:a9fe', 'linkLocal'],
+    ['::ffff:0:a00:1', 'private'],
+    ['64:ff9b::a00:1', 'private'],
+    ['64:ff9b::7f00:1', 'loopback'],
+    ['64:ff9b::5db8:d822', undefined],
+    ['::ffff:5db8:d822', undefined],
+    ['64:ff9b:1::a00:1', 'rfc6052'],
+    ['2002:a00:1::1', '6to4'],
     ['93.184.216.34', undefined],
     ['2606:4700::1111', undefined],
   ])('%s: %s', (address, range) => {
@@ -57,6 +69,45 @@ describe('targets', () => {
     expect(urlProblem('https://[fe80::1]/x', strict)).toBe('must not name a linkLocal address');
     expect(urlProblem('https://[fe80::1]/x', { ...strict, allowPrivate: true })).toBeUndefined();
     expect(urlProblem('https://a.example.com/#frag', strict)).toBe('must not hold a fragment');
+  });
+
+  it('refuses literal addresses that carry a non-public IPv4 address inside IPv6', () => {
+    const strict = { allowHttp: false, allowPrivate: false };
+    expect(urlProblem('https://[::7f00:1]/', strict)).toBe('must not name a loopback address');
+    expect(urlProblem('https://[::127.0.0.1]/', strict)).toBe('must not name a loopback address');
+    expect(urlProblem('https://[::a00:1]/', strict)).toBe('must not name a private address');
+    expect(urlProblem('https://[::ffff:a00:1]/', strict)).toBe('must not name a private address');
+    expect(urlProblem('https://[64:ff9b::a00:1]/', strict)).toBe('must not name a private address');
+  });
+
+  it.each([
+    ['https:///x'],
+    ['https:/a.example.com/x'],
+    ['https:a.example.com'],
+    ['https:\\\\a.example.com/x'],
+    ['https://a.example.com/x y'],
+    ['https://a.example.com/x\r\nX-Injected: 1'],
+    ['https://a.example.com/\tx'],
+    [' https://a.example.com/'],
+    ['https://a.example.com/\u007f'],
+  ])('refuses a malformed URL, never stores what WHATWG would repair: %j', (url) => {
+    expect(urlProblem(url, { allowHttp: true, allowPrivate: true })).toBe('must be a well-formed absolute URL');
+  });
+
+  it("refuses port 0 and the ports of the Fetch standard's bad-port list (SSH, SMTP...)", () => {
+    const loose = { allowHttp: true, allowPrivate: true };
+    expect(urlProblem('https://a.example.com:0/', loose)).toBe('must not use port 0');
+    for (const port of [22, 25, 6667, 10080])
+      expect(urlProblem(`https://a.example.com:${port}/`, loose)).toBe(
+        `must not use port ${port} (not an HTTP port: the Fetch standard's bad ports)`,
+      );
+    for (const port of [443, 8443, 3000]) expect(urlProblem(`https://a.example.com:${port}/`, loose)).toBeUndefined();
+  });
+
+  it('normalizes a URL as WHATWG URL does: what is stored and sent', () => {
+    expect(normalizedUrl('HTTPS://Hooks.Example.COM:443/a/../b?x=1')).toBe('https://hooks.example.com/b?x=1');
+    expect(normalizedUrl('https://[::FFFF:8.8.8.8]/')).toBe('https://[::ffff:808:808]/');
+    expect(normalizedUrl('https://b\u00fccher.example/')).toBe('https://xn--bcher-kva.example/');
   });
 });
 

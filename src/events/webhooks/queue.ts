@@ -20,8 +20,12 @@ import type { EventRow } from '../repository.js';
 /** Webhooks fanned out per statement, and events read per webhook. */
 const FAN_OUT_WEBHOOKS = 50;
 const FAN_OUT_EVENTS = 500;
-/** Attempts in flight per endpoint, over every instance: a slow endpoint cannot take every sender. */
-export const MAX_IN_FLIGHT_PER_ENDPOINT = 4;
+/**
+ * Attempts in flight per owner and per target origin (scheme, host, port), over
+ * every instance: one owner's slow endpoints, or one slow host, cannot take every sender.
+ */
+export const MAX_IN_FLIGHT = 4;
+const ORIGIN = `substring(w.url from '^[a-z]+://([^/?#]+)')`;
 
 export interface Claimed {
   id: number;
@@ -83,26 +87,33 @@ async function fanOut(db: Queryable): Promise<number> {
 }
 
 /**
- * Leases up to `slots` due deliveries of active webhooks for `leaseMs`,
- * oldest due first, at most MAX_IN_FLIGHT_PER_ENDPOINT per endpoint: each
- * endpoint offers only as many as it has room for, so one with a deep
- * backlog cannot crowd the others out of a claim.
+ * Leases up to `slots` due deliveries of active webhooks for `leaseMs`, oldest
+ * due first, while their owner and their origin each have fewer than
+ * MAX_IN_FLIGHT leased: the rest wait, so others' deliveries go first. Each
+ * webhook offers at most that many, so a deep backlog cannot crowd a claim.
  */
 async function claim(db: Queryable, slots: number, leaseMs: number): Promise<Claimed[]> {
   const { rows } = await db.query<Claimed & { eventId: number }>(
     prepared(
-      `WITH hooks AS (
-             SELECT w.id, $3 - (SELECT count(*) FROM webhook_deliveries f WHERE f.webhook_id = w.id AND f.lease_until > now()) AS room
-             FROM webhooks w
-             WHERE w.status = 'active' AND EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.webhook_id = w.id AND d.next_attempt_at <= now())
-           ), due AS (
-             SELECT c.id FROM hooks h CROSS JOIN LATERAL (
-               SELECT d.id FROM webhook_deliveries d
-               WHERE d.webhook_id = h.id AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now())
-               ORDER BY d.next_attempt_at LIMIT greatest(h.room, 0)
+      `WITH busy AS (
+             SELECT w.user_id, ${ORIGIN} AS origin FROM webhook_deliveries f JOIN webhooks w ON w.id = f.webhook_id
+             WHERE f.lease_until IS NOT NULL AND f.lease_until > now()
+           ), candidates AS (
+             SELECT c.id, c.next_attempt_at, w.user_id, ${ORIGIN} AS origin FROM webhooks w CROSS JOIN LATERAL (
+               SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+               WHERE d.webhook_id = w.id AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now())
+               ORDER BY d.next_attempt_at LIMIT $3
              ) c
+             WHERE w.status = 'active'
+           ), ranked AS (
+             SELECT c.id,
+               row_number() OVER (PARTITION BY c.user_id ORDER BY c.next_attempt_at, c.id)
+                 + (SELECT count(*) FROM busy b WHERE b.user_id = c.user_id) AS by_owner,
+               row_number() OVER (PARTITION BY c.origin ORDER BY c.next_attempt_at, c.id)
+                 + (SELECT count(*) FROM busy b WHERE b.origin = c.origin) AS by_origin
+             FROM candidates c
            ), locked AS (
-             SELECT d.id FROM webhook_deliveries d WHERE d.id IN (SELECT id FROM due)
+             SELECT d.id FROM webhook_deliveries d WHERE d.id IN (SELECT id FROM ranked WHERE by_owner <= $3 AND by_origin <= $3)
                AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now())
              ORDER BY d.next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
            )
@@ -111,7 +122,7 @@ async function claim(db: Queryable, slots: number, leaseMs: number): Promise<Cla
            WHERE d.id = locked.id AND w.id = d.webhook_id
            RETURNING d.id, d.webhook_id AS "webhookId", d.attempt, w.url, w.secret, w.secret_sealed AS sealed,
              d.created_at AS "createdAt", d.event_id AS "eventId"`,
-      [slots, leaseMs, MAX_IN_FLIGHT_PER_ENDPOINT],
+      [slots, leaseMs, MAX_IN_FLIGHT],
     ),
   );
   if (rows.length === 0) return [];

@@ -79,22 +79,30 @@ const deliveryList: ListSource<'id', number> = {
 };
 
 /** Starts after the newest numbered event: a webhook gets the events that follow its creation. */
+/**
+ * Creates a webhook unless its owner has `maxPerUser` already (undefined then).
+ * Run in a transaction: the owner's lock, taken first, makes the count and the
+ * insert one step (the INSERT's snapshot, taken after it, sees every webhook created before).
+ */
 async function createWebhook(
   db: Queryable,
   id: number,
   userId: number,
   fields: Required<Omit<WebhookChanges, 'status'>>,
   secret: StoredSecret,
-): Promise<Webhook> {
+  maxPerUser: number,
+): Promise<Webhook | undefined> {
+  await db.query(prepared(`SELECT pg_advisory_xact_lock(hashtextextended('webhooks of ' || $1, 0))`, [userId]));
   const { rows } = await db.query<Webhook>(
     prepared(
       `INSERT INTO webhooks (id, user_id, url, types, description, secret, secret_sealed, cursor)
            OVERRIDING SYSTEM VALUE
-           VALUES ($1, $2, $3, $4, $5, $6, $7, (SELECT coalesce(max(id), 0) FROM events)) RETURNING ${COLUMNS}`,
-      [id, userId, fields.url, fields.types, fields.description, secret.secret, secret.sealed],
+           SELECT $1, $2, $3, $4, $5, $6, $7, (SELECT coalesce(max(id), 0) FROM events)
+           WHERE (SELECT count(*) FROM webhooks WHERE user_id = $2) < $8 RETURNING ${COLUMNS}`,
+      [id, userId, fields.url, fields.types, fields.description, secret.secret, secret.sealed, maxPerUser],
     ),
   );
-  return rows[0]!;
+  return rows[0];
 }
 
 /**
@@ -175,8 +183,13 @@ export function webhooksRepository(db: Queryable) {
       return rows[0]!.id;
     },
 
-    create: (id: number, userId: number, fields: Required<Omit<WebhookChanges, 'status'>>, secret: StoredSecret) =>
-      createWebhook(db, id, userId, fields, secret),
+    create: (
+      id: number,
+      userId: number,
+      fields: Required<Omit<WebhookChanges, 'status'>>,
+      secret: StoredSecret,
+      maxPerUser: number,
+    ) => createWebhook(db, id, userId, fields, secret, maxPerUser),
 
     async findById(id: number): Promise<Webhook | undefined> {
       const { rows } = await db.query<Webhook>(prepared(`SELECT ${COLUMNS} FROM webhooks WHERE id = $1`, [id]));

@@ -23,6 +23,7 @@ import { ConditionalGetHeaders, NotModified, WithEtag, listResponses } from '../
 import { conflict, notFound, validation } from '../../errors.js';
 import { loadOwned, type OwnershipRule } from '../../use-cases/change-owned.js';
 import { linkTo } from '../../http/links.js';
+import { withTransaction } from '../../db/pool.js';
 import { PRIVATE } from '../../http/conditional.js';
 import { listResponse, pageRequest, sortOf } from '../../http/lists.js';
 import { webhooksRepository, type Webhook } from './repository.js';
@@ -38,7 +39,7 @@ import {
   WebhookSchema,
 } from './schemas.js';
 import { newSecret, sealSecret } from './secrets.js';
-import { urlProblem, type TargetPolicy } from './targets.js';
+import { normalizedUrl, urlProblem, type TargetPolicy } from './targets.js';
 import type { Backlog } from './queue.js';
 
 const secured = [{ bearerAuth: [] }];
@@ -73,12 +74,14 @@ const BacklogSchema = Type.Object(
 export interface WebhookRoutesOptions {
   targets: TargetPolicy;
   secretKey: Buffer | undefined;
+  maxPerUser: number;
 }
 
 type Api = Parameters<FastifyPluginAsyncTypebox>[0];
 type WebhooksRepository = ReturnType<typeof webhooksRepository>;
 
-const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, { targets, secretKey }) => {
+const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (app, options) => {
+  const { targets } = options;
   app.addSchema(WebhookSchema);
   app.addSchema(DeliverySchema);
   const webhooks = webhooksRepository(app.db);
@@ -86,16 +89,18 @@ const webhookRoutes: FastifyPluginAsyncTypebox<WebhookRoutesOptions> = async (ap
   await app.register(async (authed) => {
     authed.addHook('onRequest', app.requireUser);
     const r = authed.withTypeProvider<TypeBoxTypeProvider>();
-    createRoute(r, webhooks, targets, secretKey);
+    createRoute(r, webhooks, options);
     readRoutes(r, webhooks);
     changeRoutes(r, webhooks, targets);
     deliveryRoutes(r, webhooks);
   });
 };
 
-function checkUrl(url: string | undefined, targets: TargetPolicy): void {
+/** The URL to store (normalized), or a 422. */
+function checkUrl<U extends string | undefined>(url: U, targets: TargetPolicy): U {
   const problem = url === undefined ? undefined : urlProblem(url, targets);
   if (problem) throw validation({ url: [problem] }, 'the webhook URL is not allowed');
+  return (url === undefined ? url : normalizedUrl(url)) as U;
 }
 
 function loadWebhook(webhooks: WebhooksRepository, request: FastifyRequest<{ Params: { webhookId: number } }>) {
@@ -121,7 +126,7 @@ function backlogRoute(app: Api) {
   );
 }
 
-function createRoute(r: Api, webhooks: WebhooksRepository, targets: TargetPolicy, secretKey: Buffer | undefined) {
+function createRoute(r: Api, webhooks: WebhooksRepository, { targets, secretKey, maxPerUser }: WebhookRoutesOptions) {
   r.post(
     '/webhooks',
     {
@@ -137,21 +142,28 @@ function createRoute(r: Api, webhooks: WebhooksRepository, targets: TargetPolicy
             ...CreatedWebhookSchema,
             headers: { Location: { type: 'string', maxLength: 2048, description: 'the URL of the new webhook' } },
           },
-          ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS),
+          ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 409),
         },
       },
     },
     async (request, reply) => {
-      const { url, types = null, description = null } = request.body;
-      checkUrl(url, targets);
+      const { types = null, description = null } = request.body;
+      const url = checkUrl(request.body.url, targets);
       const id = await webhooks.nextId();
       const { bytes, shown } = newSecret();
-      const webhook = await webhooks.create(
-        id,
-        request.user!.id,
-        { url, types, description },
-        sealSecret(bytes, id, secretKey),
+      const webhook = await withTransaction(r.db, (tx) =>
+        webhooksRepository(tx).create(
+          id,
+          request.user!.id,
+          { url, types, description },
+          sealSecret(bytes, id, secretKey),
+          maxPerUser,
+        ),
       );
+      if (!webhook)
+        throw conflict(
+          `you have ${maxPerUser} webhooks, the most a user may have (WEBHOOK_MAX_PER_USER): delete one first`,
+        );
       reply.code(201).header('location', linkTo(request, `/${webhook.id}`));
       return { ...webhook, secret: shown };
     },
@@ -227,8 +239,8 @@ function changeRoutes(r: Api, webhooks: WebhooksRepository, targets: TargetPolic
     },
     async (request) => {
       await loadWebhook(webhooks, request);
-      checkUrl(request.body.url, targets);
-      const updated = await webhooks.update(request.params.webhookId, request.body);
+      const url = checkUrl(request.body.url, targets);
+      const updated = await webhooks.update(request.params.webhookId, { ...request.body, ...(url && { url }) });
       if (!updated) throw notFound(`webhook ${request.params.webhookId} does not exist`);
       return updated;
     },

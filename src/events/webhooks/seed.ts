@@ -20,7 +20,7 @@ export async function seedWebhook(db: Queryable, userId: number): Promise<void> 
     types: ['post.deleted' as const],
     description: 'demo: an endpoint that does not exist',
   };
-  await webhooks.create(id, userId, fields, sealSecret(newSecret().bytes, id, undefined));
+  await webhooks.create(id, userId, fields, sealSecret(newSecret().bytes, id, undefined), 1);
   await db.query(
     prepared(
       `INSERT INTO webhook_deliveries (webhook_id, event_id, status, error)

@@ -81,11 +81,25 @@ function describe(error: unknown, options: SendOptions): string {
 }
 
 function post(url: URL, attempt: Attempt, options: SendOptions): Promise<number> {
-  const timeout = AbortSignal.timeout(options.timeoutMs);
-  const signal = options.signal ? AbortSignal.any([timeout, options.signal]) : timeout;
   const body = Buffer.from(attempt.body);
   const client = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
+    // A timer of our own, cleared when settled: AbortSignal.timeout can be garbage-collected unfired (Node issue 57736).
+    const timer = setTimeout(
+      () => stop(Object.assign(new Error('timed out'), { name: 'TimeoutError' })),
+      options.timeoutMs,
+    );
+    const abort = () => stop(Object.assign(new Error('aborted'), { name: 'AbortError' }));
+    options.signal?.addEventListener('abort', abort, { once: true });
+    const settle = () => {
+      clearTimeout(timer);
+      options.signal?.removeEventListener('abort', abort);
+    };
+    const stop = (error: Error) => {
+      settle();
+      reject(error);
+      request.destroy();
+    };
     const request = client.request(
       url,
       {
@@ -93,23 +107,27 @@ function post(url: URL, attempt: Attempt, options: SendOptions): Promise<number>
         headers: { ...signedHeaders(attempt), 'content-length': String(body.length) },
         lookup: guardedLookup(options),
         agent: false,
-        signal,
       },
       (response) => {
         let read = 0;
+        const answered = () => {
+          settle();
+          resolve(response.statusCode ?? 0);
+        };
         response.on('data', (chunk: Buffer) => {
           read += chunk.length;
           // Enough to know the answer: the rest is not worth the wait or the memory.
           if (read > MAX_BODY) {
             response.destroy();
-            resolve(response.statusCode ?? 0);
+            answered();
           }
         });
-        response.on('end', () => resolve(response.statusCode ?? 0));
-        response.on('error', reject);
+        response.on('end', answered);
+        response.on('error', (error) => stop(error));
       },
     );
-    request.on('error', (error) => reject(signal.aborted ? signal.reason : error));
+    request.on('error', (error) => stop(error));
+    if (options.signal?.aborted) abort();
     request.end(body);
   });
 }

@@ -79,6 +79,8 @@ if [ ! -x "$node_ctx/node" ]; then
   rm -rf "$node_ctx"; mv "$node_ctx.tmp" "$node_ctx"
 fi
 cp "$here/node/Dockerfile" "$here/node/docker-entrypoint.sh" "$node_ctx/"
+# The machine's own CAs (an empty file when it has none), for the image's npm.
+cat /usr/local/share/ca-certificates/*.crt >"$node_ctx/machine-ca.pem" 2>/dev/null || : >"$node_ctx/machine-ca.pem"
 
 build "$POSTGRES_TAG" "$here/postgres"
 build "$REDIS_TAG" "$here/redis"

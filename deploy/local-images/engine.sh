@@ -21,6 +21,10 @@ ensure_engine() {
       || { apt-get update -qq >>/tmp/stack-apt.log 2>&1 && apt-get install -y -qq --no-install-recommends docker.io iptables >>/tmp/stack-apt.log 2>&1; } \
       || { tail -5 /tmp/stack-apt.log; log "could not install docker.io"; return 1; }
   fi
+  # A dockerd killed with its session leaves its pid file, and a new one refuses to start.
+  local pid
+  pid=$(cat /var/run/docker.pid 2>/dev/null || true)
+  if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then rm -f /var/run/docker.pid; fi
   log "starting dockerd"
   nohup dockerd --host=unix:///var/run/docker.sock >>/var/log/dockerd-stack.log 2>&1 &
   for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && { log "dockerd answers"; return 0; }; sleep 1; done

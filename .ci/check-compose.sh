@@ -21,7 +21,9 @@ COMPOSE_FILE_PATH=docker-compose.yml
 fail() { echo "check-compose: FAILED: $*" >&2; exit 1; }
 
 [ -f "$COMPOSE_FILE_PATH" ] || fail "$COMPOSE_FILE_PATH not found in $(pwd)"
-[ -f deploy/nginx.conf ] || fail "deploy/nginx.conf (bind-mounted by service lb) is missing"
+for f in deploy/nginx.conf deploy/edge-cache.conf deploy/api-proxy.conf; do
+  [ -f "$f" ] || fail "$f (bind-mounted by service lb) is missing"
+done
 
 if ! command -v docker-compose >/dev/null 2>&1; then
   SUDO=""

@@ -92,13 +92,27 @@ async function obtainServer(): Promise<Server> {
   return startEmbedded();
 }
 
+// The stack's own PostgreSQL (docker-compose.yml); where no registry answers, `npm run stack:images` builds it.
+const POSTGRES_IMAGE = 'postgres:17.11-trixie';
+// Ryuk removes the containers of a run that was killed; it too comes from a registry.
+const REAPER_IMAGE = process.env.RYUK_CONTAINER_IMAGE ?? 'testcontainers/ryuk:0.14.0';
+
 async function tryContainer(): Promise<Server | undefined> {
   if (!(await dockerAnswers())) return undefined;
   try {
+    const { getContainerRuntimeClient, ImageName } = await import('testcontainers');
     const { PostgreSqlContainer } = await import('@testcontainers/postgresql');
-    const container = await new PostgreSqlContainer('postgres:17-alpine').start();
+    const client = await getContainerRuntimeClient();
+    if (
+      process.env.TESTCONTAINERS_RYUK_DISABLED === undefined &&
+      !(await client.image.exists(ImageName.fromString(REAPER_IMAGE)))
+    ) {
+      // Without its image, go without it: teardown stops the container, a killed run leaves it.
+      process.env.TESTCONTAINERS_RYUK_DISABLED = 'true';
+    }
+    const container = await new PostgreSqlContainer(POSTGRES_IMAGE).start();
     return {
-      source: `Docker container postgres:17-alpine (${container.getHost()}:${container.getPort()})`,
+      source: `Docker container ${POSTGRES_IMAGE} (${container.getHost()}:${container.getPort()})`,
       adminUrl: container.getConnectionUri(),
       throwaway: true,
       stop: async () => {
@@ -106,10 +120,9 @@ async function tryContainer(): Promise<Server | undefined> {
       },
     };
   } catch (error) {
-    // E.g. offline and the image is not pulled yet: the embedded server still works.
-    console.warn(
-      `[test db] Docker answers but the container did not start (${(error as Error).message}); falling back`,
-    );
+    // E.g. no registry and no stand-in image: the embedded server still works.
+    const why = ((error as Error).message.split('\n')[0] ?? '').trim().slice(0, 300);
+    console.warn(`[test db] Docker answers but ${POSTGRES_IMAGE} did not start (${why}); using an embedded PostgreSQL`);
     return undefined;
   }
 }

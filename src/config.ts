@@ -117,7 +117,8 @@ export const EnvSchema = Type.Object({
     minimum: 0,
     maximum: 5,
     default: 1,
-    description: 'how long a shared cache (nginx, a CDN) may keep an anonymous public read, seconds (s-maxage); 0 = no-cache',
+    description:
+      'how long a shared cache (nginx, a CDN) may keep an anonymous public read, seconds (s-maxage); 0 = no-cache',
   }),
   MAX_STREAMS: PositiveInt(
     1_000,

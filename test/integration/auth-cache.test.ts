@@ -100,7 +100,11 @@ describe('checked tokens', () => {
 
   it('authCacheMs 0: every request asks the database', async () => {
     const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
-    const uncached = (await buildApp({ ...config, ...onTopology(t.db.url), authCacheMs: 0 })) as unknown as FastifyInstance;
+    const uncached = (await buildApp({
+      ...config,
+      ...onTopology(t.db.url),
+      authCacheMs: 0,
+    })) as unknown as FastifyInstance;
     try {
       const eve = await signUp(t.app);
       expect((await me(uncached, eve.auth)).statusCode).toBe(200);

@@ -236,7 +236,7 @@ describe('too many connections (53300)', () => {
     url.password = password;
 
     const holder = await client(url.toString());
-    const { app: api } = await app(url.toString(), );
+    const { app: api } = await app(url.toString());
     const res = await api.inject({ url: '/posts' });
     expectError(res, 503, 'service_unavailable', 'the database has too many connections; try again shortly');
     expect(res.headers['retry-after']).toBe('1');
@@ -259,13 +259,13 @@ describe('a database that cannot serve: 503 naming the cause, in answers and in 
   it('unreachable (nothing listens)', async () => {
     const url = new URL(inject('databaseAdminUrl'));
     url.port = '1';
-    const { app: api } = await app(url.toString(), );
+    const { app: api } = await app(url.toString());
     await expectUnavailable(api, { url: '/posts' }, 'the database is unreachable; try again shortly', '5');
   });
 
   it('missing database (3D000)', async () => {
     const missing = testDatabaseUrl(testDatabaseName());
-    const { app: api, lines } = await app(onTopology(missing).databaseListenUrl ?? missing, );
+    const { app: api, lines } = await app(onTopology(missing).databaseListenUrl ?? missing);
     await expectUnavailable(
       api,
       { url: '/posts' },
@@ -286,7 +286,7 @@ describe('a database that cannot serve: 503 naming the cause, in answers and in 
     const db = await database();
     const url = new URL(db.url);
     url.username = `nobody_${randomBytes(4).toString('hex')}`;
-    const { app: api } = await app(url.toString(), );
+    const { app: api } = await app(url.toString());
     await expectUnavailable(
       api,
       { url: '/posts' },
@@ -409,7 +409,7 @@ describe('the schema changed under a running service', () => {
 
   async function schemaAltered() {
     const db = await database();
-    const { app: api } = await app(db.url, );
+    const { app: api } = await app(db.url);
     const author = await signUp(api);
     return { db, api, post: await createPost(api, author) };
   }

@@ -241,7 +241,11 @@ describe('start-up', () => {
     // Trust authentication ignores a password; one the server needs is kept.
     if (url.password === '') url.password = 'startup-secret-password';
     const port = await freePort();
-    const env: Record<string, string> = { ...databaseEnv(url.toString()), PORT: String(port), SHARED_CACHE_SECONDS: '3' };
+    const env: Record<string, string> = {
+      ...databaseEnv(url.toString()),
+      PORT: String(port),
+      SHARED_CACHE_SECONDS: '3',
+    };
     const server = await startServer(env);
     try {
       const line = server.output.split('\n').find((l) => l.includes('"msg":"listening on '));

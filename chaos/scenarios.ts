@@ -57,7 +57,7 @@ const secs = (short: boolean, shortS: number, fullS: number) => (short ? shortS 
 
 /** Polls /health/ready of instances and records what it answered. */
 class ReadinessMonitor {
-  readonly samples: { instance: string; at: number; status: number; cache?: string }[] = [];
+  readonly samples: { instance: string; at: number; status: number }[] = [];
   private running = true;
   private loop: Promise<void>;
   constructor(private services: Service[]) {
@@ -67,12 +67,7 @@ class ReadinessMonitor {
           this.services.map(async (s) => {
             const at = now();
             const answer = await request(s.url, 'GET', '/health/ready', { timeoutMs: 5000 });
-            this.samples.push({
-              instance: s.name,
-              at,
-              status: answer.status,
-              ...(answer.status === 200 && { cache: (answer.body as { cache: string }).cache }),
-            });
+            this.samples.push({ instance: s.name, at, status: answer.status });
           }),
         );
         await sleep(250);
@@ -83,14 +78,7 @@ class ReadinessMonitor {
     this.running = false;
     await this.loop;
   }
-  /** Seconds from `at` until the instance was ready with its cache on again (undefined: never). */
-  cacheBackAfter(instance: string, at: number): number | undefined {
-    const back = this.samples.find(
-      (s) => s.instance === instance && s.at >= at && s.status === 200 && s.cache === 'on',
-    );
-    return back && (back.at - at) / 1000;
-  }
-  /** e.g. "ready 200 → 503 (2.1 s) → 200; cache on → bypassed (3.0 s) → on". */
+  /** e.g. "ready 200 → 503 (2.1 s) → 200". */
   summary(instance: string): string {
     const mine = this.samples.filter((s) => s.instance === instance);
     const runs = (key: (s: (typeof mine)[number]) => string) => {
@@ -107,7 +95,7 @@ class ReadinessMonitor {
         )
         .join(' → ');
     };
-    return `${instance} /health/ready: ${runs((s) => (s.status <= 0 ? 'no answer' : String(s.status)))}; cache: ${runs((s) => s.cache ?? '—')}`;
+    return `${instance} /health/ready: ${runs((s) => (s.status <= 0 ? 'no answer' : String(s.status)))}`;
   }
 }
 
@@ -249,7 +237,6 @@ export async function databaseCrash(plan: Plan): Promise<Result> {
   await load.stop();
   await monitor.stop();
   await finish(result, sqlPool(cluster.url('chaos')), label, load, clients, () => service.url, { fault, healed });
-  const cacheBack = monitor.cacheBackAfter(service.name, healed);
   const down = load.writes.filter((w) => w.start >= fault && w.end <= healed);
   result.checks.push(
     {
@@ -263,11 +250,6 @@ export async function databaseCrash(plan: Plan): Promise<Result> {
       detail: `${result.figures!.recoveryS?.toFixed(2)} s`,
     },
     { what: 'no restart of the service', ok: service.pid === pid, detail: `pid ${pid} → ${service.pid}` },
-    {
-      what: 'the response cache listens again within 3 s',
-      ok: (cacheBack ?? Infinity) <= 3,
-      detail: cacheBack === undefined ? 'still bypassed at the end' : `after ${cacheBack.toFixed(1)} s`,
-    },
   );
   result.seen.push(monitor.summary(service.name), ...logLines(service, offset));
   return result;
@@ -324,7 +306,7 @@ export async function serviceCrash(plan: Plan): Promise<Result> {
   );
   await finish(result, db, label, load, clients, () => b.url, { fault, healed });
 
-  // The survivor's cache, and the restarted instance's, against the database once the writes stopped.
+  // The survivor's answers, and the restarted instance's, against the database once the writes stopped.
   const compare = async (service: Service) => {
     const { rows } = await db.query<{ id: number; title: string; comment_count: number }>(
       `SELECT id::int, title, COALESCE((SELECT n FROM comment_counts WHERE post_id = posts.id), 0)::int AS comment_count
@@ -679,7 +661,7 @@ export async function failover(plan: Plan, synchronous: boolean): Promise<Result
       detail: `${missing} of ${after.length} not found`,
     },
     {
-      what: 'the newest page (cache, replicas) matches the new primary',
+      what: 'the newest page (replicas) matches the new primary',
       ok: ids.join() === top.map((r) => r.id).join(),
     },
   );
@@ -838,7 +820,7 @@ export async function network(plan: Plan, netem: boolean): Promise<Result[]> {
     const limited = [...load.writes, ...load.reads].filter((o) => o.status === 429).length;
     result.checks.push(
       {
-        what: 'no read of another instance older than the cache bound (2 s after the write’s acknowledgement, 5 s max age)',
+        what: 'no read of another instance older than the write (2 s after its acknowledgement at most)',
         ok: probe.maxStaleMs <= 2500,
         detail: `stalest read ${Math.round(probe.maxStaleMs)} ms after a newer title was acknowledged`,
       },
@@ -984,7 +966,7 @@ export async function soak(plan: Plan): Promise<Result> {
       detail: `${start.fds} → ${end.fds}`,
     },
     {
-      // Per instance: the pool and two LISTEN sessions (the response cache's, the event log's).
+      // Per instance: the pool and the event log's LISTEN session.
       what: "the service's database connections bounded (≤ 2 × (PG_POOL_MAX + 2))",
       ok: end.connections <= 24,
       detail: `${start.connections} → ${end.connections}`,

@@ -40,72 +40,53 @@ function makeAjv(options: Options): Ajv {
 
 const CANONICAL_INTEGER = /^(?:0|[1-9][0-9]*)$/;
 const NOT_CANONICAL = 'must be written in plain decimal digits (no sign, leading zero, exponent or spaces)';
-
-type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
-
-/** Refuses what Ajv's coercion (`Number()`) would take but is not canonical (`01`, `1e3`, ` 1`). */
-function canonicalIntegers(validate: Validate, schema: { properties?: Record<string, { type?: unknown }> }): Validate {
-  const integers = Object.entries(schema.properties ?? {})
-    .filter(([, s]) => s.type === 'integer')
-    .map(([name]) => name);
-  if (integers.length === 0) return validate;
-  const checked: Validate = (data) => {
-    const values = (data ?? {}) as Record<string, unknown>;
-    const wrong = integers.filter((name) => {
-      const value = values[name];
-      return typeof value === 'string' && !CANONICAL_INTEGER.test(value) && Number.isInteger(Number(value));
-    });
-    const valid = validate(data);
-    const errors = (validate.errors ?? []).filter((e) => !wrong.includes(e.instancePath.split('/')[1] ?? ''));
-    for (const name of wrong)
-      errors.push({
-        instancePath: `/${name}`,
-        schemaPath: `#/properties/${name}/type`,
-        keyword: 'canonical',
-        params: {},
-        message: NOT_CANONICAL,
-      });
-    checked.errors = errors.length ? errors : null;
-    return valid && wrong.length === 0;
-  };
-  return checked;
-}
-
 const GIVEN_TWICE = 'must be given once, as a comma-separated list';
 
-/** `explode: false`: `fields=title,body` is split into the array its schema checks. */
-function commaSeparated(
-  validate: Validate,
-  schema: { properties?: Record<string, { type?: unknown; explode?: unknown }> },
-): Validate {
-  const lists = Object.entries(schema.properties ?? {})
-    .filter(([, s]) => s.type === 'array' && s.explode === false)
-    .map(([name]) => name);
-  if (lists.length === 0) return validate;
+type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
+type Properties = Record<string, { type?: unknown; explode?: unknown }>;
+
+/**
+ * A URL part, past Ajv: `explode: false` lists (`fields=title,body`) are split into the array their schema
+ * checks, and given once; integers are refused when `Number()` takes them but they are not canonical (`01`, `1e3`).
+ */
+function urlPart(validate: Validate, schema: { properties?: Properties }, splitLists: boolean): Validate {
+  const properties = schema.properties ?? {};
+  const named = (test: (s: Properties[string]) => boolean) =>
+    Object.keys(properties).filter((n) => test(properties[n]!));
+  const integers = named((s) => s.type === 'integer');
+  const lists = splitLists ? named((s) => s.type === 'array' && s.explode === false) : [];
+  if (integers.length + lists.length === 0) return validate;
+  const refuse = (name: string, keyword: string, message: string): ErrorObject => ({
+    instancePath: `/${name}`,
+    schemaPath: `#/properties/${name}`,
+    keyword,
+    params: {},
+    message,
+  });
   const checked: Validate = (data) => {
     const values = (data ?? {}) as Record<string, unknown>;
-    const repeated = lists.filter((name) => Array.isArray(values[name]));
+    const refused: ErrorObject[] = [];
     for (const name of lists) {
+      if (Array.isArray(values[name])) refused.push(refuse(name, 'repeated', GIVEN_TWICE));
+      else if (typeof values[name] === 'string') values[name] = values[name].split(',');
+    }
+    for (const name of integers) {
       const value = values[name];
-      if (typeof value === 'string') values[name] = value.split(',');
+      if (typeof value === 'string' && !CANONICAL_INTEGER.test(value) && Number.isInteger(Number(value)))
+        refused.push(refuse(name, 'canonical', NOT_CANONICAL));
     }
     const valid = validate(data);
-    const errors = (validate.errors ?? []).filter((e) => !repeated.includes(e.instancePath.split('/')[1] ?? ''));
+    const errors = (validate.errors ?? []).filter(
+      (e) => !refused.some((r) => r.instancePath === `/${e.instancePath.split('/')[1]}`),
+    );
     for (const e of errors) {
       const [, name = '', item] = e.instancePath.split('/');
       if (item !== undefined && lists.includes(name))
-        Object.assign(e, { instancePath: `/${name}`, parentSchema: schema.properties![name] });
+        Object.assign(e, { instancePath: `/${name}`, parentSchema: properties[name] });
     }
-    for (const name of repeated)
-      errors.push({
-        instancePath: `/${name}`,
-        schemaPath: `#/properties/${name}`,
-        keyword: 'repeated',
-        params: {},
-        message: GIVEN_TWICE,
-      });
+    errors.push(...refused);
     checked.errors = errors.length ? errors : null;
-    return valid && repeated.length === 0;
+    return valid && refused.length === 0;
   };
   return checked;
 }
@@ -116,13 +97,11 @@ export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   return ({ schema, httpPart }) => {
     if (httpPart === 'body') return strict.compile(schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
     const validate = coercing.compile(schema as object) as Validate;
-    if (httpPart === 'params')
-      return canonicalIntegers(validate, schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
-    if (httpPart === 'querystring')
-      return canonicalIntegers(commaSeparated(validate, schema as object), schema as object) as ReturnType<
-        FastifySchemaCompiler<unknown>
-      >;
-    return validate as ReturnType<FastifySchemaCompiler<unknown>>;
+    if (httpPart !== 'params' && httpPart !== 'querystring')
+      return validate as ReturnType<FastifySchemaCompiler<unknown>>;
+    return urlPart(validate, schema as object, httpPart === 'querystring') as ReturnType<
+      FastifySchemaCompiler<unknown>
+    >;
   };
 }
 

@@ -28,21 +28,9 @@ function helmetHeaders(options: HelmetOptions): Record<string, string> {
   return headers;
 }
 
-export const EXPOSED_HEADERS = [
-  'Allow',
-  'ETag',
-  'Idempotent-Replayed',
-  'Link',
-  'Location',
-  'Retry-After',
-  'WWW-Authenticate',
-  'X-Request-Id',
-  'RateLimit',
-  'RateLimit-Limit',
-  'RateLimit-Policy',
-  'RateLimit-Remaining',
-  'RateLimit-Reset',
-];
+const EXPOSED_HEADERS =
+  'Allow, ETag, Idempotent-Replayed, Link, Location, Retry-After, WWW-Authenticate, ' +
+  'X-Request-Id, RateLimit, RateLimit-Limit, RateLimit-Policy, RateLimit-Remaining, RateLimit-Reset';
 
 export default fp<{ corsOrigins: string[] }>(
   async (app, { corsOrigins }) => {

@@ -107,10 +107,10 @@ export async function createOnce(
   const passwordHash = await prepare();
   const outcome = await withTransaction(db, async (tx) => {
     const keys = idempotencyKeysRepository(tx);
-    if (!(await keys.tryLock(scope, key))) throw inUse();
-    // Stored since the first check by an identical request racing this one.
-    const stored = await keys.find(scope, key);
-    if (stored) return { stored };
+    // Stored since the first look by an identical request racing this one, else ours until the commit.
+    const now = await keys.peek(scope, key);
+    if (now.record) return { stored: now.record };
+    if (now.inUse) throw inUse();
     const { id, response: fresh } = await respond(tx, passwordHash);
     await keys.save({
       scope,

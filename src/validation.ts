@@ -1,7 +1,6 @@
 /**
- * Two Ajv instances: query strings and path params are coerced, bodies are not
- * (a JSON number is never a title). Integers in a URL have one written form, so
- * one value has one URL. Unknown properties fail loudly, never stripped.
+ * Two Ajv instances: query strings and path params are coerced, bodies are not (a JSON number is never a title).
+ * Integers in a URL have one written form, so one value has one URL. Unknown properties fail loudly, never stripped.
  */
 import { Ajv, type ErrorObject, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';

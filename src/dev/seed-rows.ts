@@ -53,9 +53,8 @@ export const CORPUS = `${CORPUS_TEXT} ${CORPUS_TEXT}`;
 export const WORD_STARTS = [...CORPUS_TEXT.matchAll(/(?<=^|\. )[A-Z]/g)].map((m) => m.index + 1);
 
 /**
- * Every other word of the seeded texts is in at least 2 % of the posts; real
- * text has a long tail. One title in 20 000 ends with this word, so a search
- * for a rare word has something to find (the benchmark's rare search).
+ * Every other word of the seeded texts is in at least 2 % of the posts; real text has a long tail. One title in
+ * 20 000 ends with this word, so a search for a rare word has something to find (the benchmark's rare search).
  */
 export const RARE_WORD = 'quokka';
 const RARE_WORD_SHARE = 1 / 20_000;

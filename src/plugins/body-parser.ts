@@ -1,7 +1,6 @@
 /**
- * JSON objects in UTF-8 only (docs/api.md §2); bytes that are not UTF-8 are a 400,
- * not U+FFFD stored. An empty DELETE/OPTIONS body is no body, whatever its
- * Content-Type: clients send their default one on every request.
+ * JSON objects in UTF-8 only (docs/api.md §2); bytes that are not UTF-8 are a 400, not U+FFFD stored. An empty
+ * DELETE/OPTIONS body is no body, whatever its Content-Type: clients send their default one on every request.
  */
 import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';

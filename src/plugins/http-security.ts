@@ -1,7 +1,6 @@
 /**
- * Security headers (helmet, computed once: per request they cost as much as a
- * cached read) and CORS. A plain OPTIONS, not a preflight, is routed like any
- * method a path lacks: 405 or 404.
+ * Security headers (helmet, computed once: per request they cost as much as a cached read) and CORS. A plain OPTIONS,
+ * not a preflight, is routed like any method a path lacks: 405 or 404.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import fp from 'fastify-plugin';

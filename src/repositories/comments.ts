@@ -1,7 +1,6 @@
 /**
- * All SQL about comments, always addressed through their post. Writes that touch
- * both lock the post first, then the comment, so concurrent writers queue instead
- * of deadlocking.
+ * All SQL about comments, always addressed through their post. Writes that touch both lock the post first, then the
+ * comment, so concurrent writers queue instead of deadlocking.
  */
 import type { Queryable } from '../db/pool.js';
 import type { CommentField, CommentSortField } from '../schemas/comments.js';
@@ -66,9 +65,8 @@ const list: ListSource<CommentSortField, CommentFilter> = {
 };
 
 /**
- * Posts are locked first, so a concurrent post delete either waits or has
- * happened (no row). Ids grow in the inputs' order, and a post is locked or not
- * for the whole statement: each input's row is the next one with its post.
+ * Posts are locked first, so a concurrent post delete either waits or has happened (no row). Ids grow in the inputs'
+ * order, and a post is locked or not for the whole statement: each input's row is the next one with its post.
  */
 const createComments = batchedWrite<{ postId: number; authorId: number; body: string }, VersionedComment>({
   async run(db, inputs, wait) {

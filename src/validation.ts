@@ -107,42 +107,34 @@ export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
 /** What x-errorMessage speaks for: a pattern, the format it refines, a list's items and length. */
 const SHAPE_KEYWORDS = new Set(['pattern', 'format', 'enum', 'maxItems']);
 
+type Params = Record<string, unknown>;
+const MESSAGES: Record<string, (p: Params, error: ErrorObject) => string> = {
+  uniqueItems: (_, { data }) => {
+    const items = data as unknown[];
+    return `names ${[...new Set(items.filter((item, i) => items.indexOf(item) !== i))].join(', ')} more than once`;
+  },
+  required: () => 'is required',
+  additionalProperties: () => 'is not allowed',
+  minLength: (p) => (p.limit === 1 ? 'must not be empty' : `must be at least ${String(p.limit)} characters`),
+  maxLength: (p) => `must be at most ${String(p.limit)} characters`,
+  minimum: (p) => `must be at least ${String(p.limit)}`,
+  maximum: (p) => `must be at most ${String(p.limit)}`,
+  type: (p) =>
+    p.type === 'integer'
+      ? 'must be an integer'
+      : `must be ${/^[aeiou]/.test(String(p.type)) ? 'an' : 'a'} ${String(p.type)}`,
+  enum: (p) => `must be one of: ${(p.allowedValues as unknown[]).join(', ')}`,
+  format: (p) => (p.format === 'email' ? 'must be a valid e-mail address' : `must be a valid ${String(p.format)}`),
+  pattern: () => 'has an invalid format',
+  [WELL_FORMED]: () => 'must not contain unpaired surrogates',
+};
+
 function describe(error: ErrorObject): string {
-  const p = error.params as Record<string, unknown>;
-  const custom = (error.parentSchema as Record<string, unknown> | undefined)?.['x-errorMessage'];
+  const custom = (error.parentSchema as Params | undefined)?.['x-errorMessage'];
   if (SHAPE_KEYWORDS.has(error.keyword) && typeof custom === 'string') return custom;
-  switch (error.keyword) {
-    case 'uniqueItems': {
-      const items = error.data as unknown[];
-      return `names ${[...new Set(items.filter((item, i) => items.indexOf(item) !== i))].join(', ')} more than once`;
-    }
-    case 'required':
-      return 'is required';
-    case 'additionalProperties':
-      return 'is not allowed';
-    case 'minLength':
-      return p.limit === 1 ? 'must not be empty' : `must be at least ${String(p.limit)} characters`;
-    case 'maxLength':
-      return `must be at most ${String(p.limit)} characters`;
-    case 'minimum':
-      return `must be at least ${String(p.limit)}`;
-    case 'maximum':
-      return `must be at most ${String(p.limit)}`;
-    case 'type':
-      return p.type === 'integer'
-        ? 'must be an integer'
-        : `must be ${/^[aeiou]/.test(String(p.type)) ? 'an' : 'a'} ${String(p.type)}`;
-    case 'enum':
-      return `must be one of: ${(p.allowedValues as unknown[]).join(', ')}`;
-    case 'format':
-      return p.format === 'email' ? 'must be a valid e-mail address' : `must be a valid ${String(p.format)}`;
-    case 'pattern':
-      return 'has an invalid format';
-    case WELL_FORMED:
-      return 'must not contain unpaired surrogates';
-    default:
-      return error.message ?? 'is invalid';
-  }
+  return Object.hasOwn(MESSAGES, error.keyword)
+    ? MESSAGES[error.keyword]!(error.params as Params, error)
+    : (error.message ?? 'is invalid');
 }
 
 export function toFieldErrors(errors: readonly ErrorObject[]): FieldErrors {

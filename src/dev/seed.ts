@@ -41,7 +41,6 @@ export interface SeedResult {
   /** Inclusive; [0, -1] when none. */
   userIds: [number, number];
   postIds: [number, number];
-  commentIds: [number, number];
   /** The first seeded user's, and every seeded user's password. */
   email: string;
   password: string;
@@ -182,7 +181,6 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
       comments,
       userIds: range(userBase, users),
       postIds: range(postBase, posts),
-      commentIds: range(commentBase, comments),
       email: rows[0]?.email ?? '',
       password,
       mode,

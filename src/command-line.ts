@@ -18,10 +18,6 @@ export interface CommandSpec {
   positionals?: number;
 }
 
-export class UsageError extends Error {
-  override name = 'UsageError';
-}
-
 function invocation(spec: CommandSpec): string {
   const script = process.env.npm_lifecycle_event;
   if (script !== undefined && spec.scripts.includes(script))
@@ -52,20 +48,13 @@ export function parseCommandLine<const O extends Options = Options>(
   }
   try {
     const parsed = parseArgs({ args, options: (spec.options ?? {}) as O, allowPositionals: true, strict: true });
-    const expected = spec.positionals ?? 0;
-    if (parsed.positionals.length !== expected) {
-      throw new UsageError(
-        parsed.positionals.length > expected
-          ? `unexpected argument '${parsed.positionals[expected]}'`
-          : `missing argument: ${spec.synopsis ?? ''}`.trim(),
-      );
-    }
+    const [given, expected] = [parsed.positionals.length, spec.positionals ?? 0];
+    if (given > expected) exitWithUsage(spec, `unexpected argument '${parsed.positionals[expected]}'`);
+    if (given < expected) exitWithUsage(spec, `missing argument: ${spec.synopsis ?? ''}`.trim());
     return parsed;
   } catch (error) {
-    // parseArgs' own errors (unknown option, missing value) carry ERR_PARSE_ARGS_* codes; its
-    // first sentence is the reason, the rest advises on `--` quoting.
-    const code = (error as { code?: unknown }).code;
-    if (!(error instanceof UsageError) && !(typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS'))) throw error;
+    // parseArgs' errors (unknown option, missing value): the first sentence is the reason, the rest about `--`.
+    if (!String((error as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS')) throw error;
     exitWithUsage(spec, (error as Error).message.split('. ')[0]!);
   }
 }

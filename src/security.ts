@@ -1,7 +1,6 @@
 /**
- * Passwords: scrypt in a self-describing string, so parameters can be raised
- * later. Tokens: 256 random bits, stored as SHA-256 (a fast hash suits a secret
- * of full entropy, and keeps the lookup one indexed equality).
+ * Passwords: scrypt in a self-describing string, so parameters can be raised later. Tokens: 256 random bits, stored
+ * as SHA-256 (a fast hash suits a secret of full entropy, and keeps the lookup one indexed equality).
  */
 import { createHash, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 

@@ -1,7 +1,6 @@
 /**
- * Two Ajv instances: query strings and path params are coerced, bodies are not
- * (a JSON number is never a title). Integers in a URL have one written form, so
- * one value has one URL. Unknown properties fail loudly, never stripped.
+ * Two Ajv instances: query strings and path params are coerced, bodies are not (a JSON number is never a title).
+ * Integers in a URL have one written form, so one value has one URL. Unknown properties fail loudly, never stripped.
  */
 import { Ajv, type ErrorObject, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
@@ -40,72 +39,53 @@ function makeAjv(options: Options): Ajv {
 
 const CANONICAL_INTEGER = /^(?:0|[1-9][0-9]*)$/;
 const NOT_CANONICAL = 'must be written in plain decimal digits (no sign, leading zero, exponent or spaces)';
-
-type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
-
-/** Refuses what Ajv's coercion (`Number()`) would take but is not canonical (`01`, `1e3`, ` 1`). */
-function canonicalIntegers(validate: Validate, schema: { properties?: Record<string, { type?: unknown }> }): Validate {
-  const integers = Object.entries(schema.properties ?? {})
-    .filter(([, s]) => s.type === 'integer')
-    .map(([name]) => name);
-  if (integers.length === 0) return validate;
-  const checked: Validate = (data) => {
-    const values = (data ?? {}) as Record<string, unknown>;
-    const wrong = integers.filter((name) => {
-      const value = values[name];
-      return typeof value === 'string' && !CANONICAL_INTEGER.test(value) && Number.isInteger(Number(value));
-    });
-    const valid = validate(data);
-    const errors = (validate.errors ?? []).filter((e) => !wrong.includes(e.instancePath.split('/')[1] ?? ''));
-    for (const name of wrong)
-      errors.push({
-        instancePath: `/${name}`,
-        schemaPath: `#/properties/${name}/type`,
-        keyword: 'canonical',
-        params: {},
-        message: NOT_CANONICAL,
-      });
-    checked.errors = errors.length ? errors : null;
-    return valid && wrong.length === 0;
-  };
-  return checked;
-}
-
 const GIVEN_TWICE = 'must be given once, as a comma-separated list';
 
-/** `explode: false`: `fields=title,body` is split into the array its schema checks. */
-function commaSeparated(
-  validate: Validate,
-  schema: { properties?: Record<string, { type?: unknown; explode?: unknown }> },
-): Validate {
-  const lists = Object.entries(schema.properties ?? {})
-    .filter(([, s]) => s.type === 'array' && s.explode === false)
-    .map(([name]) => name);
-  if (lists.length === 0) return validate;
+type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
+type Properties = Record<string, { type?: unknown; explode?: unknown }>;
+
+/**
+ * A URL part, past Ajv: `explode: false` lists (`fields=title,body`) are split into the array their schema
+ * checks, and given once; integers are refused when `Number()` takes them but they are not canonical (`01`, `1e3`).
+ */
+function urlPart(validate: Validate, schema: { properties?: Properties }, splitLists: boolean): Validate {
+  const properties = schema.properties ?? {};
+  const named = (test: (s: Properties[string]) => boolean) =>
+    Object.keys(properties).filter((n) => test(properties[n]!));
+  const integers = named((s) => s.type === 'integer');
+  const lists = splitLists ? named((s) => s.type === 'array' && s.explode === false) : [];
+  if (integers.length + lists.length === 0) return validate;
+  const refuse = (name: string, keyword: string, message: string): ErrorObject => ({
+    instancePath: `/${name}`,
+    schemaPath: `#/properties/${name}`,
+    keyword,
+    params: {},
+    message,
+  });
   const checked: Validate = (data) => {
     const values = (data ?? {}) as Record<string, unknown>;
-    const repeated = lists.filter((name) => Array.isArray(values[name]));
+    const refused: ErrorObject[] = [];
     for (const name of lists) {
+      if (Array.isArray(values[name])) refused.push(refuse(name, 'repeated', GIVEN_TWICE));
+      else if (typeof values[name] === 'string') values[name] = values[name].split(',');
+    }
+    for (const name of integers) {
       const value = values[name];
-      if (typeof value === 'string') values[name] = value.split(',');
+      if (typeof value === 'string' && !CANONICAL_INTEGER.test(value) && Number.isInteger(Number(value)))
+        refused.push(refuse(name, 'canonical', NOT_CANONICAL));
     }
     const valid = validate(data);
-    const errors = (validate.errors ?? []).filter((e) => !repeated.includes(e.instancePath.split('/')[1] ?? ''));
+    const errors = (validate.errors ?? []).filter(
+      (e) => !refused.some((r) => r.instancePath === `/${e.instancePath.split('/')[1]}`),
+    );
     for (const e of errors) {
       const [, name = '', item] = e.instancePath.split('/');
       if (item !== undefined && lists.includes(name))
-        Object.assign(e, { instancePath: `/${name}`, parentSchema: schema.properties![name] });
+        Object.assign(e, { instancePath: `/${name}`, parentSchema: properties[name] });
     }
-    for (const name of repeated)
-      errors.push({
-        instancePath: `/${name}`,
-        schemaPath: `#/properties/${name}`,
-        keyword: 'repeated',
-        params: {},
-        message: GIVEN_TWICE,
-      });
+    errors.push(...refused);
     checked.errors = errors.length ? errors : null;
-    return valid && repeated.length === 0;
+    return valid && refused.length === 0;
   };
   return checked;
 }
@@ -116,55 +96,45 @@ export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   return ({ schema, httpPart }) => {
     if (httpPart === 'body') return strict.compile(schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
     const validate = coercing.compile(schema as object) as Validate;
-    if (httpPart === 'params')
-      return canonicalIntegers(validate, schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
-    if (httpPart === 'querystring')
-      return canonicalIntegers(commaSeparated(validate, schema as object), schema as object) as ReturnType<
-        FastifySchemaCompiler<unknown>
-      >;
-    return validate as ReturnType<FastifySchemaCompiler<unknown>>;
+    if (httpPart !== 'params' && httpPart !== 'querystring')
+      return validate as ReturnType<FastifySchemaCompiler<unknown>>;
+    return urlPart(validate, schema as object, httpPart === 'querystring') as ReturnType<
+      FastifySchemaCompiler<unknown>
+    >;
   };
 }
 
 /** What x-errorMessage speaks for: a pattern, the format it refines, a list's items and length. */
 const SHAPE_KEYWORDS = new Set(['pattern', 'format', 'enum', 'maxItems']);
 
+type Params = Record<string, unknown>;
+const MESSAGES: Record<string, (p: Params, error: ErrorObject) => string> = {
+  uniqueItems: (_, { data }) => {
+    const items = data as unknown[];
+    return `names ${[...new Set(items.filter((item, i) => items.indexOf(item) !== i))].join(', ')} more than once`;
+  },
+  required: () => 'is required',
+  additionalProperties: () => 'is not allowed',
+  minLength: (p) => (p.limit === 1 ? 'must not be empty' : `must be at least ${String(p.limit)} characters`),
+  maxLength: (p) => `must be at most ${String(p.limit)} characters`,
+  minimum: (p) => `must be at least ${String(p.limit)}`,
+  maximum: (p) => `must be at most ${String(p.limit)}`,
+  type: (p) =>
+    p.type === 'integer'
+      ? 'must be an integer'
+      : `must be ${/^[aeiou]/.test(String(p.type)) ? 'an' : 'a'} ${String(p.type)}`,
+  enum: (p) => `must be one of: ${(p.allowedValues as unknown[]).join(', ')}`,
+  format: (p) => (p.format === 'email' ? 'must be a valid e-mail address' : `must be a valid ${String(p.format)}`),
+  pattern: () => 'has an invalid format',
+  [WELL_FORMED]: () => 'must not contain unpaired surrogates',
+};
+
 function describe(error: ErrorObject): string {
-  const p = error.params as Record<string, unknown>;
-  const custom = (error.parentSchema as Record<string, unknown> | undefined)?.['x-errorMessage'];
+  const custom = (error.parentSchema as Params | undefined)?.['x-errorMessage'];
   if (SHAPE_KEYWORDS.has(error.keyword) && typeof custom === 'string') return custom;
-  switch (error.keyword) {
-    case 'uniqueItems': {
-      const items = error.data as unknown[];
-      return `names ${[...new Set(items.filter((item, i) => items.indexOf(item) !== i))].join(', ')} more than once`;
-    }
-    case 'required':
-      return 'is required';
-    case 'additionalProperties':
-      return 'is not allowed';
-    case 'minLength':
-      return p.limit === 1 ? 'must not be empty' : `must be at least ${String(p.limit)} characters`;
-    case 'maxLength':
-      return `must be at most ${String(p.limit)} characters`;
-    case 'minimum':
-      return `must be at least ${String(p.limit)}`;
-    case 'maximum':
-      return `must be at most ${String(p.limit)}`;
-    case 'type':
-      return p.type === 'integer'
-        ? 'must be an integer'
-        : `must be ${/^[aeiou]/.test(String(p.type)) ? 'an' : 'a'} ${String(p.type)}`;
-    case 'enum':
-      return `must be one of: ${(p.allowedValues as unknown[]).join(', ')}`;
-    case 'format':
-      return p.format === 'email' ? 'must be a valid e-mail address' : `must be a valid ${String(p.format)}`;
-    case 'pattern':
-      return 'has an invalid format';
-    case WELL_FORMED:
-      return 'must not contain unpaired surrogates';
-    default:
-      return error.message ?? 'is invalid';
-  }
+  return Object.hasOwn(MESSAGES, error.keyword)
+    ? MESSAGES[error.keyword]!(error.params as Params, error)
+    : (error.message ?? 'is invalid');
 }
 
 export function toFieldErrors(errors: readonly ErrorObject[]): FieldErrors {

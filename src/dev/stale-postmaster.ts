@@ -6,9 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 const ORPHAN_STOP_TIMEOUT_MS = 30_000;
 
 /**
- * PostgreSQL ignores a dead PID, but not one reused by another process, nor an
- * orphaned server whose Node parent was killed: stopped, unless a live Node
- * process still owns it (then its PIDs and port are returned).
+ * PostgreSQL ignores a dead PID, but not one reused by another process, nor an orphaned server whose Node parent was
+ * killed: stopped, unless a live Node process still owns it (then its PIDs and port are returned).
  */
 export async function clearStalePostmaster(
   dataDir: string,

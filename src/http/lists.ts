@@ -84,30 +84,14 @@ export function listResponse<T>(
   serializeAs(reply, result.kind === 'offset' ? 'OffsetPage' : 'CursorPage');
   const links: string[] = [];
   if (result.kind === 'cursor' && page.kind === 'cursor') {
+    const { items: data, hasMore, nextCursor, nextKey, prevCursor, prevKey } = result;
+    const { limit } = page;
     // The anchor's key as read travels with it, so the walk stays put when the anchor is edited.
-    if (result.nextCursor !== null) {
-      const next = {
-        after: result.nextCursor,
-        afterKey: result.nextKey,
-        before: null,
-        beforeKey: null,
-        limit: page.limit,
-      };
-      links.push(link(request, next, 'next'));
-    }
-    if (result.prevCursor !== null) {
-      const prev = {
-        before: result.prevCursor,
-        beforeKey: result.prevKey,
-        after: null,
-        afterKey: null,
-        limit: page.limit,
-      };
-      links.push(link(request, prev, 'prev'));
-    }
+    const cursor = { after: null, afterKey: null, before: null, beforeKey: null, limit };
+    if (nextCursor !== null) links.push(link(request, { ...cursor, after: nextCursor, afterKey: nextKey }, 'next'));
+    if (prevCursor !== null) links.push(link(request, { ...cursor, before: prevCursor, beforeKey: prevKey }, 'prev'));
     if (links.length) reply.header('link', links.join(', '));
-    const { items: data, hasMore, nextCursor, prevCursor } = result;
-    return { data, limit: page.limit, hasMore, nextCursor, prevCursor };
+    return { data, limit, hasMore, nextCursor, prevCursor };
   }
   if (result.kind !== 'offset' || page.kind !== 'offset') throw new Error('pagination mode mismatch');
   const { perPage } = page;

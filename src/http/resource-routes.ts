@@ -1,7 +1,6 @@
 /**
- * The route shapes the resources share: a public list, one public item answered
- * conditionally, a create made safe to retry, an owned delete. A resource states
- * only what differs, and gets the contract's statuses, headers and OpenAPI
+ * The route shapes the resources share: a public list, one public item answered conditionally, a create made safe to
+ * retry, an owned delete. A resource states only what differs, and gets the contract's statuses, headers and OpenAPI
  * entries by construction (docs/architecture.md, "Adding a resource").
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';

@@ -1,7 +1,7 @@
 /**
- * Bearer tokens, checked on every request that sends one (a bad token is a 401
- * anywhere). A checked token is trusted for AUTH_CACHE_MS: another instance may
- * accept a revoked one that long. `authenticate()` is memoized for the rate limiter.
+ * Bearer tokens, checked on every request that sends one (a bad token is a 401 anywhere). A checked token is
+ * trusted for AUTH_CACHE_MS: another instance may accept a revoked one that long. `authenticate()` is memoized
+ * for the rate limiter.
  */
 import fp from 'fastify-plugin';
 import { LRUCache } from 'lru-cache';
@@ -31,14 +31,12 @@ const memo = new WeakMap<FastifyRequest, Promise<AuthUser | null>>();
 const credentials = new WeakMap<FastifyRequest, { hash: Buffer; key: string } | null>();
 
 function credentialOf(request: FastifyRequest): { hash: Buffer; key: string } | null {
-  let credential = credentials.get(request);
-  if (credential === undefined) {
-    const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
-    // A token we could never have issued names no one: no hash, no lookup.
-    const hash = token !== undefined && isWellFormedToken(token) ? hashToken(token) : undefined;
-    credential = hash ? { hash, key: hash.toString('base64') } : null;
-    credentials.set(request, credential);
-  }
+  if (credentials.has(request)) return credentials.get(request)!;
+  const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
+  // A token we could never have issued names no one: no hash, no lookup.
+  const hash = token !== undefined && isWellFormedToken(token) ? hashToken(token) : undefined;
+  const credential = hash ? { hash, key: hash.toString('base64') } : null;
+  credentials.set(request, credential);
   return credential;
 }
 
@@ -74,21 +72,16 @@ export default fp<{ cacheMs: number }>(
       return credentialOf(this)?.key ?? null;
     });
     app.decorateRequest('authenticate', function (this: FastifyRequest) {
-      let pending = memo.get(this);
-      if (!pending) {
-        pending = resolve(this);
-        pending.catch(() => undefined); // rejections are observed by whoever awaits
-        memo.set(this, pending);
-      }
+      if (memo.has(this)) return memo.get(this)!;
+      const pending = resolve(this);
+      pending.catch(() => undefined); // rejections are observed by whoever awaits
+      memo.set(this, pending);
       return pending;
     });
 
     // Callback-style, so the anonymous majority of reads costs no promise here.
     app.addHook('onRequest', (request, _reply, done) => {
-      if (request.headers.authorization === undefined) {
-        done();
-        return;
-      }
+      if (request.headers.authorization === undefined) return done();
       request.authenticate().then((user) => {
         request.user = user;
         done();

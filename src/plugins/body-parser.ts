@@ -1,7 +1,6 @@
 /**
- * JSON objects in UTF-8 only (docs/api.md §2); bytes that are not UTF-8 are a 400,
- * not U+FFFD stored. An empty DELETE/OPTIONS body is no body, whatever its
- * Content-Type: clients send their default one on every request.
+ * JSON objects in UTF-8 only (docs/api.md §2); bytes that are not UTF-8 are a 400, not U+FFFD stored. An empty
+ * DELETE/OPTIONS body is no body, whatever its Content-Type: clients send their default one on every request.
  */
 import fp from 'fastify-plugin';
 import type { FastifyRequest } from 'fastify';
@@ -11,46 +10,37 @@ import { PATCH_MEDIA_TYPES, isUtf8, parametersOf } from '../media-types.js';
 // fatal: a malformed sequence throws instead of becoming U+FFFD; a leading BOM is dropped (RFC 8259 allows it).
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-const BODYLESS_METHODS = new Set(['DELETE', 'OPTIONS']);
 const noBody = (request: FastifyRequest, length: number | string | undefined) =>
-  BODYLESS_METHODS.has(request.method) && Number(length) === 0;
+  (request.method === 'DELETE' || request.method === 'OPTIONS') && Number(length) === 0;
+
+/** The body's text, or why it is refused (undefined: no body). */
+function decode(request: FastifyRequest, body: Buffer): string | HttpError | undefined {
+  if (noBody(request, body.length)) return undefined;
+  const contentType = request.headers['content-type'] ?? '';
+  if (/^\s*application\/merge-patch\+json/i.test(contentType) && request.method !== 'PATCH')
+    return new HttpError(415, 'application/merge-patch+json is only accepted on PATCH');
+  const parameters = parametersOf(contentType);
+  if (!parameters)
+    return new HttpError(
+      415,
+      'Content-Type has a malformed or repeated parameter: send application/json; charset=utf-8',
+    );
+  if (!isUtf8(parameters.get('charset')))
+    return new HttpError(415, 'JSON must be UTF-8: send charset=utf-8 or no charset');
+  try {
+    return utf8.decode(body);
+  } catch {
+    return badRequest('body is not valid UTF-8');
+  }
+}
 
 export default fp(
   async (app) => {
     const parseJson = app.getDefaultJsonParser('error', 'error');
     app.removeAllContentTypeParsers();
     app.addContentTypeParser(PATCH_MEDIA_TYPES, { parseAs: 'buffer' }, (request, body, done) => {
-      if (noBody(request, (body as Buffer).length)) {
-        done(null, undefined);
-        return;
-      }
-      const contentType = request.headers['content-type'] ?? '';
-      if (/^\s*application\/merge-patch\+json/i.test(contentType) && request.method !== 'PATCH') {
-        done(new HttpError(415, 'application/merge-patch+json is only accepted on PATCH'), undefined);
-        return;
-      }
-      const parameters = parametersOf(contentType);
-      if (!parameters) {
-        done(
-          new HttpError(
-            415,
-            'Content-Type has a malformed or repeated parameter: send application/json; charset=utf-8',
-          ),
-          undefined,
-        );
-        return;
-      }
-      if (!isUtf8(parameters.get('charset'))) {
-        done(new HttpError(415, 'JSON must be UTF-8: send charset=utf-8 or no charset'), undefined);
-        return;
-      }
-      let text: string;
-      try {
-        text = utf8.decode(body as Buffer);
-      } catch {
-        done(badRequest('body is not valid UTF-8'), undefined);
-        return;
-      }
+      const text = decode(request, body as Buffer);
+      if (typeof text !== 'string') return done(text ?? null, undefined);
       // Fastify's parser calls back; the promise its typing adds carries nothing.
       void parseJson(request, text, (error, value: unknown) => {
         if (error) done(badRequest('body is not valid JSON'), undefined);

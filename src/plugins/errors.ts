@@ -18,13 +18,6 @@ import { POOL_EXHAUSTED, codeOf } from '../db/pool.js';
 import { toFieldErrors } from '../validation.js';
 import { quotedPath, requestPath } from '../http/links.js';
 
-interface ErrorBody {
-  error: string;
-  message: string;
-  fieldErrors?: Record<string, string[]>;
-  requestId: string;
-}
-
 export const MAX_PARAM_LENGTH = 16_384;
 
 const UNIQUE_VIOLATIONS = new Map<string, () => HttpError>([['users_email_key', emailTaken]]);
@@ -35,52 +28,39 @@ const USER_REFERENCE = /_(author|user)_id_fkey$/;
 const POST_REFERENCE = /_post_id_fkey$/;
 
 /** A 503 naming its cause; retryAfter is long (30) where an operator must act. */
-interface Failure {
-  cause: string;
-  retryAfter: number;
-  advice?: string;
-}
-const unreachable: Failure = { cause: 'the database is unreachable', retryAfter: 5 };
-const restarting: Failure = { cause: 'the database is shutting down or starting up', retryAfter: 5 };
-const refusedLogin: Failure = {
-  cause: "the database refused the service's credentials (authentication failed)",
-  retryAfter: 30,
-};
-const schemaChanged: Failure = {
-  cause: "the database's schema is not the one this version of the service needs (run npm run migrate)",
-  retryAfter: 30,
-};
-const collided: Failure = {
-  cause: 'the request collided with concurrent changes and changed nothing',
-  retryAfter: 1,
-  advice: 'send it again',
-};
+type Failure = { cause: string; retryAfter: number; advice?: string };
+const failure = (cause: string, retryAfter: number, advice?: string): Failure => ({ cause, retryAfter, advice });
+const unreachable = failure('the database is unreachable', 5);
+const restarting = failure('the database is shutting down or starting up', 5);
+const refusedLogin = failure("the database refused the service's credentials (authentication failed)", 30);
+const schemaChanged = failure(
+  "the database's schema is not the one this version of the service needs (run npm run migrate)",
+  30,
+);
+const collided = failure('the request collided with concurrent changes and changed nothing', 1, 'send it again');
 const DATABASE_FAILURES = new Map<string, Failure>([
   ['08', unreachable],
   ...['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN', 'EHOSTUNREACH'].map(
     (code) => [code, unreachable] as const,
   ),
-  ['3D000', { cause: 'the database is missing (it does not exist on the server)', retryAfter: 30 }],
+  ['3D000', failure('the database is missing (it does not exist on the server)', 30)],
   ['28000', refusedLogin],
   ['28P01', refusedLogin],
-  ['53300', { cause: 'the database has too many connections', retryAfter: 1 }],
-  ['53100', { cause: 'the database is out of disk space', retryAfter: 30 }],
-  ['53', { cause: 'the database is out of resources (memory or another limit)', retryAfter: 5 }],
-  ['25006', { cause: 'the database is read-only (a standby, or a failover under way)', retryAfter: 5 }],
+  ['53300', failure('the database has too many connections', 1)],
+  ['53100', failure('the database is out of disk space', 30)],
+  ['53', failure('the database is out of resources (memory or another limit)', 5)],
+  ['25006', failure('the database is read-only (a standby, or a failover under way)', 5)],
   ['57P01', restarting],
   ['57P02', restarting],
   ['57P03', restarting],
-  ['57014', { cause: 'the database did not answer in time', retryAfter: 5 }],
-  ['55P03', { cause: 'what the request needs is locked by another transaction (lock not available)', retryAfter: 1 }],
-  ['54', { cause: 'the request ran into a limit of the database (program limit exceeded)', retryAfter: 30 }],
+  ['57014', failure('the database did not answer in time', 5)],
+  ['55P03', failure('what the request needs is locked by another transaction (lock not available)', 1)],
+  ['54', failure('the request ran into a limit of the database (program limit exceeded)', 30)],
   ...['42P01', '42703', '42883'].map((code) => [code, schemaChanged] as const),
   // Outlasted withTransaction's attempts: nothing changed.
   ['40001', collided],
   ['40P01', collided],
-  [
-    POOL_EXHAUSTED,
-    { cause: 'the service is busy (every database connection of this instance is in use)', retryAfter: 1 },
-  ],
+  [POOL_EXHAUSTED, failure('the service is busy (every database connection of this instance is in use)', 1)],
 ]);
 
 /** node-postgres reports lost or refused connections with plain Errors. */
@@ -117,17 +97,11 @@ const DATA_KINDS: Record<string, (schema: { type?: string; format?: string }) =>
 function dataException(code: string, request: FastifyRequest): HttpError {
   const ofKind = DATA_KINDS[code];
   const blamed: string[] = [];
-  for (const [part, values] of [
-    ['querystring', request.query],
-    ['body', request.body],
-  ] as const) {
-    const properties = (
-      request.routeOptions.schema?.[part] as
-        { properties?: Record<string, { type?: string; format?: string }> } | undefined
-    )?.properties;
-    if (!ofKind || !properties || typeof values !== 'object' || values === null) continue;
-    for (const [name, property] of Object.entries(properties))
-      if (name in values && ofKind(property)) blamed.push(name);
+  for (const [part, values] of Object.entries({ querystring: request.query, body: request.body })) {
+    const schema = request.routeOptions.schema?.[part as 'body'] as { properties?: object } | undefined;
+    if (!ofKind || typeof values !== 'object' || values === null) continue;
+    for (const [name, property] of Object.entries(schema?.properties ?? {}))
+      if (name in values && ofKind(property as object)) blamed.push(name);
   }
   if (blamed.length === 1) return validation({ [blamed[0]!]: ['is out of the range the service accepts'] });
   return badRequest('a value in the request is out of the range the service accepts');
@@ -211,9 +185,9 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
 export function sendError(reply: FastifyReply, request: FastifyRequest, e: HttpError) {
   // Set here too, for errors raised before the onRequest hooks (a malformed URL).
   reply.header('x-request-id', request.id);
-  const body: ErrorBody = { error: e.code, message: e.message, requestId: request.id };
-  if (e.fieldErrors) body.fieldErrors = e.fieldErrors;
   if (e.headers) reply.headers(e.headers);
+  const { code: error, message, fieldErrors } = e;
+  const body = { error, message, ...(fieldErrors && { fieldErrors }), requestId: request.id };
   return reply.code(e.statusCode).type('application/json; charset=utf-8').send(body);
 }
 
@@ -249,15 +223,12 @@ export default fp(
     const methodsByPath = new Map<string, Set<string>>();
     app.addHook('onRoute', (route) => {
       if (route.url === '*') return;
-      const methods = Array.isArray(route.method) ? route.method : [route.method];
-      let set = methodsByPath.get(route.url);
-      if (!set) {
-        set = new Set();
-        methodsByPath.set(route.url, set);
-        const store = set;
-        paths.on('GET', route.url, () => undefined, { methods: store });
+      let methods = methodsByPath.get(route.url);
+      if (!methods) {
+        methodsByPath.set(route.url, (methods = new Set()));
+        paths.on('GET', route.url, () => undefined, { methods });
       }
-      for (const m of methods) set.add(m);
+      for (const m of [route.method].flat()) methods.add(m);
     });
 
     const unrouted = (request: FastifyRequest, reply: FastifyReply) => {

@@ -1,7 +1,6 @@
 /**
- * Once closing begins, responses say `Connection: close`: Node closes only the
- * connections idle at close(), and one idle later would hold the process past its
- * grace period. New requests get the contract's 503 from the one error handler.
+ * Once closing begins, responses say `Connection: close`: Node closes only the connections idle at close(),
+ * and one idle later would hold the process past its grace period. New requests get the contract's 503.
  */
 import fp from 'fastify-plugin';
 import { serviceUnavailable } from '../errors.js';

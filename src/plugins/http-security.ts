@@ -1,7 +1,6 @@
 /**
- * Security headers (helmet, computed once: per request they cost as much as a
- * cached read) and CORS. A plain OPTIONS, not a preflight, is routed like any
- * method a path lacks: 405 or 404.
+ * Security headers (helmet, computed once: per request they cost as much as a cached read) and CORS. A plain OPTIONS,
+ * not a preflight, is routed like any method a path lacks: 405 or 404.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import fp from 'fastify-plugin';
@@ -28,21 +27,9 @@ function helmetHeaders(options: HelmetOptions): Record<string, string> {
   return headers;
 }
 
-export const EXPOSED_HEADERS = [
-  'Allow',
-  'ETag',
-  'Idempotent-Replayed',
-  'Link',
-  'Location',
-  'Retry-After',
-  'WWW-Authenticate',
-  'X-Request-Id',
-  'RateLimit',
-  'RateLimit-Limit',
-  'RateLimit-Policy',
-  'RateLimit-Remaining',
-  'RateLimit-Reset',
-];
+const EXPOSED_HEADERS =
+  'Allow, ETag, Idempotent-Replayed, Link, Location, Retry-After, WWW-Authenticate, ' +
+  'X-Request-Id, RateLimit, RateLimit-Limit, RateLimit-Policy, RateLimit-Remaining, RateLimit-Reset';
 
 export default fp<{ corsOrigins: string[] }>(
   async (app, { corsOrigins }) => {

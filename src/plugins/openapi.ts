@@ -1,8 +1,6 @@
 /**
- * The OpenAPI document from the route schemas, at /openapi.json and /docs
- * (docs/api.md). What every operation shares is added here, stated once.
- * `security: [{}]` marks public operations: Swagger UI showed `[{}, bearerAuth]`
- * as a closed padlock. The /docs page's assets are not rate limited (dozens per load).
+ * The OpenAPI document from the route schemas, at /openapi.json and /docs (docs/api.md), plus what every
+ * operation shares, stated once. The /docs page's assets are not rate limited (dozens per load).
  */
 import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
 import fp from 'fastify-plugin';
@@ -123,6 +121,7 @@ function completeDocument(documentObject: DocumentObject) {
   const { openapiObject } = documentObject;
   for (const item of Object.values(openapiObject.paths ?? {})) {
     for (const op of Object.values(item as Record<string, Operation>)) {
+      // Public: Swagger UI showed `[{}, bearerAuth]` as a closed padlock.
       op.security ??= PUBLIC;
       for (const parameter of op.parameters ?? []) {
         if (parameter.schema?.explode === undefined) continue;
@@ -187,26 +186,21 @@ function swaggerOptions(prefix: string): FastifyDynamicSwaggerOptions {
   };
 }
 
-/** Each encoding made once, with its own strong ETag (a different representation of one document). */
+/** Each encoding made once, on demand, with its own strong ETag (a different representation of one document). */
 function documentServer(document: () => unknown) {
-  const encoded = new Map<Encoding | 'identity', { body: Buffer; etag: string }>();
-  const documentIn = (encoding: Encoding | 'identity') => {
-    let made = encoded.get(encoding);
-    if (!made) {
-      const identity =
-        encoded.get('identity') ??
-        (() => {
-          const json = JSON.stringify(document());
-          return { body: Buffer.from(json), etag: bodyEtag(json) };
-        })();
-      encoded.set('identity', identity);
-      made =
-        encoding === 'identity'
-          ? identity
-          : { body: ENCODINGS[encoding](identity.body), etag: `${identity.etag.slice(0, -1)}-${encoding}"` };
-      encoded.set(encoding, made);
+  const made = new Map<Encoding | 'identity', { body: Buffer; etag: string }>();
+  const documentIn = (encoding: Encoding | 'identity'): { body: Buffer; etag: string } => {
+    let doc = made.get(encoding);
+    if (doc) return doc;
+    if (encoding === 'identity') {
+      const json = JSON.stringify(document());
+      doc = { body: Buffer.from(json), etag: bodyEtag(json) };
+    } else {
+      const { body, etag } = documentIn('identity');
+      doc = { body: ENCODINGS[encoding](body), etag: `${etag.slice(0, -1)}-${encoding}"` };
     }
-    return made;
+    made.set(encoding, doc);
+    return doc;
   };
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const encoding = chooseEncoding(request.headers['accept-encoding']) ?? 'identity';

@@ -1,9 +1,6 @@
 /**
- * One structured log line per request, written when the response is done:
- * request id, method, route pattern, status and duration. Fastify's own pair
- * of lines is turned off (app.ts) because it carries neither the route nor
- * the status together with the timing. Headers and bodies are never logged,
- * so no token or password can reach the logs through here.
+ * One log line per request, with route, status and duration together (Fastify's own pair is off, app.ts).
+ * Headers and bodies are never logged, so no token or password reaches the logs through here.
  */
 import { trace } from '@opentelemetry/api';
 import fp from 'fastify-plugin';

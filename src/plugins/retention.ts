@@ -8,17 +8,11 @@ import { tombstonesRepository } from '../repositories/tombstones.js';
 import { eventsRepository } from '../events/repository.js';
 import { webhookQueue } from '../events/webhooks/queue.js';
 
-export interface RetentionPluginOptions {
-  tombstoneRetentionSeconds: number;
-  eventRetentionSeconds: number;
-  purgeIntervalMs?: number;
-}
-
 const BATCH = 500;
 // Bounds one tick's work; whatever is left waits for the next tick.
 const MAX_BATCHES_PER_TICK = 100;
 
-export default fp<RetentionPluginOptions>(
+export default fp<{ tombstoneRetentionSeconds: number; eventRetentionSeconds: number; purgeIntervalMs?: number }>(
   async (app, { tombstoneRetentionSeconds, eventRetentionSeconds, purgeIntervalMs = 10 * 60_000 }) => {
     const keys = idempotencyKeysRepository(app.db);
     const tombstones = tombstonesRepository(app.db);

@@ -1,7 +1,6 @@
 /**
- * All SQL about comments, always addressed through their post. Writes that touch
- * both lock the post first, then the comment, so concurrent writers queue instead
- * of deadlocking.
+ * All SQL about comments, always addressed through their post. Writes that touch both lock the post first, then the
+ * comment, so concurrent writers queue instead of deadlocking.
  */
 import type { Queryable } from '../db/pool.js';
 import type { CommentField, CommentSortField } from '../schemas/comments.js';
@@ -66,9 +65,8 @@ const list: ListSource<CommentSortField, CommentFilter> = {
 };
 
 /**
- * Posts are locked first, so a concurrent post delete either waits or has
- * happened (no row). Ids grow in the inputs' order, and a post is locked or not
- * for the whole statement: each input's row is the next one with its post.
+ * Posts are locked first, so a concurrent post delete either waits or has happened (no row). Ids grow in the inputs'
+ * order, and a post is locked or not for the whole statement: each input's row is the next one with its post.
  */
 const createComments = batchedWrite<{ postId: number; authorId: number; body: string }, VersionedComment>({
   async run(db, inputs, wait) {
@@ -88,37 +86,19 @@ const createComments = batchedWrite<{ postId: number; authorId: number; body: st
   },
 });
 
-/** Carries the post's author for the delete rule. */
-async function lockForDelete(
-  db: Queryable,
-  postId: number,
-  id: number,
-): Promise<(VersionedComment & { postAuthorId: number }) | undefined> {
-  const post = await db.query<{ authorId: number }>(
-    prepared('SELECT author_id AS "authorId" FROM posts WHERE id = $1 FOR NO KEY UPDATE', [postId]),
-  );
-  if (!post.rows[0]) return undefined;
-  const { rows } = await db.query<VersionedComment>(
-    prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR UPDATE`, [id, postId]),
-  );
-  return rows[0] && { ...rows[0], postAuthorId: post.rows[0].authorId };
-}
-
 export function commentsRepository(db: Queryable) {
-  async function find(postId: number, id: number): Promise<VersionedComment | undefined> {
+  async function find(postId: number, id: number, lock = ''): Promise<VersionedComment | undefined> {
     const { rows } = await db.query<VersionedComment>(
-      prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2`, [id, postId]),
+      prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2${lock}`, [id, postId]),
     );
     return rows[0];
   }
 
   return {
     /** undefined when the post does not exist. */
-    create(postId: number, authorId: number, body: string): Promise<VersionedComment | undefined> {
-      return createComments(db, { postId, authorId, body });
-    },
+    create: (postId: number, authorId: number, body: string) => createComments(db, { postId, authorId, body }),
 
-    find,
+    find: (postId: number, id: number) => find(postId, id),
 
     async read(postId: number, id: number, view: View<CommentField>): Promise<Viewed<Comment> | undefined> {
       const { rows } = await db.query<Viewed<Comment>>(
@@ -131,14 +111,17 @@ export function commentsRepository(db: Queryable) {
     },
 
     /** For a change of its own columns: the post is not involved. */
-    async lockForUpdate(postId: number, id: number): Promise<VersionedComment | undefined> {
-      const { rows } = await db.query<VersionedComment>(
-        prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2 FOR NO KEY UPDATE`, [id, postId]),
-      );
-      return rows[0];
-    },
+    lockForUpdate: (postId: number, id: number) => find(postId, id, ' FOR NO KEY UPDATE'),
 
-    lockForDelete: (postId: number, id: number) => lockForDelete(db, postId, id),
+    /** The post first, then the comment; carries the post's author for the delete rule. */
+    async lockForDelete(postId: number, id: number) {
+      const post = await db.query<{ authorId: number }>(
+        prepared('SELECT author_id AS "authorId" FROM posts WHERE id = $1 FOR NO KEY UPDATE', [postId]),
+      );
+      if (!post.rows[0]) return undefined;
+      const comment = await find(postId, id, ' FOR UPDATE');
+      return comment && { ...comment, postAuthorId: post.rows[0].authorId };
+    },
 
     /** A change to the body already stored leaves the comment as it is. */
     async update(

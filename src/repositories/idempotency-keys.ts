@@ -39,26 +39,10 @@ export function idempotencyLockId(scope: string, key: string): string {
 
 export function idempotencyKeysRepository(db: Queryable) {
   return {
-    /** false when another transaction is processing this key right now. */
-    async tryLock(scope: string, key: string): Promise<boolean> {
-      const { rows } = await db.query<{ locked: boolean }>(
-        prepared('SELECT pg_try_advisory_xact_lock($1::bigint) AS "locked"', [idempotencyLockId(scope, key)]),
-      );
-      return rows[0]!.locked;
-    },
-
-    async find(scope: string, key: string): Promise<IdempotencyRecord | undefined> {
-      const { rows } = await db.query<IdempotencyRecord>(
-        prepared(
-          `SELECT ${RECORD} FROM idempotency_keys
-           WHERE scope = $1 AND key = $2 AND created_at > now() - make_interval(secs => $3)`,
-          [scope, key, IDEMPOTENCY_TTL_SECONDS],
-        ),
-      );
-      return rows[0];
-    },
-
-    /** One statement outside a transaction; the lock it takes ends with it. */
+    /**
+     * The live record of a key, else whether another transaction holds the key. The lock is taken when free:
+     * in a transaction it is then held to its end; alone, the statement's end releases it.
+     */
     async peek(scope: string, key: string): Promise<{ record?: IdempotencyRecord; inUse: boolean }> {
       const { rows } = await db.query<IdempotencyRecord & { free: boolean }>(
         prepared(
@@ -73,7 +57,7 @@ export function idempotencyKeysRepository(db: Queryable) {
     },
 
     /** Under the key's lock the only row that can exist is an expired one, which is replaced. */
-    async save(record: IdempotencyRecord): Promise<void> {
+    async save({ scope, key, requestHash, status, headers, body, resource, secretHash }: IdempotencyRecord) {
       await db.query(
         prepared(
           `INSERT INTO idempotency_keys (scope, key, request_hash, status, headers, body, resource, secret_hash)
@@ -81,16 +65,7 @@ export function idempotencyKeysRepository(db: Queryable) {
            ON CONFLICT (scope, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, status = EXCLUDED.status,
              headers = EXCLUDED.headers, body = EXCLUDED.body, resource = EXCLUDED.resource,
              secret_hash = EXCLUDED.secret_hash, created_at = EXCLUDED.created_at`,
-          [
-            record.scope,
-            record.key,
-            record.requestHash,
-            record.status,
-            JSON.stringify(record.headers),
-            record.body,
-            record.resource,
-            record.secretHash,
-          ],
+          [scope, key, requestHash, status, JSON.stringify(headers), body, resource, secretHash],
         ),
       );
     },

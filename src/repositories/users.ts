@@ -39,33 +39,12 @@ const list: ListSource<UserSortField, void> = {
   total: () => raw(counter('users')),
 };
 
-async function findById(db: Queryable, id: number): Promise<User | undefined> {
-  const { rows } = await db.query<User>(prepared(`SELECT ${COLUMNS} FROM users WHERE id = $1`, [id]));
-  return rows[0];
-}
-
-/** A change to the values already stored writes nothing (a new password hash always differs). */
-async function update(
-  db: Queryable,
-  id: number,
-  changes: { name?: string; email?: string; passwordHash?: string },
-): Promise<User | undefined> {
-  const fields = [
-    ['name', changes.name],
-    ['email', changes.email],
-    ['password_hash', changes.passwordHash],
-  ].filter((field): field is [string, string] => field[1] !== undefined);
-  if (fields.length === 0) return findById(db, id);
-  const sets = fields.map(([column, value]) => sql`${raw(column)} = ${value}`);
-  const differs = fields.map(([column, value]) => sql`${raw(column)} IS DISTINCT FROM ${value}`);
-  const { rows } = await db.query<User>(
-    toQuery(sql`UPDATE users SET ${join([...sets, sql`version = version + 1`, sql`updated_at = now()`])}
-      WHERE id = ${id} AND (${join(differs, ' OR ')}) RETURNING ${raw(COLUMNS)}`),
-  );
-  return rows[0] ?? findById(db, id);
-}
-
 export function usersRepository(db: Queryable) {
+  async function findById(id: number, lock = ''): Promise<User | undefined> {
+    const { rows } = await db.query<User>(prepared(`SELECT ${COLUMNS} FROM users WHERE id = $1${lock}`, [id]));
+    return rows[0];
+  }
+
   return {
     async create(input: { name: string; email: string; passwordHash: string }): Promise<User> {
       const { rows } = await db.query<User>(
@@ -78,7 +57,7 @@ export function usersRepository(db: Queryable) {
       return rows[0]!;
     },
 
-    findById: (id: number) => findById(db, id),
+    findById: (id: number) => findById(id),
 
     async read(id: number, view: View<UserField>): Promise<Viewed<User> | undefined> {
       const { rows } = await db.query<Viewed<User>>(
@@ -87,12 +66,7 @@ export function usersRepository(db: Queryable) {
       return rows[0];
     },
 
-    async lock(id: number): Promise<User | undefined> {
-      const { rows } = await db.query<User>(
-        prepared(`SELECT ${COLUMNS} FROM users WHERE id = $1 FOR NO KEY UPDATE`, [id]),
-      );
-      return rows[0];
-    },
+    lock: (id: number) => findById(id, ' FOR NO KEY UPDATE'),
 
     async findCredentials(email: string): Promise<{ id: number; passwordHash: string } | undefined> {
       const { rows } = await db.query<{ id: number; passwordHash: string }>(
@@ -112,7 +86,22 @@ export function usersRepository(db: Queryable) {
       return rows[0]!.taken;
     },
 
-    update: (id: number, changes: { name?: string; email?: string; passwordHash?: string }) => update(db, id, changes),
+    /** A change to the values already stored writes nothing (a new password hash always differs). */
+    async update(id: number, changes: { name?: string; email?: string; passwordHash?: string }) {
+      const fields = [
+        ['name', changes.name],
+        ['email', changes.email],
+        ['password_hash', changes.passwordHash],
+      ].filter((field): field is [string, string] => field[1] !== undefined);
+      if (fields.length === 0) return findById(id);
+      const sets = fields.map(([column, value]) => sql`${raw(column)} = ${value}`);
+      const differs = fields.map(([column, value]) => sql`${raw(column)} IS DISTINCT FROM ${value}`);
+      const { rows } = await db.query<User>(
+        toQuery(sql`UPDATE users SET ${join([...sets, sql`version = version + 1`, sql`updated_at = now()`])}
+          WHERE id = ${id} AND (${join(differs, ' OR ')}) RETURNING ${raw(COLUMNS)}`),
+      );
+      return rows[0] ?? findById(id);
+    },
 
     async setRole(email: string, role: 'user' | 'admin'): Promise<User | undefined> {
       const { rows } = await db.query<User>(

@@ -16,26 +16,14 @@ import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { PRIVATE } from '../http/conditional.js';
+import { secured } from '../http/resource-routes.js';
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
-
-const secured = [{ bearerAuth: [] }];
-
-type Api = Parameters<FastifyPluginAsyncTypebox>[0];
-type TokensRepository = ReturnType<typeof tokensRepository>;
 
 const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = async (app, { tokenTtlSeconds }) => {
   app.addSchema(TokenSchema);
   // A new token's answer embeds its user.
   app.addSchema(UserSchema);
   const tokens = tokensRepository(app.db);
-  logInRoute(app, tokens, tokenTtlSeconds);
-  await app.register(async (authed) => {
-    authed.addHook('onRequest', app.requireUser);
-    ownTokenRoutes(authed.withTypeProvider<TypeBoxTypeProvider>(), tokens);
-  });
-};
-
-function logInRoute(app: Api, tokens: TokensRepository, tokenTtlSeconds: number) {
   const users = usersRepository(app.db);
   app.post(
     '/tokens',
@@ -63,51 +51,52 @@ function logInRoute(app: Api, tokens: TokensRepository, tokenTtlSeconds: number)
       return { id: created.id, token, tokenType: 'Bearer' as const, expiresAt: created.expiresAt, user: user! };
     },
   );
-}
 
-function ownTokenRoutes(r: Api, tokens: TokensRepository) {
-  r.get(
-    '/tokens',
-    {
-      config: { cacheControl: PRIVATE },
-      schema: {
-        tags: ['tokens'],
-        operationId: 'listTokens',
-        summary: 'List own live tokens (never their secrets)',
-        security: secured,
-        querystring: TokenListQuery,
-        headers: ConditionalGetHeaders,
-        response: listResponses(TokenList),
+  await app.register(async (authed) => {
+    authed.addHook('onRequest', app.requireUser);
+    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
+    r.get(
+      '/tokens',
+      {
+        config: { cacheControl: PRIVATE },
+        schema: {
+          tags: ['tokens'],
+          operationId: 'listTokens',
+          summary: 'List own live tokens (never their secrets)',
+          security: secured,
+          querystring: TokenListQuery,
+          headers: ConditionalGetHeaders,
+          response: listResponses(TokenList),
+        },
       },
-    },
-    async (request, reply) => {
-      const page = pageRequest(request.query);
-      const result = await tokens.list(request.user!.id, sortOf(request.query), page);
-      if (!result) throw new Error('tokens list has no parent');
-      return listResponse(request, reply, result, page);
-    },
-  );
+      async (request, reply) => {
+        const page = pageRequest(request.query);
+        const result = await tokens.list(request.user!.id, sortOf(request.query), page);
+        return listResponse(request, reply, result!, page);
+      },
+    );
 
-  r.delete(
-    '/tokens/:tokenId',
-    {
-      schema: {
-        tags: ['tokens'],
-        operationId: 'revokeToken',
-        summary: 'Revoke one of your tokens',
-        security: secured,
-        params: TokenParams,
-        response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 404) },
+    r.delete(
+      '/tokens/:tokenId',
+      {
+        schema: {
+          tags: ['tokens'],
+          operationId: 'revokeToken',
+          summary: 'Revoke one of your tokens',
+          security: secured,
+          params: TokenParams,
+          response: { 204: NoContent, ...errorResponses(...COMMON_ERRORS, 404) },
+        },
       },
-    },
-    async (request, reply) => {
-      const id = request.params.tokenId;
-      // Another user's token is reported as missing: its existence is not ours to reveal.
-      if (!(await tokens.revoke(request.user!.id, id))) throw notFound(`token ${id} does not exist`);
-      r.forgetTokens((user) => user.tokenId === id);
-      return reply.code(204).send(null);
-    },
-  );
-}
+      async (request, reply) => {
+        const id = request.params.tokenId;
+        // Another user's token is reported as missing: its existence is not ours to reveal.
+        if (!(await tokens.revoke(request.user!.id, id))) throw notFound(`token ${id} does not exist`);
+        r.forgetTokens((user) => user.tokenId === id);
+        return reply.code(204).send(null);
+      },
+    );
+  });
+};
 
 export default tokensRoutes;

@@ -18,12 +18,12 @@ import { emailTaken, invalidToken, notFound } from '../errors.js';
 import { hashPassword } from '../security.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { isFull, viewOf } from '../http/view-params.js';
-import { conditionalGet, withEtag, userEtag } from '../http/conditional.js';
-import { changeOwned, loadForChange, type OwnedCheck, type OwnershipRule } from '../use-cases/change-owned.js';
+import { conditionalGet, withEtag, userEtag, PRIVATE } from '../http/conditional.js';
+import { secured } from '../http/resource-routes.js';
+import { changeOwned, loadForChange, type OwnedCheck } from '../use-cases/change-owned.js';
 import { createOnce } from '../use-cases/create-once.js';
 import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
 import { keepPrivate } from '../plugins/http-caching.js';
-import { PRIVATE } from '../http/conditional.js';
 import {
   ConditionalGetHeaders,
   ConditionalWriteHeaders,
@@ -32,12 +32,12 @@ import {
   listResponses,
 } from '../schemas/conditional.js';
 
-const User = WithEtag(UserSchema, 'the user (with e-mail only for the user themself and admins)');
+const WITH_EMAIL = 'the user (with e-mail only for the user themself and admins)';
+const User = WithEtag(UserSchema, WITH_EMAIL);
 const UserView = WithEtag(
   UserViewSchema,
-  'the user (with e-mail only for the user themself and admins); with fields, only those, and an ETag that is a digest of them',
+  `${WITH_EMAIL}; with fields, only those, and an ETag that is a digest of them`,
 );
-const secured = [{ bearerAuth: [] }];
 
 /** E-mail addresses are shown only to their owner and to admins. */
 function visibleTo(viewer: AuthUser | null) {
@@ -48,36 +48,11 @@ function visibleTo(viewer: AuthUser | null) {
   };
 }
 
-const ownProfile = (id: number): OwnershipRule<User> => ({
-  missing: `user ${id} does not exist`,
-  owners: (user) => [user.id],
-  denied: 'you may only change your own profile',
-});
-
-type Api = Parameters<FastifyPluginAsyncTypebox>[0];
-type UsersRepository = ReturnType<typeof usersRepository>;
-
 const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(UserSchema);
   app.addSchema(UserViewSchema);
   const users = usersRepository(app.db);
-  signUpRoute(app, users);
-  readRoutes(app, users);
-  await app.register(async (authed) => {
-    // /users/me is a path of its own: a method it lacks (PATCH) is its 405 with Allow,
-    // as for any unrouted method, not a request to /users/{userId} with the id "me".
-    authed.addHook('onRequest', (request, reply, done) => {
-      if ((request.params as { userId?: string }).userId === 'me') reply.callNotFound();
-      else done();
-    });
-    authed.addHook('onRequest', app.requireUser);
-    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
-    meRoute(r, users);
-    changeRoute(r, users);
-  });
-};
 
-function signUpRoute(app: Api, users: UsersRepository) {
   app.post(
     '/users',
     {
@@ -110,9 +85,7 @@ function signUpRoute(app: Api, users: UsersRepository) {
       });
     },
   );
-}
 
-function readRoutes(app: Api, users: UsersRepository) {
   app.get(
     '/users',
     {
@@ -128,8 +101,7 @@ function readRoutes(app: Api, users: UsersRepository) {
     async (request, reply) => {
       const page = pageRequest(request.query);
       const result = await users.list(sortOf(request.query), page, viewOf(request.query));
-      if (!result) throw new Error('users list has no parent');
-      const envelope = listResponse(request, reply, result, page);
+      const envelope = listResponse(request, reply, result!, page);
       const data = envelope.data.map(visibleTo(request.user));
       if (data.some((user) => user.email !== undefined)) keepPrivate(reply);
       return { ...envelope, data };
@@ -152,89 +124,95 @@ function readRoutes(app: Api, users: UsersRepository) {
     async (request, reply) => {
       const id = request.params.userId;
       const view = viewOf<UserField>(request.query);
-      if (!isFull(view)) {
-        const partial = await users.read(id, view);
-        if (!partial) throw notFound(`user ${id} does not exist`);
-        const visible = visibleTo(request.user)(partial);
-        if (visible.email !== undefined) keepPrivate(reply);
-        return visible;
-      }
-      const user = await users.findById(id);
-      if (!user) throw notFound(`user ${id} does not exist`);
-      const visible = visibleTo(request.user)(user);
+      const found = isFull(view) ? await users.findById(id) : await users.read(id, view);
+      if (!found) throw notFound(`user ${id} does not exist`);
+      const visible = visibleTo(request.user)(found);
       if (visible.email !== undefined) keepPrivate(reply);
-      return conditionalGet(request, reply, userEtag(visible), visible);
+      return isFull(view) ? conditionalGet(request, reply, userEtag(visible as User), visible) : visible;
     },
   );
-}
 
-function meRoute(r: Api, users: UsersRepository) {
-  r.get(
-    '/users/me',
-    {
-      config: { cacheControl: PRIVATE },
-      schema: {
-        tags: ['users'],
-        operationId: 'getMe',
-        summary: 'The authenticated user, with e-mail',
-        security: secured,
-        headers: ConditionalGetHeaders,
-        response: { 200: User, 304: NotModified, ...errorResponses(...COMMON_ERRORS) },
-      },
-    },
-    async (request, reply) => {
-      const user = await users.findById(request.user!.id);
-      // Deleted since its token was checked (AUTH_CACHE_MS): the token names no one.
-      if (!user) throw invalidToken();
-      return conditionalGet(request, reply, userEtag(user), user);
-    },
-  );
-}
+  await app.register(async (authed) => {
+    // /users/me is a path of its own: a method it lacks (PATCH) is its 405 with Allow,
+    // as for any unrouted method, not a request to /users/{userId} with the id "me".
+    authed.addHook('onRequest', (request, reply, done) => {
+      if ((request.params as { userId?: string }).userId === 'me') reply.callNotFound();
+      else done();
+    });
+    authed.addHook('onRequest', app.requireUser);
+    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
 
-function changeRoute(r: Api, users: UsersRepository) {
-  r.patch(
-    '/users/:userId',
-    {
-      config: { cacheControl: PRIVATE },
-      schema: {
-        tags: ['users'],
-        operationId: 'updateUser',
-        summary: 'Change a user (that user or an admin)',
-        description: 'Only the given fields change. A new password revokes every other token of that user.',
-        security: secured,
-        params: UserParams,
-        headers: ConditionalWriteHeaders,
-        body: UpdateUserBody,
-        response: { 200: User, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 409, 412) },
-      },
-    },
-    async (request, reply) => {
-      const id = request.params.userId;
-      const { name, email, password } = request.body;
-      // The viewer is the user or an admin: both get (and were given the ETag of) the view with e-mail.
-      const check: OwnedCheck<User> = { rule: ownProfile(id), etag: userEtag };
-      // Every cheap check passes before the password is hashed (scrypt: costly by design),
-      // then again on the row locked for the write.
-      const current = await loadForChange(request, users.findById(id), check);
-      if (name === undefined && email === undefined && password === undefined)
-        return withEtag(reply, userEtag(current), current);
-      if (email !== undefined && (await users.emailTaken(email, id))) throw emailTaken();
-      const passwordHash = password === undefined ? undefined : await hashPassword(password);
-
-      const updated = await changeOwned(request, {
-        ...check,
-        lock: (tx) => usersRepository(tx).lock(id),
-        write: async (tx) => {
-          const changed = await usersRepository(tx).update(id, { name, email, passwordHash });
-          if (passwordHash !== undefined) await tokensRepository(tx).revokeAllExcept(id, request.user!.tokenId);
-          return changed!;
+    r.get(
+      '/users/me',
+      {
+        config: { cacheControl: PRIVATE },
+        schema: {
+          tags: ['users'],
+          operationId: 'getMe',
+          summary: 'The authenticated user, with e-mail',
+          security: secured,
+          headers: ConditionalGetHeaders,
+          response: { 200: User, 304: NotModified, ...errorResponses(...COMMON_ERRORS) },
         },
-      });
-      if (passwordHash !== undefined)
-        r.forgetTokens((user) => user.id === id && user.tokenId !== request.user!.tokenId);
-      return withEtag(reply, userEtag(updated), updated);
-    },
-  );
-}
+      },
+      async (request, reply) => {
+        const user = await users.findById(request.user!.id);
+        // Deleted since its token was checked (AUTH_CACHE_MS): the token names no one.
+        if (!user) throw invalidToken();
+        return conditionalGet(request, reply, userEtag(user), user);
+      },
+    );
+
+    r.patch(
+      '/users/:userId',
+      {
+        config: { cacheControl: PRIVATE },
+        schema: {
+          tags: ['users'],
+          operationId: 'updateUser',
+          summary: 'Change a user (that user or an admin)',
+          description: 'Only the given fields change. A new password revokes every other token of that user.',
+          security: secured,
+          params: UserParams,
+          headers: ConditionalWriteHeaders,
+          body: UpdateUserBody,
+          response: { 200: User, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 409, 412) },
+        },
+      },
+      async (request, reply) => {
+        const id = request.params.userId;
+        const { name, email, password } = request.body;
+        // The viewer is the user or an admin: both get (and were given the ETag of) the view with e-mail.
+        const check: OwnedCheck<User> = {
+          rule: {
+            missing: `user ${id} does not exist`,
+            owners: (user) => [user.id],
+            denied: 'you may only change your own profile',
+          },
+          etag: userEtag,
+        };
+        // Every cheap check passes before the password is hashed (scrypt: costly by design), then again on the locked row.
+        const current = await loadForChange(request, users.findById(id), check);
+        if (name === undefined && email === undefined && password === undefined)
+          return withEtag(reply, userEtag(current), current);
+        if (email !== undefined && (await users.emailTaken(email, id))) throw emailTaken();
+        const passwordHash = password === undefined ? undefined : await hashPassword(password);
+
+        const updated = await changeOwned(request, {
+          ...check,
+          lock: (tx) => usersRepository(tx).lock(id),
+          write: async (tx) => {
+            const changed = await usersRepository(tx).update(id, { name, email, passwordHash });
+            if (passwordHash !== undefined) await tokensRepository(tx).revokeAllExcept(id, request.user!.tokenId);
+            return changed!;
+          },
+        });
+        if (passwordHash !== undefined)
+          r.forgetTokens((user) => user.id === id && user.tokenId !== request.user!.tokenId);
+        return withEtag(reply, userEtag(updated), updated);
+      },
+    );
+  });
+};
 
 export default usersRoutes;

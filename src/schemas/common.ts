@@ -1,5 +1,5 @@
 /** Shared TypeBox contracts: ids, timestamps, the error body, list parameters and envelopes. */
-import { Type, type Static, type TSchema, type TObject, type TOptional, type TProperties } from '@sinclair/typebox';
+import { Type, type TSchema, type TObject, type TOptional, type TProperties } from '@sinclair/typebox';
 import { ERROR_CODES } from '../errors.js';
 import { WELL_FORMED } from '../validation.js';
 
@@ -78,6 +78,10 @@ export const NoContent = Type.Null({ description: 'No content' });
 
 export const NoQuery = Type.Object({}, { additionalProperties: false });
 
+/** A text query parameter: 1–200 characters PostgreSQL can hold. */
+const QueryText = (description: string) =>
+  Type.Optional(Type.String({ minLength: 1, maxLength: 200, allOf: [Storable], description }));
+
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- no extra parameters: TypeBox's own spelling
 export function ListQuery<F extends string, E extends TProperties = {}>(sortFields: readonly F[], extra: E = {} as E) {
   const sortValues = sortFields.flatMap((f) => [f, `-${f}`]);
@@ -93,15 +97,9 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
         ...Id,
         description: 'cursor mode: id of the last item already received; not with page/perPage (422)',
       }),
-      afterKey: Type.Optional(
-        Type.String({
-          minLength: 1,
-          maxLength: 200,
-          allOf: [Storable],
-          description:
-            'cursor mode, with after and a sort other than id: the sort key of that item as the next Link gave it ' +
-            '(a UTC timestamp with microseconds, or the text), so the walk resumes where it was even if the item changed since',
-        }),
+      afterKey: QueryText(
+        'cursor mode, with after and a sort other than id: the sort key of that item as the next Link gave it ' +
+          '(a UTC timestamp with microseconds, or the text), so the walk resumes where it was even if the item changed since',
       ),
       before: Type.Optional({
         ...Id,
@@ -109,14 +107,8 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
           'cursor mode: id of the first item already received; the page is the items that precede it, in the sort order. ' +
           'Not with after (422)',
       }),
-      beforeKey: Type.Optional(
-        Type.String({
-          minLength: 1,
-          maxLength: 200,
-          allOf: [Storable],
-          description:
-            'cursor mode, with before and a sort other than id: the sort key of that item as the prev Link gave it (as afterKey)',
-        }),
+      beforeKey: QueryText(
+        'cursor mode, with before and a sort other than id: the sort key of that item as the prev Link gave it (as afterKey)',
       ),
       limit: Type.Optional(SmallInt(1, 100, { description: 'cursor mode, default 20; not with page/perPage (422)' })),
     },
@@ -152,7 +144,7 @@ export const IncludeParam = {
 };
 
 /** `date-time` checks the calendar; the pattern what PostgreSQL refuses (offsets past ±14:00, year 0000). */
-const DateTime = (description: string) =>
+const CreatedBound = (side: string) =>
   Type.Optional(
     Type.String({
       format: 'date-time',
@@ -161,29 +153,16 @@ const DateTime = (description: string) =>
         '(?:[Zz]|[+-](?:0[0-9]|1[0-3]):[0-5][0-9]|[+-]14:00)$',
       maxLength: 64,
       'x-errorMessage': 'must be an RFC 3339 date-time with Z or an offset within ±14:00, e.g. 2026-11-22T10:00:00Z',
-      description,
+      description: `only items created ${side} this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision`,
     }),
   );
 
-export const CreatedRangeParams = {
-  createdAfter: DateTime(
-    'only items created after this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision',
-  ),
-  createdBefore: DateTime(
-    'only items created before this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision',
-  ),
-};
+export const CreatedRangeParams = { createdAfter: CreatedBound('after'), createdBefore: CreatedBound('before') };
 
 export const SearchParam = {
-  q: Type.Optional(
-    Type.String({
-      minLength: 1,
-      maxLength: 200,
-      allOf: [Storable],
-      description:
-        'full-text search over title and body, web-search syntax: all words must match, "a phrase" in quotes, -word excludes, ' +
-        'OR between alternatives; case- and accent-insensitive; e.g. postgres "keyset pagination" -offset',
-    }),
+  q: QueryText(
+    'full-text search over title and body, web-search syntax: all words must match, "a phrase" in quotes, -word excludes, ' +
+      'OR between alternatives; case- and accent-insensitive; e.g. postgres "keyset pagination" -offset',
   ),
 };
 
@@ -275,9 +254,6 @@ export function ListEnvelope<T extends TSchema>(item: T) {
     },
   });
 }
-
-export type ListQueryType = Static<ReturnType<typeof ListQuery<string>>>;
-export type WithId = TObject<{ id: typeof Id }>;
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: 'bad_request: the body is not a JSON object',

@@ -1,7 +1,6 @@
 /**
- * The contracts of a create through POST (docs/api.md §8): the optional
- * Idempotency-Key request header and the 201 with Location and ETag. The
- * mechanism behind them is src/use-cases/create-once.ts.
+ * The contracts of a create through POST (docs/api.md §8): the optional Idempotency-Key request header and the 201
+ * with Location and ETag. The mechanism behind them is src/use-cases/create-once.ts.
  */
 import { Type, type TSchema } from '@sinclair/typebox';
 import { ETag } from './common.js';

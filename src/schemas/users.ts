@@ -18,10 +18,9 @@ export const USER_SORT_FIELDS = ['id', 'createdAt', 'name'] as const;
 export type UserSortField = (typeof USER_SORT_FIELDS)[number];
 
 /**
- * The e-mail rule, stated as the pattern it is checked with rather than as
- * `format: email`, whose meaning (RFC 5321 Mailbox) differs between tools and
- * admits what no one can deliver to (`0@com`, quoted local parts, IP literals):
- * a dot-atom local part, then a domain of at least two labels.
+ * The e-mail rule, stated as the pattern it is checked with rather than as `format: email`, whose meaning (RFC 5321
+ * Mailbox) differs between tools and admits what no one can deliver to (`0@com`, quoted local parts, IP literals): a
+ * dot-atom local part, then a domain of at least two labels.
  */
 const EMAIL_PATTERN =
   "^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\\.)+[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?$";

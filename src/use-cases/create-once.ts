@@ -45,6 +45,7 @@ const inUse = () =>
     [FIELD]: ['is in use by a request still being processed'],
   });
 
+/** The first response again, if this is the same request. */
 async function replay(record: IdempotencyRecord, requestHash: Buffer, creation: Creation): Promise<StoredResponse> {
   const samePassword =
     record.secretHash === null
@@ -59,13 +60,7 @@ async function replay(record: IdempotencyRecord, requestHash: Buffer, creation: 
       [FIELD]: [`was used to create ${kind} ${id}, which has since been deleted`],
     });
   }
-  return { status: record.status, headers: record.headers, body: record.body };
-}
-
-function send(reply: FastifyReply, response: StoredResponse, replayed: boolean): FastifyReply {
-  reply.code(response.status).headers(response.headers);
-  if (replayed) reply.header('idempotent-replayed', 'true');
-  return reply.send(response.body);
+  return { status: record.status, headers: { ...record.headers, 'idempotent-replayed': 'true' }, body: record.body };
 }
 
 /** Without a key, `create` runs outside any transaction: no BEGIN/COMMIT round trips on the common path. */
@@ -75,6 +70,7 @@ export async function createOnce(
   creation: Creation,
 ): Promise<FastifyReply> {
   const db = request.server.db;
+  const send = ({ status, headers, body }: StoredResponse) => reply.code(status).headers(headers).send(body);
   const respond = async (db: Queryable, passwordHash: string | undefined) => {
     const created = await creation.create(db, passwordHash);
     const headers = {
@@ -95,33 +91,29 @@ export async function createOnce(
   if (key === undefined) {
     // No record to keep with it: the create is one statement, committed on its own.
     const passwordHash = await prepare();
-    return send(reply, (await retryingConflicts(() => respond(db, passwordHash))).response, false);
+    return send((await retryingConflicts(() => respond(db, passwordHash))).response);
   }
 
   const scope = request.user ? `user:${request.user.id}` : 'anonymous';
   const requestHash = fingerprint(request, creation.input);
-  const earlier = await idempotencyKeysRepository(db).peek(scope, key);
-  if (earlier.record) return send(reply, await replay(earlier.record, requestHash, creation), true);
-  if (earlier.inUse) throw inUse();
+  // The live record of the key, else the key's lock: in a transaction, held to its end.
+  const look = async (db: Queryable) => {
+    const { record, inUse: busy } = await idempotencyKeysRepository(db).peek(scope, key);
+    if (busy) throw inUse();
+    return record;
+  };
+  const earlier = await look(db);
+  if (earlier) return send(await replay(earlier, requestHash, creation));
 
   const passwordHash = await prepare();
   const outcome = await withTransaction(db, async (tx) => {
-    const keys = idempotencyKeysRepository(tx);
-    if (!(await keys.tryLock(scope, key))) throw inUse();
-    // Stored since the first check by an identical request racing this one.
-    const stored = await keys.find(scope, key);
+    // Stored since the first look by an identical request racing this one.
+    const stored = await look(tx);
     if (stored) return { stored };
     const { id, response: fresh } = await respond(tx, passwordHash);
-    await keys.save({
-      scope,
-      key,
-      requestHash,
-      resource: `${creation.kind}:${id}`,
-      secretHash: passwordHash ?? null,
-      ...fresh,
-    });
+    const [resource, secretHash] = [`${creation.kind}:${id}`, passwordHash ?? null];
+    await idempotencyKeysRepository(tx).save({ scope, key, requestHash, resource, secretHash, ...fresh });
     return { fresh };
   });
-  if (outcome.stored) return send(reply, await replay(outcome.stored, requestHash, creation), true);
-  return send(reply, outcome.fresh, false);
+  return send(outcome.stored ? await replay(outcome.stored, requestHash, creation) : outcome.fresh);
 }

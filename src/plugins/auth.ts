@@ -1,6 +1,6 @@
 /**
  * Bearer tokens, checked on every request that sends one (a bad token is a 401 anywhere). A checked token is
- * trusted for AUTH_CACHE_MS: another instance may accept a revoked one that long. `authenticate()` is memoized
+ * trusted for a second (authCacheMs): another instance may accept a revoked one that long. `authenticate()` is memoized
  * for the rate limiter.
  */
 import fp from 'fastify-plugin';

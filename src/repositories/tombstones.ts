@@ -1,4 +1,4 @@
-/** Tombstones live as long as a cursor naming a deleted item should stay valid (TOMBSTONE_RETENTION). */
+/** Tombstones live as long as a cursor naming a deleted item should stay valid (a day; tombstoneRetentionSeconds). */
 import type { Queryable } from '../db/pool.js';
 
 export const TOMBSTONE_TABLES = ['deleted_posts', 'deleted_comments'] as const;

@@ -157,7 +157,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply) => {
         const user = await users.findById(request.user!.id);
-        // Deleted since its token was checked (AUTH_CACHE_MS): the token names no one.
+        // Deleted since its token was checked (trusted for a second): the token names no one.
         if (!user) throw invalidToken();
         return conditionalGet(request, reply, userEtag(user), user);
       },

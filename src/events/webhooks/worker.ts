@@ -1,6 +1,6 @@
 /**
  * The webhook worker every instance runs (WEBHOOK_CONCURRENCY > 0): every
- * WEBHOOK_POLL_MS it fans new events out into deliveries and sends the due
+ * second (webhooks.pollMs) it fans new events out into deliveries and sends the due
  * ones, at most WEBHOOK_CONCURRENCY at once; the queue (queue.ts) makes
  * instances share the work without ever sending one attempt twice at once.
  * Nothing is held in memory that the database does not also hold, so a

@@ -22,7 +22,7 @@ import { rangeOf, viewOf } from '../http/view-params.js';
 import { changeOwned } from '../use-cases/change-owned.js';
 import { commentEtag, withEtag } from '../http/conditional.js';
 import { ConditionalWriteHeaders, WithEtag } from '../schemas/conditional.js';
-import { Created, createRoute, deleteRoute, itemRoute, listRoute, secured, type Api } from '../http/resource-routes.js';
+import { Created, createRoute, deleteRoute, itemRoute, listRoute, secured, type Api } from './resource-routes.js';
 
 const missingComment = ({ postId, commentId }: { postId: number; commentId: number }) =>
   `comment ${commentId} of post ${postId} does not exist`;

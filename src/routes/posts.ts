@@ -23,7 +23,7 @@ import { rangeOf, viewOf } from '../http/view-params.js';
 import { changeOwned, type OwnershipRule } from '../use-cases/change-owned.js';
 import { postEtag, withEtag } from '../http/conditional.js';
 import { ConditionalWriteHeaders, WithEtag } from '../schemas/conditional.js';
-import { Created, createRoute, deleteRoute, itemRoute, listRoute, secured, type Api } from '../http/resource-routes.js';
+import { Created, createRoute, deleteRoute, itemRoute, listRoute, secured, type Api } from './resource-routes.js';
 
 type PostsRepository = ReturnType<typeof postsRepository>;
 const tags = ['posts'];

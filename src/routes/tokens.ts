@@ -16,7 +16,7 @@ import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { PRIVATE } from '../http/conditional.js';
-import { secured } from '../http/resource-routes.js';
+import { secured } from './resource-routes.js';
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
 
 const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = async (app, { tokenTtlSeconds }) => {

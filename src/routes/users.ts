@@ -19,7 +19,7 @@ import { hashPassword } from '../security.js';
 import { listResponse, pageRequest, sortOf } from '../http/lists.js';
 import { isFull, viewOf } from '../http/view-params.js';
 import { conditionalGet, withEtag, userEtag, PRIVATE } from '../http/conditional.js';
-import { secured } from '../http/resource-routes.js';
+import { secured } from './resource-routes.js';
 import { changeOwned, loadForChange, type OwnedCheck } from '../use-cases/change-owned.js';
 import { createOnce } from '../use-cases/create-once.js';
 import { Created, IdempotentHeaders } from '../schemas/idempotency.js';

@@ -15,9 +15,9 @@ import { ConditionalGetHeaders, ConditionalWriteHeaders, NotModified, listRespon
 import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
 import { changeOwned, type OwnershipRule } from '../use-cases/change-owned.js';
 import { createOnce, type CreatedResource, type Creation } from '../use-cases/create-once.js';
-import { conditionalGet } from './conditional.js';
-import { listResponse, pageRequest } from './lists.js';
-import { isFull, viewOf } from './view-params.js';
+import { conditionalGet } from '../http/conditional.js';
+import { listResponse, pageRequest } from '../http/lists.js';
+import { isFull, viewOf } from '../http/view-params.js';
 
 export type Api = Parameters<FastifyPluginAsyncTypebox>[0];
 export const secured = [{ bearerAuth: [] }];

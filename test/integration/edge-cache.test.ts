@@ -51,8 +51,9 @@ describe.skipIf(NGINX === undefined)('through nginx with deploy/edge-cache.conf 
     expect(writer.headers.get('x-cache-status')).toBe('BYPASS');
     expect(writer.headers.get('cache-control')).toBe('no-cache');
 
-    // Past the bound, the entry has expired: the next anonymous read goes upstream.
-    await sleep(1_300);
+    // Past the bound, the entry has expired: the next anonymous read goes upstream. nginx keeps time
+    // in whole seconds (an entry stored at 10.0-10.999 s with s-maxage=1 is fresh through 11.999 s).
+    await sleep(2_100);
     const later = await read(`/posts/${id}`);
     expect(later.body.title).toBe('second');
     expect(later.headers.get('x-cache-status')).toBe('EXPIRED');

@@ -44,6 +44,21 @@ function sh(cmd: string, args: string[], opts: { input?: Buffer; timeoutMs?: num
 }
 
 /** What Compose interpolates: only these, so a developer's shell or CI's variables do not leak in. */
+/** `docker compose exec` of a shell command in the db container, its stdin and stdout the caller's. */
+const inDb = (script: string) => [
+  'compose',
+  '-p',
+  PROJECT,
+  '--env-file',
+  envFile,
+  'exec',
+  '-T',
+  'db',
+  'sh',
+  '-c',
+  script,
+];
+
 function composeEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const keep = ['PATH', 'HOME', 'DOCKER_HOST', 'DOCKER_CONFIG', 'DOCKER_BUILDKIT'];
   const env: NodeJS.ProcessEnv = {};
@@ -423,23 +438,10 @@ step('2.6 down and up keep the data; backup and restore (docs/operations.md)', a
   await waitHealthy({ db: 1, api: 1, lb: 1 }, 180_000);
   const after = await counts();
   const dump = join(work, 'backup.dump');
-  const child = spawn(
-    'docker',
-    [
-      'compose',
-      '-p',
-      PROJECT,
-      '--env-file',
-      envFile,
-      'exec',
-      '-T',
-      'db',
-      'sh',
-      '-c',
-      'pg_dump -U "$POSTGRES_USER" -d "$POSTGRES_DB" --format=custom',
-    ],
-    { env: composeEnv(env), stdio: ['ignore', 'pipe', 'inherit'] },
-  );
+  const child = spawn('docker', inDb('pg_dump -U "$POSTGRES_USER" -d "$POSTGRES_DB" --format=custom'), {
+    env: composeEnv(env),
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const exited = new Promise<number>((resolve) => child.on('exit', (code) => resolve(code ?? 1)));
   await pipeline(child.stdout, createWriteStream(dump));
   const backup = await exited;
@@ -448,19 +450,7 @@ step('2.6 down and up keep the data; backup and restore (docs/operations.md)', a
   await compose(['stop', 'api'], { env });
   const restore = await sh(
     'docker',
-    [
-      'compose',
-      '-p',
-      PROJECT,
-      '--env-file',
-      envFile,
-      'exec',
-      '-T',
-      'db',
-      'sh',
-      '-c',
-      'pg_restore -U "$POSTGRES_USER" -d "$POSTGRES_DB" --clean --if-exists --no-owner --single-transaction',
-    ],
+    inDb('pg_restore -U "$POSTGRES_USER" -d "$POSTGRES_DB" --clean --if-exists --no-owner --single-transaction'),
     { input: readFileSync(dump), env: composeEnv(env) },
   );
   await compose(['up', '-d'], { env, timeoutMs: 300_000 });

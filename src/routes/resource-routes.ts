@@ -1,11 +1,7 @@
-/**
- * The route shapes the resources share: a public list, one public item answered conditionally, a create made safe to
- * retry, an owned delete. A resource states only what differs, and gets the contract's statuses, headers and OpenAPI
- * entries by construction (docs/architecture.md, "Adding a resource").
- */
+/** The route shapes resources share; each states only what differs (docs/architecture.md, "Adding a resource"). */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Static, TSchema } from '@sinclair/typebox';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ListResult, PageRequest } from '../db/pagination.js';
 import type { Queryable } from '../db/pool.js';
 import type { View } from '../db/views.js';
@@ -27,35 +23,40 @@ interface Operation {
   operationId: string;
   summary: string;
   description?: string;
+  security?: typeof secured;
 }
 type Request<P extends TSchema, Q extends TSchema> = FastifyRequest<{ Params: Static<P>; Querystring: Static<Q> }>;
+/** What a read answers with, per item: `present` may hide members and set headers; `config` replaces replica reads. */
+interface Reads<T> {
+  config?: object;
+  present?(request: FastifyRequest, reply: FastifyReply, item: NoInfer<T>): NoInfer<T>;
+}
 
-/** A public list; with `params`, its parent may not exist (a 404 saying `missing`). */
+/** A list (public unless `security`); with `params`, its parent may not exist (a 404 saying `missing`). */
 export function listRoute<P extends TSchema, Q extends TSchema, T>(
   app: Api,
   url: string,
-  spec: Operation & {
-    params?: P;
-    querystring: Q;
-    list: TSchema;
-    /** null: the parent does not exist. */
-    load(request: Request<P, Q>, page: PageRequest): Promise<ListResult<T>>;
-    missing?(params: Static<P>): string;
-  },
+  spec: Operation &
+    Reads<T> & {
+      params?: P;
+      querystring: Q;
+      list: TSchema;
+      /** null: the parent does not exist. */
+      load(request: Request<P, Q>, page: PageRequest): Promise<ListResult<T>>;
+      missing?(params: Static<P>): string;
+    },
 ): void {
-  const { params, querystring, list, load, missing, ...doc } = spec;
+  const { params, querystring, list, load, missing, config = { readsReplica: true }, present, ...doc } = spec;
   const response = params ? listResponses(list, 404) : listResponses(list);
   app.get(
     url,
-    {
-      config: { readsReplica: true },
-      schema: { ...doc, ...(params && { params }), querystring, headers: ConditionalGetHeaders, response },
-    },
+    { config, schema: { ...doc, ...(params && { params }), querystring, headers: ConditionalGetHeaders, response } },
     async (request, reply) => {
       const page = pageRequest(request.query as Parameters<typeof pageRequest>[0]);
       const result = await load(request as Request<P, Q>, page);
       if (!result) throw notFound(missing!(request.params as Static<P>));
-      return listResponse(request, reply, result, page);
+      const envelope = listResponse(request, reply, result, page);
+      return present ? { ...envelope, data: envelope.data.map((item) => present(request, reply, item)) } : envelope;
     },
   );
 }
@@ -67,21 +68,33 @@ export function listRoute<P extends TSchema, Q extends TSchema, T>(
 export function itemRoute<P extends TSchema, Q extends TSchema, T, F extends string = string>(
   app: Api,
   url: string,
-  spec: Operation & {
-    params: P;
-    querystring?: Q;
-    item: TSchema;
-    find(request: Request<P, Q>): Promise<T | undefined>;
-    read?(request: Request<P, Q>, view: View<F>): Promise<object | undefined>;
-    etag(item: T): string;
-    missing(params: Static<P>): string;
-  },
+  spec: Operation &
+    Reads<T> & {
+      params: P;
+      querystring?: Q;
+      item: TSchema;
+      find(request: Request<P, Q>): Promise<T | undefined>;
+      read?(request: Request<P, Q>, view: View<F>): Promise<object | undefined>;
+      etag(item: NoInfer<T>): string;
+      missing(params: Static<P>): string;
+    },
 ): void {
-  const { params, querystring, item, find, read, etag, missing, ...doc } = spec;
+  const {
+    params,
+    querystring,
+    item,
+    find,
+    read,
+    etag,
+    missing,
+    config = { readsReplica: true },
+    present,
+    ...doc
+  } = spec;
   app.get(
     url,
     {
-      config: { readsReplica: true },
+      config,
       schema: {
         ...doc,
         params,
@@ -95,7 +108,8 @@ export function itemRoute<P extends TSchema, Q extends TSchema, T, F extends str
       const view = viewOf<F>(request.query as Parameters<typeof viewOf>[0]);
       const found = read && !isFull(view) ? await read(typed, view) : await find(typed);
       if (!found) throw notFound(missing(request.params as Static<P>));
-      return read && !isFull(view) ? found : conditionalGet(request, reply, etag(found as T), found);
+      const shown = present ? present(request, reply, found as T) : found;
+      return read && !isFull(view) ? shown : conditionalGet(request, reply, etag(shown as T), shown);
     },
   );
 }

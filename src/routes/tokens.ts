@@ -14,10 +14,9 @@ import { tokensRepository } from '../repositories/tokens.js';
 import { usersRepository } from '../repositories/users.js';
 import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
-import { listResponse, pageRequest, sortOf } from '../http/lists.js';
+import { sortOf } from '../http/lists.js';
 import { PRIVATE } from '../http/conditional.js';
-import { secured } from './resource-routes.js';
-import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
+import { listRoute, secured } from './resource-routes.js';
 
 const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = async (app, { tokenTtlSeconds }) => {
   app.addSchema(TokenSchema);
@@ -55,26 +54,16 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
   await app.register(async (authed) => {
     authed.addHook('onRequest', app.requireUser);
     const r = authed.withTypeProvider<TypeBoxTypeProvider>();
-    r.get(
-      '/tokens',
-      {
-        config: { cacheControl: PRIVATE },
-        schema: {
-          tags: ['tokens'],
-          operationId: 'listTokens',
-          summary: 'List own live tokens (never their secrets)',
-          security: secured,
-          querystring: TokenListQuery,
-          headers: ConditionalGetHeaders,
-          response: listResponses(TokenList),
-        },
-      },
-      async (request, reply) => {
-        const page = pageRequest(request.query);
-        const result = await tokens.list(request.user!.id, sortOf(request.query), page);
-        return listResponse(request, reply, result!, page);
-      },
-    );
+    listRoute(r, '/tokens', {
+      tags: ['tokens'],
+      operationId: 'listTokens',
+      summary: 'List own live tokens (never their secrets)',
+      security: secured,
+      config: { cacheControl: PRIVATE },
+      querystring: TokenListQuery,
+      list: TokenList,
+      load: (request, page) => tokens.list(request.user!.id, sortOf(request.query), page),
+    });
 
     r.delete(
       '/tokens/:tokenId',

@@ -1,5 +1,6 @@
 /** /users: sign-up, profiles, own profile, profile changes (docs/api.md §4). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BODY_ERRORS, COMMON_ERRORS, errorResponses } from '../schemas/common.js';
 import {
   CreateUserBody,
@@ -13,24 +14,19 @@ import {
   type UserField,
 } from '../schemas/users.js';
 import { usersRepository, type User } from '../repositories/users.js';
-import { tokensRepository, type AuthUser } from '../repositories/tokens.js';
-import { emailTaken, invalidToken, notFound } from '../errors.js';
+import { tokensRepository } from '../repositories/tokens.js';
+import type { View, Viewed } from '../db/views.js';
+import { emailTaken, invalidToken } from '../errors.js';
 import { hashPassword } from '../security.js';
-import { listResponse, pageRequest, sortOf } from '../http/lists.js';
-import { isFull, viewOf } from '../http/view-params.js';
+import { sortOf } from '../http/lists.js';
+import { viewOf } from '../http/view-params.js';
 import { conditionalGet, withEtag, userEtag, PRIVATE } from '../http/conditional.js';
-import { secured } from './resource-routes.js';
+import { itemRoute, listRoute, secured } from './resource-routes.js';
 import { changeOwned, loadForChange, type OwnedCheck } from '../use-cases/change-owned.js';
 import { createOnce } from '../use-cases/create-once.js';
 import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
 import { keepPrivate } from '../plugins/http-caching.js';
-import {
-  ConditionalGetHeaders,
-  ConditionalWriteHeaders,
-  NotModified,
-  WithEtag,
-  listResponses,
-} from '../schemas/conditional.js';
+import { ConditionalGetHeaders, ConditionalWriteHeaders, NotModified, WithEtag } from '../schemas/conditional.js';
 
 const WITH_EMAIL = 'the user (with e-mail only for the user themself and admins)';
 const User = WithEtag(UserSchema, WITH_EMAIL);
@@ -39,13 +35,15 @@ const UserView = WithEtag(
   `${WITH_EMAIL}; with fields, only those, and an ETag that is a digest of them`,
 );
 
-/** E-mail addresses are shown only to their owner and to admins. */
-function visibleTo(viewer: AuthUser | null) {
-  return <U extends Pick<User, 'id'> & { email?: string }>(user: U): Omit<U, 'email'> & { email?: string } => {
-    if (viewer && (viewer.id === user.id || viewer.role === 'admin')) return user;
+/** E-mail addresses are shown only to their owner and to admins, and never to a shared cache. */
+function visible<U extends Viewed<User>>(request: FastifyRequest, reply: FastifyReply, user: U): U {
+  const viewer = request.user;
+  if (!viewer || (viewer.id !== user.id && viewer.role !== 'admin')) {
     const { email: _hidden, ...rest } = user;
-    return rest;
-  };
+    return rest as U;
+  }
+  if (user.email !== undefined) keepPrivate(reply);
+  return user;
 }
 
 const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
@@ -86,51 +84,27 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   );
 
-  app.get(
-    '/users',
-    {
-      schema: {
-        tags: ['users'],
-        operationId: 'listUsers',
-        summary: 'List users',
-        querystring: UserListQuery,
-        headers: ConditionalGetHeaders,
-        response: listResponses(UserList),
-      },
-    },
-    async (request, reply) => {
-      const page = pageRequest(request.query);
-      const result = await users.list(sortOf(request.query), page, viewOf(request.query));
-      const envelope = listResponse(request, reply, result!, page);
-      const data = envelope.data.map(visibleTo(request.user));
-      if (data.some((user) => user.email !== undefined)) keepPrivate(reply);
-      return { ...envelope, data };
-    },
-  );
-
-  app.get(
-    '/users/:userId',
-    {
-      schema: {
-        tags: ['users'],
-        operationId: 'getUser',
-        summary: 'One user',
-        params: UserParams,
-        querystring: UserQuery,
-        headers: ConditionalGetHeaders,
-        response: { 200: UserView, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
-      },
-    },
-    async (request, reply) => {
-      const id = request.params.userId;
-      const view = viewOf<UserField>(request.query);
-      const found = isFull(view) ? await users.findById(id) : await users.read(id, view);
-      if (!found) throw notFound(`user ${id} does not exist`);
-      const visible = visibleTo(request.user)(found);
-      if (visible.email !== undefined) keepPrivate(reply);
-      return isFull(view) ? conditionalGet(request, reply, userEtag(visible as User), visible) : visible;
-    },
-  );
+  const reads = { tags: ['users'], config: {}, present: visible };
+  listRoute(app, '/users', {
+    ...reads,
+    operationId: 'listUsers',
+    summary: 'List users',
+    querystring: UserListQuery,
+    list: UserList,
+    load: (request, page) => users.list(sortOf(request.query), page, viewOf(request.query)),
+  });
+  itemRoute(app, '/users/:userId', {
+    ...reads,
+    operationId: 'getUser',
+    summary: 'One user',
+    params: UserParams,
+    querystring: UserQuery,
+    item: UserView,
+    find: (request) => users.findById(request.params.userId),
+    read: (request, view: View<UserField>) => users.read(request.params.userId, view),
+    etag: userEtag,
+    missing: ({ userId }) => `user ${userId} does not exist`,
+  });
 
   await app.register(async (authed) => {
     // /users/me is a path of its own: a method it lacks (PATCH) is its 405 with Allow,

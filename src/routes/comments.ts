@@ -40,13 +40,11 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     params: PostParams,
     querystring: CommentListQuery,
     list: CommentList,
-    load: (request, page) =>
-      publicReads(request).list(
-        { postId: request.params.postId, author: request.query.author, ...rangeOf(request.query) },
-        sortOf(request.query),
-        page,
-        viewOf(request.query),
-      ),
+    load: (request, page) => {
+      const { params, query } = request;
+      const filter = { postId: params.postId, author: query.author, ...rangeOf(query) };
+      return publicReads(request).list(filter, sortOf(query), page, viewOf(query));
+    },
     missing: ({ postId }) => `post ${postId} does not exist`,
   });
 

@@ -1,6 +1,5 @@
 /** /posts and /users/{userId}/posts (docs/api.md §4, §5). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BODY_ERRORS, COMMON_ERRORS, errorResponses } from '../schemas/common.js';
 import {
   PostBody,
@@ -15,7 +14,7 @@ import {
   UserPostsParams,
   type PostField,
 } from '../schemas/posts.js';
-import { postsRepository, type PostChanges, type VersionedPost } from '../repositories/posts.js';
+import { postsRepository, type VersionedPost } from '../repositories/posts.js';
 import type { View } from '../db/views.js';
 import { readRepository } from '../plugins/read-routing.js';
 import { sortOf } from '../http/lists.js';
@@ -25,7 +24,6 @@ import { postEtag, withEtag } from '../http/conditional.js';
 import { ConditionalWriteHeaders, WithEtag } from '../schemas/conditional.js';
 import { Created, createRoute, deleteRoute, itemRoute, listRoute, secured, type Api } from './resource-routes.js';
 
-type PostsRepository = ReturnType<typeof postsRepository>;
 const tags = ['posts'];
 const Post = WithEtag(PostSchema, 'the post');
 const PostView = WithEtag(
@@ -50,34 +48,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   });
 };
 
-/**
- * PATCH and PUT (`changes` may carry read-only members: only title and body
- * are read). A real change without If-Match, the common case, is one UPDATE
- * that writes only a post the user may change (its author's, or any for an
- * admin): changeOwned's direct path.
- */
-async function changePost(
-  posts: PostsRepository,
-  request: FastifyRequest,
-  reply: FastifyReply,
-  id: number,
-  changes: PostChanges,
-) {
-  const real = changes.title !== undefined || changes.body !== undefined;
-  const post = await changeOwned<VersionedPost, VersionedPost>(request, {
-    lock: (tx) => postsRepository(tx).lock(id, 'update'),
-    rule: ownPost(id),
-    etag: postEtag,
-    write: async (tx, current) => (await postsRepository(tx).update(id, changes)) ?? current,
-    direct: real
-      ? { write: (ownerId) => posts.update(id, changes, ownerId), read: () => posts.findById(id) }
-      : undefined,
-  });
-  return withEtag(reply, postEtag(post), post);
-}
-
 function readRoutes(app: Api) {
-  // Public reads may go to a replica (request.replica).
   const publicReads = readRepository((db) => postsRepository(db, app.db), app.db);
   listRoute(app, '/posts', {
     tags,
@@ -87,12 +58,8 @@ function readRoutes(app: Api) {
     list: PostList,
     load: (request, page) => {
       const { query } = request;
-      return publicReads(request).list(
-        { author: query.author, q: query.q, ...rangeOf(query) },
-        sortOf(query),
-        page,
-        viewOf(query),
-      );
+      const filter = { author: query.author, q: query.q, ...rangeOf(query) };
+      return publicReads(request).list(filter, sortOf(query), page, viewOf(query));
     },
   });
   listRoute(app, '/users/:userId/posts', {
@@ -104,13 +71,8 @@ function readRoutes(app: Api) {
     list: PostList,
     load: (request, page) => {
       const { params, query } = request;
-      return publicReads(request).listOfUser(
-        params.userId,
-        { q: query.q, ...rangeOf(query) },
-        sortOf(query),
-        page,
-        viewOf(query),
-      );
+      const filter = { q: query.q, ...rangeOf(query) };
+      return publicReads(request).listOfUser(params.userId, filter, sortOf(query), page, viewOf(query));
     },
     missing: ({ userId }) => `user ${userId} does not exist`,
   });
@@ -145,41 +107,43 @@ function changeRoutes(r: Api) {
     },
   });
   // PATCH and PUT differ only in their body's contract (all fields optional, or all required).
-  const change = {
-    tags: ['posts'],
-    security: secured,
-    params: PostParams,
-    headers: ConditionalWriteHeaders,
-    response: { 200: Post, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 412) },
-  };
-
-  r.patch(
-    '/posts/:postId',
-    {
+  const patch = 'Only the given fields change. Also accepts application/merge-patch+json.';
+  const put = 'title and body are both required; read-only members are ignored.';
+  for (const [method, operationId, verb, description, body] of [
+    ['PATCH', 'updatePost', 'Change', patch, PostPatchBody],
+    ['PUT', 'replacePost', 'Replace', put, PostBody],
+  ] as const)
+    r.route({
+      method,
+      url: '/posts/:postId',
       schema: {
-        ...change,
-        operationId: 'updatePost',
-        summary: 'Change a post (its author or an admin)',
-        description: 'Only the given fields change. Also accepts application/merge-patch+json.',
-        body: PostPatchBody,
+        tags,
+        security: secured,
+        params: PostParams,
+        headers: ConditionalWriteHeaders,
+        response: { 200: Post, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 403, 404, 412) },
+        operationId,
+        summary: `${verb} a post (its author or an admin)`,
+        description,
+        body,
       },
-    },
-    async (request, reply) => changePost(posts, request, reply, request.params.postId, request.body),
-  );
-
-  r.put(
-    '/posts/:postId',
-    {
-      schema: {
-        ...change,
-        operationId: 'replacePost',
-        summary: 'Replace a post (its author or an admin)',
-        description: 'title and body are both required; read-only members are ignored.',
-        body: PostBody,
+      // One UPDATE, when there is no If-Match and a real change, writes only a post this user may change.
+      handler: async (request, reply) => {
+        const id = request.params.postId;
+        const changes = { title: request.body.title, body: request.body.body };
+        const post = await changeOwned<VersionedPost, VersionedPost>(request, {
+          lock: (tx) => postsRepository(tx).lock(id, 'update'),
+          rule: ownPost(id),
+          etag: postEtag,
+          write: async (tx, current) => (await postsRepository(tx).update(id, changes)) ?? current,
+          direct:
+            changes.title !== undefined || changes.body !== undefined
+              ? { write: (ownerId) => posts.update(id, changes, ownerId), read: () => posts.findById(id) }
+              : undefined,
+        });
+        return withEtag(reply, postEtag(post), post);
       },
-    },
-    async (request, reply) => changePost(posts, request, reply, request.params.postId, request.body),
-  );
+    });
 
   deleteRoute(r, '/posts/:postId', {
     tags,

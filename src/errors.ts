@@ -1,8 +1,4 @@
-/**
- * The error catalogue: every failure the API reports on purpose is one of these,
- * carrying its HTTP status and the contract's `error` code. Route code throws
- * them; the central error handler (plugins/errors.ts) renders the one body.
- */
+/** The error catalogue: route code throws these; the one error handler (plugins/errors.ts) renders the body. */
 export type FieldErrors = Record<string, string[]>;
 
 export const ERROR_CODES = {
@@ -45,7 +41,6 @@ export const forbidden = (message = 'you are not allowed to do this') => new Htt
 export const notFound = (message: string) => new HttpError(404, message);
 export const conflict = (message: string, fieldErrors?: FieldErrors) => new HttpError(409, message, fieldErrors);
 export const emailTaken = () => conflict('email is already registered', { email: ['is already registered'] });
-/** What was asked for has been purged for good (an event cursor past retention). */
 export const gone = (message: string) => new HttpError(410, message);
 export const preconditionFailed = (message = 'If-Match does not match the current ETag') => new HttpError(412, message);
 export const validation = (fieldErrors: FieldErrors, message = 'request is invalid') =>

@@ -1,7 +1,4 @@
-/**
- * ETags and If-None-Match / If-Match (docs/api.md §8). Tags are strong; a user's
- * is a digest of the view this viewer gets, so the public one betrays no e-mail change.
- */
+/** ETags, If-None-Match, If-Match (docs/api.md §8); a user's tag digests this viewer's view, betraying no e-mail. */
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { preconditionFailed } from '../errors.js';

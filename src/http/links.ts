@@ -1,7 +1,4 @@
-/**
- * Links (Location, Link) from the matched route, never from the target or Host
- * as sent: `POST http://evil.example/posts` still gets links to this service.
- */
+/** Links from the matched route, never the target or Host as sent: `POST http://evil.example/posts` links here. */
 import type { FastifyRequest } from 'fastify';
 
 declare module 'fastify' {

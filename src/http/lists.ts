@@ -5,16 +5,8 @@ import { validation } from '../errors.js';
 import { JSON_MEDIA_TYPE } from '../media-types.js';
 import { linkTo } from './links.js';
 
-interface PageQuery {
-  sort?: string;
-  page?: number;
-  perPage?: number;
-  after?: number;
-  afterKey?: string;
-  before?: number;
-  beforeKey?: string;
-  limit?: number;
-}
+type PageQuery = Partial<Record<'page' | 'perPage' | 'after' | 'before' | 'limit', number>> &
+  Partial<Record<'sort' | 'afterKey' | 'beforeKey', string>>;
 
 export function pageRequest(query: PageQuery): PageRequest {
   const offset = query.page !== undefined || query.perPage !== undefined;
@@ -61,10 +53,7 @@ export type ListEnvelope<T> =
   | { data: T[]; page: number; perPage: number; total: number; totalPages: number; totalEstimated?: boolean }
   | { data: T[]; limit: number; hasMore: boolean; nextCursor: number | null; prevCursor: number | null };
 
-/**
- * Serializing the 200's union makes fast-json-stringify validate the page to
- * pick a branch; the mode is known here, so that branch's serializer writes it.
- */
+/** The 200's union would make fast-json-stringify validate the page to pick a branch; the mode is known here. */
 function serializeAs(reply: FastifyReply, title: 'OffsetPage' | 'CursorPage'): void {
   const response = reply.request.routeOptions.schema?.response as
     Record<string, { anyOf?: { title?: string }[] }> | undefined;

@@ -1,7 +1,4 @@
-/**
- * Liveness and readiness (docs/operations.md). An event backlog leaves an
- * instance ready: a 503 would take every instance out of rotation at once.
- */
+/** Liveness and readiness (docs/operations.md). An event backlog leaves an instance ready: a 503 would take all out. */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { errorResponses } from '../schemas/common.js';

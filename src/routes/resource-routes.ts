@@ -4,7 +4,7 @@ import type { Static, TSchema } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ListResult, PageRequest } from '../db/pagination.js';
 import type { Queryable } from '../db/pool.js';
-import type { View } from '../db/views.js';
+import { isFull, type View } from '../db/views.js';
 import { notFound } from '../errors.js';
 import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
 import { ConditionalGetHeaders, ConditionalWriteHeaders, NotModified, listResponses } from '../schemas/conditional.js';
@@ -13,7 +13,7 @@ import { changeOwned, type OwnershipRule } from '../use-cases/change-owned.js';
 import { createOnce, type CreatedResource, type Creation } from '../use-cases/create-once.js';
 import { conditionalGet } from '../http/conditional.js';
 import { listResponse, pageRequest } from '../http/lists.js';
-import { isFull, viewOf } from '../http/view-params.js';
+import { viewOf } from '../http/view-params.js';
 
 export type Api = Parameters<FastifyPluginAsyncTypebox>[0];
 export const secured = [{ bearerAuth: [] }];
@@ -61,10 +61,7 @@ export function listRoute<P extends TSchema, Q extends TSchema, T>(
   );
 }
 
-/**
- * One public item with its ETag and If-None-Match. With `read`, `fields` and
- * `include` give that representation instead, whose ETag is a digest of its body.
- */
+/** One public item with its ETag; with `read`, `fields` and `include` give a representation ETagged by its body. */
 export function itemRoute<P extends TSchema, Q extends TSchema, T, F extends string = string>(
   app: Api,
   url: string,

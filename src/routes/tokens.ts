@@ -39,8 +39,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
     async (request, reply) => {
       const { email, password } = request.body;
       const credentials = await users.findCredentials(email);
-      // verifyPassword runs a full hash even for an unknown e-mail, and the answer
-      // is the same either way: nothing tells whether the account exists.
+      // A full hash even for an unknown e-mail and the same answer: nothing tells whether the account exists.
       const ok = await verifyPassword(password, credentials?.passwordHash);
       if (!credentials || !ok) throw unauthorized('e-mail or password is wrong');
       const { token, hash } = newToken();

@@ -107,8 +107,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   });
 
   await app.register(async (authed) => {
-    // /users/me is a path of its own: a method it lacks (PATCH) is its 405 with Allow,
-    // as for any unrouted method, not a request to /users/{userId} with the id "me".
+    // /users/me is a path of its own: a method it lacks (PATCH) is its 405, not /users/{userId} with the id "me".
     authed.addHook('onRequest', (request, reply, done) => {
       if ((request.params as { userId?: string }).userId === 'me') reply.callNotFound();
       else done();

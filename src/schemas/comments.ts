@@ -37,7 +37,6 @@ export const CommentSchema = Type.Object(
 export const COMMENT_FIELDS = ['id', 'postId', 'authorId', 'body', 'createdAt', 'updatedAt'] as const;
 export type CommentField = (typeof COMMENT_FIELDS)[number];
 
-/** A comment as GET renders it (fields, include). */
 export const CommentViewSchema = ReadView(CommentSchema, 'CommentView', EmbeddedAuthor);
 
 export const CommentBody = Body({ body: CommentBodyText }, { examples: [{ body: 'Nice' }] });

@@ -1,7 +1,4 @@
-/**
- * Contracts of conditional requests (docs/api.md §8). Header names are lower
- * case: Fastify does not lower-case schemas for a custom validator compiler.
- */
+/** Conditional requests (docs/api.md §8); header names lower case, as a custom validator compiler gets them. */
 import { Type, type TSchema } from '@sinclair/typebox';
 import { COMMON_ERRORS, ETag, LinkHeader, ListValidationError, errorResponses } from './common.js';
 

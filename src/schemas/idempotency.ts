@@ -1,7 +1,4 @@
-/**
- * The contracts of a create through POST (docs/api.md §8): the optional Idempotency-Key request header and the 201
- * with Location and ETag. The mechanism behind them is src/use-cases/create-once.ts.
- */
+/** A create's contracts (docs/api.md §8): Idempotency-Key; the 201 with Location and ETag (use-cases/create-once.ts). */
 import { Type, type TSchema } from '@sinclair/typebox';
 import { ETag } from './common.js';
 import { optionalHeaders } from './conditional.js';
@@ -17,7 +14,6 @@ const IdempotencyKey = Type.String({
     '(per token owner; sign-ups without a token share one anonymous scope). 1–255 printable ASCII characters.',
 });
 
-/** The request headers of a create: Idempotency-Key, optional. */
 export const IdempotentHeaders = optionalHeaders({ 'idempotency-key': IdempotencyKey });
 
 /** A created resource: 201 with Location and ETag; a replay of it also says so. */

@@ -41,15 +41,12 @@ export const PostSchema = Type.Object(
 export const POST_FIELDS = ['id', 'title', 'body', 'authorId', 'commentCount', 'createdAt', 'updatedAt'] as const;
 export type PostField = (typeof POST_FIELDS)[number];
 
-/** A post as GET renders it (fields, include). */
 export const PostViewSchema = ReadView(PostSchema, 'PostView', EmbeddedAuthor);
 
-/** POST and PUT: a complete post. */
 export const PostBody = Body(
   { title: Title, body: PostBodyText },
   { examples: [{ title: 'Hello', body: 'First post' }] },
 );
-/** PATCH: only the given fields change. */
 export const PostPatchBody = Body(
   { title: Type.Optional(Title), body: Type.Optional(PostBodyText) },
   { examples: [{ title: 'Hello again' }] },

@@ -26,8 +26,7 @@ export const IssuedTokenSchema = Type.Object(
   { additionalProperties: false, description: 'the new token, with its secret (shown only here) and its user' },
 );
 export const CreateTokenBody = Type.Object(
-  // No e-mail format here (a failed log-in says nothing either way), but the
-  // address is looked up in PostgreSQL, which refuses NUL.
+  // No e-mail format (a failed log-in says nothing either way), but PostgreSQL refuses NUL.
   { email: Type.String({ maxLength: 254, ...Storable }), password: Type.String({ maxLength: 200 }) },
   // The first user of `npm run seed` (src/dev/seed.ts), who owns what the other examples name.
   { additionalProperties: false, examples: [{ email: 'grace.knuth.1@example.com', password: 'demo-password' }] },

@@ -17,11 +17,7 @@ import {
 export const USER_SORT_FIELDS = ['id', 'createdAt', 'name'] as const;
 export type UserSortField = (typeof USER_SORT_FIELDS)[number];
 
-/**
- * The e-mail rule, stated as the pattern it is checked with rather than as `format: email`, whose meaning (RFC 5321
- * Mailbox) differs between tools and admits what no one can deliver to (`0@com`, quoted local parts, IP literals): a
- * dot-atom local part, then a domain of at least two labels.
- */
+// A pattern, not `format: email` (RFC 5321 Mailbox): tools differ on it, and it admits `0@com` and IP literals.
 const EMAIL_PATTERN =
   "^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(?:\\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?\\.)+[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?$";
 const Email = Type.String({
@@ -47,7 +43,6 @@ export const UserSchema = Type.Object(
 export const USER_FIELDS = ['id', 'name', 'role', 'email', 'createdAt'] as const;
 export type UserField = (typeof USER_FIELDS)[number];
 
-/** A user as GET renders it (fields). */
 export const UserViewSchema = ReadView(UserSchema, 'UserView');
 
 export const CreateUserBody = Body(

@@ -1,42 +1,38 @@
 /** Liveness and readiness (docs/operations.md). An event backlog leaves an instance ready: a 503 would take all out. */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { errorResponses } from '../schemas/common.js';
+import { MAX_ID, errorResponses } from '../schemas/common.js';
 import { serviceUnavailable, type HttpError } from '../errors.js';
 import { databaseFailure } from '../plugins/errors.js';
 import { schemaState, shippedMigrations } from '../db/migrate.js';
 import { codeOf } from '../db/pool.js';
 import { eventsRepository } from '../events/repository.js';
 
-export const schemaBehind = (missing: readonly string[]) =>
+const schemaBehind = (missing: readonly string[]) =>
   serviceUnavailable(
     `the database schema is behind this version of the service (${missing.length} migration${missing.length === 1 ? '' : 's'} not applied): run \`npm run migrate\``,
     30,
   );
 
-const Status = Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false, description: 'ok' });
-const Ready = Type.Object(
+const ok = { status: Type.Literal('ok') };
+const Status = Type.Object(ok, { additionalProperties: false, description: 'ok' });
+const Backlog = Type.Object(
   {
-    status: Type.Literal('ok'),
-    eventBacklog: Type.Object(
-      {
-        events: Type.Integer({
-          format: 'int64',
-          minimum: 0,
-          maximum: Number.MAX_SAFE_INTEGER,
-          description: 'committed events not numbered yet',
-        }),
-        oldestSeconds: Type.Number({
-          minimum: 0,
-          maximum: 1e12,
-          description: 'age of the oldest of them, seconds (0 when none)',
-        }),
-      },
-      { additionalProperties: false, description: 'the event log: near zero unless events stop being numbered' },
-    ),
+    events: Type.Integer({
+      format: 'int64',
+      minimum: 0,
+      maximum: MAX_ID,
+      description: 'committed events not numbered yet',
+    }),
+    oldestSeconds: Type.Number({
+      minimum: 0,
+      maximum: 1e12,
+      description: 'age of the oldest of them, seconds (0 when none)',
+    }),
   },
-  { additionalProperties: false, description: 'ok' },
+  { additionalProperties: false, description: 'the event log: near zero unless events stop being numbered' },
 );
+const Ready = Type.Object({ ...ok, eventBacklog: Backlog }, { additionalProperties: false, description: 'ok' });
 
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const exempt = { rateLimit: false, cacheControl: 'no-store' } as const;

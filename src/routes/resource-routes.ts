@@ -76,18 +76,8 @@ export function itemRoute<P extends TSchema, Q extends TSchema, T, F extends str
       missing(params: Static<P>): string;
     },
 ): void {
-  const {
-    params,
-    querystring,
-    item,
-    find,
-    read,
-    etag,
-    missing,
-    config = { readsReplica: true },
-    present,
-    ...doc
-  } = spec;
+  const { params, querystring, item, find, read, etag, missing, ...reads } = spec;
+  const { config = { readsReplica: true }, present, ...doc } = reads;
   app.get(
     url,
     {
@@ -103,10 +93,11 @@ export function itemRoute<P extends TSchema, Q extends TSchema, T, F extends str
     async (request, reply) => {
       const typed = request as Request<P, Q>;
       const view = viewOf<F>(request.query as Parameters<typeof viewOf>[0]);
-      const found = read && !isFull(view) ? await read(typed, view) : await find(typed);
+      const partial = read && !isFull(view);
+      const found = partial ? await read(typed, view) : await find(typed);
       if (!found) throw notFound(missing(request.params as Static<P>));
       const shown = present ? present(request, reply, found as T) : found;
-      return read && !isFull(view) ? shown : conditionalGet(request, reply, etag(shown as T), shown);
+      return partial ? shown : conditionalGet(request, reply, etag(shown as T), shown);
     },
   );
 }

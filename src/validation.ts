@@ -93,14 +93,12 @@ function urlPart(validate: Validate, schema: { properties?: Properties }, splitL
 export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
   const coercing = makeAjv({ coerceTypes: true });
   const strict = makeAjv({ coerceTypes: false });
+  type Compiled = ReturnType<FastifySchemaCompiler<unknown>>;
   return ({ schema, httpPart }) => {
-    if (httpPart === 'body') return strict.compile(schema as object) as ReturnType<FastifySchemaCompiler<unknown>>;
+    if (httpPart === 'body') return strict.compile(schema as object) as Compiled;
     const validate = coercing.compile(schema as object) as Validate;
-    if (httpPart !== 'params' && httpPart !== 'querystring')
-      return validate as ReturnType<FastifySchemaCompiler<unknown>>;
-    return urlPart(validate, schema as object, httpPart === 'querystring') as ReturnType<
-      FastifySchemaCompiler<unknown>
-    >;
+    const url = httpPart === 'params' || httpPart === 'querystring';
+    return (url ? urlPart(validate, schema as object, httpPart === 'querystring') : validate) as Compiled;
   };
 }
 
@@ -141,7 +139,7 @@ export function toFieldErrors(errors: readonly ErrorObject[]): FieldErrors {
   // A Map: a field named after an Object.prototype member (__proto__) must not find it.
   const out = new Map<string, string[]>();
   for (const error of errors) {
-    const p = error.params as Record<string, unknown>;
+    const p = error.params as Params;
     const segments = error.instancePath
       .split('/')
       .slice(1)

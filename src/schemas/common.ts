@@ -20,11 +20,7 @@ export const PathId = { ...Id, examples: [1] };
  * What PostgreSQL text holds faithfully: no NUL, no unpaired surrogate. Surrogates
  * are a keyword, not a pattern: a surrogate range means nothing to non-UTF-16 regex engines.
  */
-export const Storable = {
-  pattern: '^[^\\x00]*$',
-  'x-errorMessage': 'must not contain U+0000',
-  [WELL_FORMED]: true,
-};
+export const Storable = { pattern: '^[^\\x00]*$', 'x-errorMessage': 'must not contain U+0000', [WELL_FORMED]: true };
 
 // JavaScript's \s plus U+0085, written as characters: \s and \u escapes differ between regex engines.
 const BLANK = '\t\n\v\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000\uFEFF';
@@ -194,9 +190,7 @@ export const EmbeddedAuthor = {
   ),
 };
 
-export const AuthorFilter = {
-  author: Type.Optional({ ...Id, description: 'only items by this user id' }),
-};
+export const AuthorFilter = { author: Type.Optional({ ...Id, description: 'only items by this user id' }) };
 
 export const ETag = {
   type: 'string',
@@ -248,10 +242,7 @@ export function ListEnvelope<T extends TSchema>(item: T) {
   return Type.Union([offset, CursorPage(item)], {
     description: 'offset mode (page/perPage) or cursor mode (after/limit), as the query selects',
     // Read by @fastify/swagger into the response's documented headers (docs/api.md §5).
-    headers: {
-      ETag,
-      Link: LinkHeader,
-    },
+    headers: { ETag, Link: LinkHeader },
   });
 }
 

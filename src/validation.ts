@@ -1,7 +1,4 @@
-/**
- * Two Ajv instances: query strings and path params are coerced, bodies are not (a JSON number is never a title).
- * Integers in a URL have one written form, so one value has one URL. Unknown properties fail loudly, never stripped.
- */
+/** URL parts are coerced, bodies not (a JSON number is never a title); a URL integer has one written form. */
 import { Ajv, type ErrorObject, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
@@ -152,6 +149,5 @@ export function toFieldErrors(errors: readonly ErrorObject[]): FieldErrors {
     out.set(field, list);
     if (!list.includes(message)) list.push(message);
   }
-  // fromEntries defines own properties, so even "__proto__" stays a plain member.
   return Object.fromEntries(out);
 }

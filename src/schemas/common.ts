@@ -16,10 +16,7 @@ export const SmallInt = (minimum: number, maximum: number, options: object = {})
 /** Non-canonical digits name no resource (404). The example names the seed's first user, post and comment. */
 export const PathId = { ...Id, examples: [1] };
 
-/**
- * What PostgreSQL text holds faithfully: no NUL, no unpaired surrogate. Surrogates
- * are a keyword, not a pattern: a surrogate range means nothing to non-UTF-16 regex engines.
- */
+/** What PostgreSQL text holds: no NUL, no lone surrogate (a keyword: other regex engines lack surrogate ranges). */
 export const Storable = { pattern: '^[^\\x00]*$', 'x-errorMessage': 'must not contain U+0000', [WELL_FORMED]: true };
 
 // JavaScript's \s plus U+0085, written as characters: \s and \u escapes differ between regex engines.
@@ -202,7 +199,7 @@ export const ETag = {
 export const LinkHeader = {
   type: 'string',
   pattern: '^<[^<>]+>; rel="[a-z]+"(, <[^<>]+>; rel="[a-z]+")*$',
-  // Two links, each with a key and a search of 200 four-byte characters percent-encoded (2 400 each).
+  // Room for two links that each carry a sort key and a search, percent-encoded.
   maxLength: 16384,
   description: 'RFC 8288: next and prev; in offset mode also first and last (paths, or URLs under PUBLIC_BASE_URL)',
 };

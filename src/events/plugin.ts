@@ -1,8 +1,6 @@
 /**
- * The event log's moving parts on an instance (docs/architecture.md, "Events"):
- * the sequencer that numbers committed events, the listener that wakes it and
- * the streams, and the streams themselves. The routes (routes.ts) are
- * registered under the API prefix by app.ts and find these on `app.events`.
+ * The event log's moving parts on an instance (docs/architecture.md, "Events"): the sequencer, the listener that wakes
+ * it and the streams, and the streams, on `app.events` for the routes (routes.ts).
  */
 import fp from 'fastify-plugin';
 import { createSequencer, type Sequencer } from './sequencer.js';

@@ -1,10 +1,9 @@
 /** Webhook contracts (docs/api.md §12). */
-import { Type } from '@sinclair/typebox';
-import { Id, PathId, SmallInt, Storable, StringEnum, Text, Timestamp } from '../../schemas/common.js';
+import { Type, type Static } from '@sinclair/typebox';
+import { Count, Id, PathId, SmallInt, Storable, StringEnum, Text, Timestamp } from '../../schemas/common.js';
 import { EVENT_TYPES } from '../repository.js';
 
 export const WEBHOOK_SORT_FIELDS = ['id', 'createdAt'] as const;
-export type WebhookSortField = (typeof WEBHOOK_SORT_FIELDS)[number];
 
 const Url = Type.String({
   maxLength: 2000,
@@ -104,3 +103,28 @@ export const DeliveryListQuery = Type.Object(
   },
   { additionalProperties: false },
 );
+
+export const BacklogSchema = Type.Object(
+  {
+    status: Type.Literal('ok'),
+    due: { ...Count, description: 'deliveries due now and not in flight' },
+    oldestDueSeconds: Type.Number({
+      minimum: 0,
+      maximum: 1e10,
+      description: 'how long the oldest due delivery has waited, s; 0 when none',
+    }),
+    inFlight: { ...Count, description: 'attempts being sent now, over every instance' },
+    eventsBehind: Type.Number({
+      minimum: 0,
+      maximum: 1e16,
+      description: 'numbered events the furthest-behind active webhook has not fanned out yet',
+    }),
+    disabledWebhooks: Count,
+  },
+  { additionalProperties: false, description: 'the webhook delivery backlog, for monitoring' },
+);
+
+export type Webhook = Static<typeof WebhookSchema>;
+export type WebhookChanges = Static<typeof UpdateWebhookBody>;
+export type Delivery = Static<typeof DeliverySchema>;
+export type Backlog = Omit<Static<typeof BacklogSchema>, 'status'>;

@@ -1,7 +1,6 @@
 /**
- * The instance's own session for the event log: it LISTENs on 'events' (another client wrote: number it) and
- * 'events_numbered' (wake the streams), and runs the sequencer's calls without taking a pool connection. On
- * DATABASE_LISTEN_URL when set: LISTEN does not work through a pooler in transaction mode. Lost, it reconnects.
+ * The instance's session for the event log: it LISTENs on 'events' and 'events_numbered' and runs the sequencer's
+ * calls off the request pool; on DATABASE_LISTEN_URL when set (LISTEN does not pass a pooler in transaction mode).
  */
 import pg from 'pg';
 
@@ -15,7 +14,6 @@ export async function listenForEvents(
   handlers: { onWritten(): void; onNumbered(): void; onLost(error: unknown): void },
 ) {
   let client: pg.Client | undefined;
-  // Set once LISTEN succeeded: a session still connecting takes no statements.
   let ready: pg.Client | undefined;
   let retry: NodeJS.Timeout | undefined;
   let closed = false;
@@ -67,7 +65,6 @@ export async function listenForEvents(
 
   return {
     connected: () => ready !== undefined,
-    /** Fails while the session is lost. */
     query<R extends pg.QueryResultRow>(text: string) {
       if (!ready) return Promise.reject(new Error('the events session is not connected'));
       return ready.query<R>(text);

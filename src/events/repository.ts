@@ -1,6 +1,6 @@
 /** The SQL of the event log: only numbered events are read (events_pending waits for the sequencer). */
 import type { Queryable } from '../db/pool.js';
-import { join, prepared, raw, sql, toQuery } from '../db/sql.js';
+import { join, raw, sql, toQuery } from '../db/sql.js';
 
 export const EVENT_TYPES = [
   'post.created',
@@ -49,7 +49,7 @@ export const matches = (filter: EventFilter, row: EventRow) =>
   (filter.types === undefined || filter.types.includes(row.type)) &&
   (filter.post === undefined || row.postId === filter.post);
 
-const COLUMNS = `id::float8 AS id, type, iso_utc(created_at) AS "createdAt", resource_type AS "resourceType",
+export const EVENT_COLUMNS = `id::float8 AS id, type, iso_utc(created_at) AS "createdAt", resource_type AS "resourceType",
   resource_id::float8 AS "resourceId", post_id::float8 AS "postId", data`;
 
 export function eventsRepository(db: Queryable) {
@@ -61,15 +61,8 @@ export function eventsRepository(db: Queryable) {
       if (filter.post !== undefined) conditions.push(sql`post_id = ${filter.post}`);
       const { rows } = await db.query<EventRow>(
         toQuery(
-          sql`SELECT ${raw(COLUMNS)} FROM events WHERE ${join(conditions, ' AND ')} ORDER BY events.id LIMIT ${limit}`,
+          sql`SELECT ${raw(EVENT_COLUMNS)} FROM events WHERE ${join(conditions, ' AND ')} ORDER BY events.id LIMIT ${limit}`,
         ),
-      );
-      return rows;
-    },
-
-    async byIds(ids: number[]): Promise<EventRow[]> {
-      const { rows } = await db.query<EventRow>(
-        prepared(`SELECT ${COLUMNS} FROM events WHERE id = ANY($1::bigint[])`, [ids]),
       );
       return rows;
     },

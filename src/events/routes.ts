@@ -130,8 +130,7 @@ const eventsRoutes: FastifyPluginAsyncTypebox<{ apiPrefix: string; maxStreams: n
         throw error;
       }
       reply.hijack();
-      // Fastify's connectionTimeout (30 s of silence) is for requests: a stream's heartbeat is its keep-alive.
-      // (Not a real socket under inject: none to set.)
+      // Fastify's connectionTimeout is for requests: a stream's heartbeat is its keep-alive (inject has no socket).
       (request.raw.socket as Partial<Socket>).setTimeout?.(0);
       reply.raw.writeHead(200, {
         ...(reply.getHeaders() as Record<string, string>),

@@ -1,7 +1,6 @@
 /**
- * Numbers committed events by calling number_events() (see its migration) on the events session (listener.ts): on
- * demand, on a NOTIFY of another client's write, and on a fallback interval. Calls on one instance never overlap: one
- * asked for while another runs makes it run once more. The database lets one instance number at a time.
+ * Numbers committed events with number_events() (see its migration) on the events session: calls never overlap, and
+ * one asked for while another runs makes it run once more (docs/architecture.md, "Events").
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';

@@ -1,8 +1,6 @@
 /**
- * The open event streams of this instance (docs/architecture.md, "Events"). A stream catches up by pages of its own,
- * then goes live: one shared read per wake serves every live stream. Its `position` is the last id it looked at,
- * matching or not, so it never sends one twice or skips one. A live stream whose client lags leaves the shared read
- * and catches up again at the client's pace; a client taking nothing for two heartbeats is cut.
+ * The open event streams of this instance (docs/architecture.md, "Events"). `position` is the last id a stream looked
+ * at, matching or not, so it never sends one twice or skips one.
  */
 import type { ServerResponse } from 'node:http';
 import { type EventFilter, type EventRow, eventsRepository, matches, toEvent } from './repository.js';
@@ -27,7 +25,6 @@ export function createStreamHub(
   const repository = eventsRepository(db);
   const streams = new Set<Stream>();
   const live = new Set<Stream>();
-  // Open streams and places reserved for streams being opened.
   let places = 0;
   // Where the shared read resumes; undefined while no stream is live.
   let head: number | undefined;

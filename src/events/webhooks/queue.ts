@@ -1,11 +1,7 @@
-/**
- * The delivery queue, all in PostgreSQL (docs/architecture.md, Webhooks). Fan-out moves each active webhook's cursor
- * along the event log, writing a delivery per matching event exactly once; a claim leases due deliveries (FOR UPDATE
- * SKIP LOCKED), and only the holder of an attempt may record it, so no attempt is sent twice at once.
- */
+/** The delivery queue, all in PostgreSQL (docs/architecture.md, "Webhooks"). */
 import type { Queryable } from '../../db/pool.js';
 import { prepared } from '../../db/sql.js';
-import { eventsRepository, type EventRow } from '../repository.js';
+import { EVENT_COLUMNS, type EventRow } from '../repository.js';
 import type { Backlog } from './schemas.js';
 import type { AttemptResult } from './sender.js';
 
@@ -13,7 +9,7 @@ import type { AttemptResult } from './sender.js';
 const FAN_OUT_WEBHOOKS = 50;
 const FAN_OUT_EVENTS = 500;
 /** Attempts in flight per owner and per target origin, over every instance: one slow host cannot take every sender. */
-export const MAX_IN_FLIGHT = 4;
+const MAX_IN_FLIGHT = 4;
 const ORIGIN = `substring(w.url from '^[a-z]+://([^/?#]+)')`;
 
 export interface Claimed {
@@ -65,7 +61,7 @@ export function webhookQueue(db: Queryable) {
      * have fewer than MAX_IN_FLIGHT leased: the rest wait, so others' go first.
      */
     async claim(slots: number, leaseMs: number): Promise<Claimed[]> {
-      const { rows } = await db.query<Claimed & { eventId: number }>(
+      const { rows } = await db.query<Claimed>(
         prepared(
           `WITH busy AS (
                SELECT w.user_id, ${ORIGIN} AS origin FROM webhook_deliveries f JOIN webhooks w ON w.id = f.webhook_id
@@ -93,22 +89,17 @@ export function webhookQueue(db: Queryable) {
              FROM locked, webhooks w
              WHERE d.id = locked.id AND w.id = d.webhook_id
              RETURNING d.id, d.webhook_id AS "webhookId", d.attempt, w.url, w.secret, w.secret_sealed AS sealed,
-               d.created_at AS "createdAt", d.event_id AS "eventId"`,
+               d.created_at AS "createdAt",
+               (SELECT to_jsonb(e) FROM (SELECT ${EVENT_COLUMNS} FROM events WHERE id = d.event_id) e) AS event`,
           [slots, leaseMs, MAX_IN_FLIGHT],
         ),
       );
-      if (rows.length === 0) return [];
-      const events = await eventsRepository(db).byIds(rows.map((r) => r.eventId));
-      return rows.map(({ eventId, ...claimed }) => ({
-        ...claimed,
-        event: events.find((e) => e.id === eventId) ?? null,
-      }));
+      return rows;
     },
 
     /**
-     * Records an attempt if this sender still holds it (false: its lease ran out, or the webhook is gone). A success
-     * clears the webhook's failure record; a failure starts it, and one lasting `disableAfterSeconds` disables the
-     * webhook and gives up its other deliveries. A failure ending after its webhook was disabled is given up too.
+     * False when this sender no longer holds the attempt. A failure lasting `disableAfterSeconds` disables the webhook
+     * and gives up its other deliveries; one ending after its webhook was disabled is given up too.
      */
     async record(
       claimed: Pick<Claimed, 'id' | 'attempt' | 'webhookId'>,

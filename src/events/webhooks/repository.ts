@@ -43,11 +43,7 @@ const deliveryList: ListSource<'id', number> = {
 
 export function webhooksRepository(db: Queryable) {
   return {
-    /**
-     * In a transaction: the owner's lock makes the count and the insert one step. Undefined when the owner has
-     * `maxPerUser` already; the secret is sealed for the new id and shown only in this answer. A webhook gets the
-     * events that follow its creation.
-     */
+    /** In a transaction: the owner's lock makes the count and the insert one step. Undefined past `maxPerUser`. */
     async create(
       userId: number,
       fields: Required<Omit<WebhookChanges, 'status'>>,
@@ -81,10 +77,7 @@ export function webhooksRepository(db: Queryable) {
     list: (userId: number | undefined, sort: Sort<SortField>, page: PageRequest) =>
       runList<Webhook, SortField, number | undefined>(db, webhookList, userId, sort, page),
 
-    /**
-     * A member present, even null, replaces the stored value. Disabling gives up the deliveries still to send;
-     * re-enabling starts after the newest event with a clean failure record.
-     */
+    /** A member present, even null, replaces the stored value; re-enabling starts after the newest event. */
     async update(id: number, changes: WebhookChanges): Promise<Webhook | undefined> {
       const { rows } = await db.query<Webhook>(
         prepared(

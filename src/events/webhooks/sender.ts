@@ -9,7 +9,7 @@ import { guardedLookup, refusedLiteral, RefusedTarget, type TargetPolicy } from 
 
 /** Answers are read this far only: their content is never used. */
 const MAX_BODY = 64 * 1024;
-export const USER_AGENT = 'posts-api-webhooks/0.1 (+Standard Webhooks)';
+const USER_AGENT = 'posts-api-webhooks/0.1 (+Standard Webhooks)';
 
 /** `messageId`: the event id (webhook-id), the same on every attempt. */
 interface Attempt {

@@ -1,7 +1,6 @@
 /**
- * The webhook worker every instance runs (WEBHOOK_CONCURRENCY > 0): each poll it fans new events out into deliveries
- * and sends the due ones. The database holds all its state, so a restart loses nothing; on close, attempts in flight
- * are cut and recorded as due again at once, for the next instance.
+ * The webhook worker (WEBHOOK_CONCURRENCY > 0): each poll fans events out and sends what is due. Its state is all in
+ * the database; on close, attempts in flight are cut and due again at once, for the next instance.
  */
 import { channel } from 'node:diagnostics_channel';
 import { trace } from '@opentelemetry/api';
@@ -15,7 +14,6 @@ import { send, type AttemptResult } from './sender.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** `wake`: looks for work now instead of at the next poll. */
     webhooks: { wake(): void; backlog(): Promise<Backlog> };
   }
 }

@@ -2,24 +2,18 @@
 import type { Queryable } from '../db/pool.js';
 import { join, raw, sql, toQuery } from '../db/sql.js';
 
-export const EVENT_TYPES = [
-  'post.created',
-  'post.updated',
-  'post.deleted',
-  'comment.created',
-  'comment.updated',
-  'comment.deleted',
-  'user.created',
-  'user.updated',
-  'user.deleted',
-] as const;
-export type EventType = (typeof EVENT_TYPES)[number];
+export const RESOURCE_TYPES = ['post', 'comment', 'user'] as const;
+export type EventType = `${(typeof RESOURCE_TYPES)[number]}.${'created' | 'updated' | 'deleted'}`;
+/** post.created, post.updated, post.deleted, comment.created and so on. */
+export const EVENT_TYPES = RESOURCE_TYPES.flatMap((resource) =>
+  (['created', 'updated', 'deleted'] as const).map((change): EventType => `${resource}.${change}`),
+);
 
 export interface EventRow {
   id: number;
   type: EventType;
   createdAt: string;
-  resourceType: 'post' | 'comment' | 'user';
+  resourceType: (typeof RESOURCE_TYPES)[number];
   resourceId: number;
   postId: number | null;
   data: Record<string, unknown>;

@@ -57,15 +57,13 @@ export async function send(attempt: Attempt, options: SendOptions): Promise<Atte
     const error = statusCode >= 300 && statusCode < 400 ? 'redirect not followed' : `answered ${statusCode}`;
     return done(statusCode, error);
   } catch (error) {
-    return done(null, describe(error, options));
+    return done(null, describe(error));
   }
 }
 
-function describe(error: unknown, options: SendOptions): string {
+function describe(error: unknown): string {
   if (error instanceof RefusedTarget) return `refused: ${error.message}`;
   const e = error as NodeJS.ErrnoException;
-  if (e.name === 'TimeoutError') return `no answer within ${options.timeoutMs} ms`;
-  if (e.name === 'AbortError') return 'interrupted: the instance shut down';
   return [e.code, e.message].filter(Boolean).join(' ').slice(0, 500) || 'failed';
 }
 
@@ -74,11 +72,8 @@ function post(url: URL, attempt: Attempt, options: SendOptions): Promise<number>
   const client = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     // A timer of our own, cleared when settled: AbortSignal.timeout can be garbage-collected unfired (Node issue 57736).
-    const timer = setTimeout(
-      () => stop(Object.assign(new Error('timed out'), { name: 'TimeoutError' })),
-      options.timeoutMs,
-    );
-    const abort = () => stop(Object.assign(new Error('aborted'), { name: 'AbortError' }));
+    const timer = setTimeout(() => stop(new Error(`no answer within ${options.timeoutMs} ms`)), options.timeoutMs);
+    const abort = () => stop(new Error('interrupted: the instance shut down'));
     options.signal?.addEventListener('abort', abort, { once: true });
     const settle = () => {
       clearTimeout(timer);

@@ -17,6 +17,8 @@ export interface EventRow {
   resourceId: number;
   postId: number | null;
   data: Record<string, unknown>;
+  /** The writer's trace context, read for webhook deliveries only. */
+  traceparent?: string | null;
 }
 
 export interface EventFilter {

@@ -90,7 +90,7 @@ export function webhookQueue(db: Queryable) {
              WHERE d.id = locked.id AND w.id = d.webhook_id
              RETURNING d.id, d.webhook_id AS "webhookId", d.attempt, w.url, w.secret, w.secret_sealed AS sealed,
                d.created_at AS "createdAt",
-               (SELECT to_jsonb(e) FROM (SELECT ${EVENT_COLUMNS} FROM events WHERE id = d.event_id) e) AS event`,
+               (SELECT to_jsonb(e) FROM (SELECT ${EVENT_COLUMNS}, traceparent FROM events WHERE id = d.event_id) e) AS event`,
           [slots, leaseMs, MAX_IN_FLIGHT],
         ),
       );

@@ -3,7 +3,7 @@
  * the database; on close, attempts in flight are cut and due again at once, for the next instance.
  */
 import { channel } from 'node:diagnostics_channel';
-import { trace } from '@opentelemetry/api';
+import { trace, type Link } from '@opentelemetry/api';
 import fp from 'fastify-plugin';
 import type { Config } from '../../config.js';
 import { toEvent } from '../repository.js';
@@ -48,6 +48,12 @@ export function nextAttemptAt(
   return new Date(Math.min(now.getTime() + delay, deadline));
 }
 
+/** A link to the span whose write made the event (its stored traceparent), when there is one. */
+function writerOf(traceparent: string | null | undefined): Link[] {
+  const [, traceId, spanId, flags] = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(traceparent ?? '') ?? [];
+  return traceId ? [{ context: { traceId, spanId: spanId!, traceFlags: parseInt(flags!, 16), isRemote: true } }] : [];
+}
+
 /** Sends one attempt; an attempt cut by `signal` (closing) is due again at once. */
 async function sendAttempt(claimed: Claimed, options: WebhookWorkerOptions, signal: AbortSignal): Promise<Outcome> {
   const { event } = claimed;
@@ -81,8 +87,9 @@ export default fp<WebhookWorkerOptions>(
         'webhook.attempt': claimed.attempt,
         'event.id': claimed.event?.id,
       };
+      const links = writerOf(claimed.event?.traceparent);
       const running = tracer
-        .startActiveSpan('webhook delivery', { root: true, attributes }, async (span) => {
+        .startActiveSpan('webhook delivery', { root: true, attributes, links }, async (span) => {
           try {
             const outcome = await sendAttempt(claimed, options, shutdown.signal);
             attempts.publish(outcome);

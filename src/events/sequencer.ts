@@ -69,9 +69,7 @@ export function createSequencer(
     return running;
   }
 
-  function wake(): void {
-    void run();
-  }
+  const wake = (): void => void run();
 
   const timer = setInterval(wake, intervalMs);
   timer.unref();

@@ -137,9 +137,7 @@ export function createStreamHub(
       return true;
     },
     /** Gives back a place reserved for a stream that did not open. */
-    release() {
-      places -= 1;
-    },
+    release: () => void (places -= 1),
     /** Streams events after `after` to `res` (headers written) on a reserved place, given back when it closes. */
     open(res: ServerResponse, filter: EventFilter, after: number) {
       const stream: Stream = { filter, position: after, res, closed: false };
@@ -156,9 +154,7 @@ export function createStreamHub(
       streams.add(stream);
       pump(stream);
     },
-    wake() {
-      void fetch();
-    },
+    wake: () => void fetch(),
     close() {
       clearInterval(heartbeat);
       clearInterval(poll);

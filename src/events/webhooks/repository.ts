@@ -147,11 +147,8 @@ export function webhooksRepository(db: Queryable) {
  * (which a seed never makes), with one given-up delivery for the retry example.
  */
 export async function seedWebhook(db: Queryable, userId: number): Promise<void> {
-  const fields = {
-    url: 'https://hooks.example.com/posts-api',
-    types: ['post.deleted' as const],
-    description: 'demo: an endpoint that does not exist',
-  };
+  const url = 'https://hooks.example.com/posts-api';
+  const fields = { url, types: ['post.deleted' as const], description: 'demo: an endpoint that does not exist' };
   const webhook = await webhooksRepository(db).create(userId, fields, undefined, 1);
   await db.query(
     prepared(

@@ -16,7 +16,7 @@ import {
   YEAR_SECONDS,
   bind,
 } from './seed-rows.js';
-import { seedWebhook } from '../events/webhooks/seed.js';
+import { seedWebhook } from '../events/webhooks/repository.js';
 
 export interface SeedOptions {
   posts: number;

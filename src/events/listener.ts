@@ -1,30 +1,19 @@
 /**
- * The instance's session for the event log: it LISTENs on 'events' (another
- * client wrote: number it) and 'events_numbered' (some instance numbered
- * events: wake the streams), and runs the sequencer's calls, so that background
- * numbering never takes a connection from the request pool. A session of its
- * own, on DATABASE_LISTEN_URL when set (LISTEN does not work through a pooler in
- * transaction mode). Lost, it is opened again a second later; meanwhile other
- * instances number events, and this one's streams poll (stream.ts).
+ * The instance's session for the event log: it LISTENs on 'events' and 'events_numbered' and runs the sequencer's
+ * calls off the request pool; on DATABASE_LISTEN_URL when set (LISTEN does not pass a pooler in transaction mode).
  */
 import pg from 'pg';
 
 const RECONNECT_DELAY_MS = 1_000;
 
-export interface EventListener {
-  connected(): boolean;
-  /** Runs a statement on this session (the sequencer's calls): never waits for a pool. Fails while it is lost. */
-  query<R extends pg.QueryResultRow>(text: string): Promise<pg.QueryResult<R>>;
-  close(): Promise<void>;
-}
+export type EventListener = Awaited<ReturnType<typeof listenForEvents>>;
 
 /** Resolves once the first attempt to connect is over (a database down at start is no reason to wait). */
 export async function listenForEvents(
   connectionString: string,
   handlers: { onWritten(): void; onNumbered(): void; onLost(error: unknown): void },
-): Promise<EventListener> {
+) {
   let client: pg.Client | undefined;
-  // Set once LISTEN succeeded: a session still connecting takes no statements.
   let ready: pg.Client | undefined;
   let retry: NodeJS.Timeout | undefined;
   let closed = false;

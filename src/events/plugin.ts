@@ -1,9 +1,4 @@
-/**
- * The event log's moving parts on an instance (docs/architecture.md, "Events"):
- * the sequencer that numbers committed events, the listener that wakes it and
- * the streams, and the streams themselves. The routes (routes.ts) are
- * registered under the API prefix by app.ts and find these on `app.events`.
- */
+/** The event log's moving parts on an instance (docs/architecture.md, "Events"), on `app.events` for the routes. */
 import fp from 'fastify-plugin';
 import { createSequencer, type Sequencer } from './sequencer.js';
 import { createStreamHub, type StreamHub } from './stream.js';
@@ -15,20 +10,12 @@ declare module 'fastify' {
   }
 }
 
-export interface EventsPluginOptions {
-  /** A direct session for LISTEN (not through a pooler in transaction mode). */
-  listenUrl: string;
-  prefix: string;
-  heartbeatMs: number;
-}
-
-/** The sequencer's fallback: events written by other clients while no notification arrives. */
+/** The fallbacks while notifications are lost. */
 const SEQUENCER_INTERVAL_MS = 250;
-/** The streams' fallback read, while notifications are lost. */
 const STREAM_POLL_MS = 1_000;
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
-export default fp<EventsPluginOptions>(
+export default fp<{ listenUrl: string; prefix: string; heartbeatMs: number }>(
   async (app, { listenUrl, prefix, heartbeatMs }) => {
     const hub = createStreamHub(app.db, {
       prefix,

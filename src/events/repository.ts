@@ -1,33 +1,24 @@
-/**
- * All SQL about the event log (migrations/1795800000000_events.sql): pages of
- * numbered events, the retention floor and its purge. Events still waiting in
- * events_pending are never read; the sequencer numbers them (sequencer.ts).
- */
+/** The SQL of the event log: only numbered events are read (events_pending waits for the sequencer). */
 import type { Queryable } from '../db/pool.js';
 import { join, raw, sql, toQuery } from '../db/sql.js';
 
-export const EVENT_TYPES = [
-  'post.created',
-  'post.updated',
-  'post.deleted',
-  'comment.created',
-  'comment.updated',
-  'comment.deleted',
-  'user.created',
-  'user.updated',
-  'user.deleted',
-] as const;
-export type EventType = (typeof EVENT_TYPES)[number];
+export const RESOURCE_TYPES = ['post', 'comment', 'user'] as const;
+export type EventType = `${(typeof RESOURCE_TYPES)[number]}.${'created' | 'updated' | 'deleted'}`;
+/** post.created, post.updated, post.deleted, comment.created and so on. */
+export const EVENT_TYPES = RESOURCE_TYPES.flatMap((resource) =>
+  (['created', 'updated', 'deleted'] as const).map((change): EventType => `${resource}.${change}`),
+);
 
-/** An event as read: `postId` serves the post filter of streams. */
 export interface EventRow {
   id: number;
   type: EventType;
   createdAt: string;
-  resourceType: 'post' | 'comment' | 'user';
+  resourceType: (typeof RESOURCE_TYPES)[number];
   resourceId: number;
   postId: number | null;
   data: Record<string, unknown>;
+  /** The writer's trace context, read for webhook deliveries only. */
+  traceparent?: string | null;
 }
 
 export interface EventFilter {
@@ -49,18 +40,16 @@ export function toEvent(row: EventRow, prefix: string) {
     data: row.data,
   };
 }
-export type Event = ReturnType<typeof toEvent>;
 
 export const matches = (filter: EventFilter, row: EventRow) =>
   (filter.types === undefined || filter.types.includes(row.type)) &&
   (filter.post === undefined || row.postId === filter.post);
 
-const COLUMNS = `id::float8 AS id, type, iso_utc(created_at) AS "createdAt", resource_type AS "resourceType",
+export const EVENT_COLUMNS = `id::float8 AS id, type, iso_utc(created_at) AS "createdAt", resource_type AS "resourceType",
   resource_id::float8 AS "resourceId", post_id::float8 AS "postId", data`;
 
 export function eventsRepository(db: Queryable) {
   return {
-    /** Up to `limit` numbered events after id `after` that match, ascending. */
     async page(after: number, limit: number, filter: EventFilter = {}): Promise<EventRow[]> {
       // Only the conditions asked for: ?post= then walks its (post_id, id) index.
       const conditions = [sql`id > ${after}`];
@@ -68,23 +57,18 @@ export function eventsRepository(db: Queryable) {
       if (filter.post !== undefined) conditions.push(sql`post_id = ${filter.post}`);
       const { rows } = await db.query<EventRow>(
         toQuery(
-          sql`SELECT ${raw(COLUMNS)} FROM events WHERE ${join(conditions, ' AND ')} ORDER BY events.id LIMIT ${limit}`,
+          sql`SELECT ${raw(EVENT_COLUMNS)} FROM events WHERE ${join(conditions, ' AND ')} ORDER BY events.id LIMIT ${limit}`,
         ),
       );
       return rows;
     },
 
-    /** The largest id given so far (0 before the first event). */
     async head(): Promise<number> {
       const { rows } = await db.query<{ head: number }>('SELECT coalesce(max(id), 0)::float8 AS head FROM events');
       return rows[0]!.head;
     },
 
-    /**
-     * `floor`: the id below which events have been purged, so a cursor before it
-     * has missed some (410); ids have no gaps and purges take the oldest, so it is
-     * the smallest kept id less one. `head`: the newest id ever given (purges keep it).
-     */
+    /** `floor`: below it events were purged (ids have no gaps, purges take the oldest); `head`: the newest ever given. */
     async bounds(): Promise<{ floor: number; head: number }> {
       const { rows } = await db.query<{ floor: number; head: number }>(
         'SELECT coalesce(min(id) - 1, 0)::float8 AS floor, coalesce(max(id), 0)::float8 AS head FROM events',
@@ -92,11 +76,7 @@ export function eventsRepository(db: Queryable) {
       return rows[0]!;
     },
 
-    /**
-     * Deletes up to `batch` of the oldest events past `retentionSeconds`, only
-     * from the start of the log (the kept ids stay one run, so `floor` is
-     * exact), and never the newest: the next ids continue from it.
-     */
+    /** Only from the start of the log, so `floor` stays exact, and never the newest: the next ids continue from it. */
     async purgeExpired(retentionSeconds: number, batch: number): Promise<number> {
       const { rowCount } = await db.query(
         `WITH oldest AS (SELECT id, created_at FROM events ORDER BY id LIMIT $2),
@@ -108,7 +88,6 @@ export function eventsRepository(db: Queryable) {
       return rowCount ?? 0;
     },
 
-    /** Events not numbered yet, and the age of the oldest, in seconds (for readiness). */
     async backlog(): Promise<{ unnumbered: number; oldestSeconds: number }> {
       const { rows } = await db.query<{ unnumbered: number; oldestSeconds: number }>(
         `SELECT count(*)::int AS unnumbered, coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS "oldestSeconds"

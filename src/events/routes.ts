@@ -1,12 +1,11 @@
 /** GET /events and GET /events/stream (docs/api.md §12). Public, rate limited as reads. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { Socket } from 'node:net';
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import { COMMON_ERRORS, errorResponses } from '../schemas/common.js';
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
 import { listResponse } from '../http/lists.js';
 import { gone, serviceUnavailable, validation } from '../errors.js';
-import { eventsRepository, toEvent, type EventFilter, type EventType } from './repository.js';
+import { eventsRepository, toEvent, type EventType } from './repository.js';
 import {
   EventListQuery,
   EventPage,
@@ -16,54 +15,42 @@ import {
   EventStreamQuery,
 } from './schemas.js';
 
-export interface EventRoutesOptions {
-  /** For the events' resource paths (not `prefix`, which Fastify would add to the routes' own). */
-  apiPrefix: string;
-  maxStreams: number;
-}
-
 /** Seconds a client refused for MAX_STREAMS waits, and the reconnection delay streams ask EventSource for (ms). */
 const STREAMS_FULL_RETRY_SECONDS = 5;
 const RECONNECT_MS = 1_000;
 
-const filterOf = (query: { type?: EventType[] | undefined; post?: number | undefined }): EventFilter => ({
+const filterOf = (query: { type?: EventType[] | undefined; post?: number | undefined }) => ({
   types: query.type,
   post: query.post,
 });
 
-type Api = Parameters<FastifyPluginAsyncTypebox>[0];
-type EventsRepository = ReturnType<typeof eventsRepository>;
-
-const eventsRoutes: FastifyPluginAsyncTypebox<EventRoutesOptions> = async (app, { apiPrefix, maxStreams }) => {
+/** `apiPrefix`, for the events' resource paths: not `prefix`, which Fastify would add to the routes' own. */
+const eventsRoutes: FastifyPluginAsyncTypebox<{ apiPrefix: string; maxStreams: number }> = async (app, options) => {
+  const { apiPrefix, maxStreams } = options;
+  const { sequencer, hub } = app.events;
   app.addSchema(EventSchema);
   const events = eventsRepository(app.db);
-  listRoute(app, events, apiPrefix);
-  streamRoute(app, events, maxStreams);
-};
 
-/**
- * A cursor before the oldest kept event has missed purged ones (410); one beyond
- * the newest ever given comes from another feed, e.g. a reset database (422).
- * 0: from the oldest, whatever it is. `field` names the cursor in fieldErrors.
- */
-async function checkCursor(events: EventsRepository, after: number | undefined, field = 'after'): Promise<void> {
-  if (!after) return;
-  const { floor, head } = await events.bounds();
-  if (after < floor) {
-    throw gone(
-      `events up to ${floor} have been purged (EVENT_RETENTION); event ${after} is older: resynchronise from the lists`,
-    );
+  /**
+   * A cursor before the oldest kept event has missed purged ones (410); one beyond the newest ever given comes from
+   * another feed, e.g. a reset database (422). 0: from the oldest. `field` names the cursor in fieldErrors.
+   */
+  async function checkCursor(after: number | undefined, field = 'after'): Promise<void> {
+    if (!after) return;
+    const { floor, head } = await events.bounds();
+    if (after < floor) {
+      throw gone(
+        `events up to ${floor} have been purged (EVENT_RETENTION); event ${after} is older: resynchronise from the lists`,
+      );
+    }
+    if (after > head) {
+      throw validation(
+        { [field]: [`is beyond the newest event (${head}): the feed was reset, or this is not a cursor it gave`] },
+        'the cursor is ahead of the feed: resynchronise from the lists',
+      );
+    }
   }
-  if (after > head) {
-    throw validation(
-      { [field]: [`is beyond the newest event (${head}): the feed was reset, or this is not a cursor it gave`] },
-      'the cursor is ahead of the feed: resynchronise from the lists',
-    );
-  }
-}
 
-function listRoute(app: Api, events: EventsRepository, prefix: string) {
-  const { sequencer } = app.events;
   app.get(
     '/events',
     {
@@ -85,32 +72,23 @@ function listRoute(app: Api, events: EventsRepository, prefix: string) {
       await sequencer.run();
       const rows = await events.page(after ?? 0, limit + 1, filterOf(request.query));
       // After the read: a purge in between is seen too.
-      await checkCursor(events, after);
-      const hasMore = rows.length > limit;
+      await checkCursor(after);
       const page = rows.slice(0, limit);
-      const nextCursor = page.length > 0 ? page[page.length - 1]!.id : after || null;
       const result = {
         kind: 'cursor' as const,
-        items: page.map((row) => toEvent(row, prefix)),
-        hasMore,
-        nextCursor,
+        items: page.map((row) => toEvent(row, apiPrefix)),
+        hasMore: rows.length > limit,
+        nextCursor: page.length > 0 ? page[page.length - 1]!.id : after || null,
         nextKey: null,
         prevCursor: null,
         prevKey: null,
       };
       // A cursor page always: its nextCursor and Link as any list's, prevCursor null.
-      return listResponse(request, reply, result, {
-        kind: 'cursor',
-        after,
-        afterKey: undefined,
-        limit,
-      }) as typeof EventPage.static;
+      const cursor = { kind: 'cursor' as const, after, afterKey: undefined, limit };
+      return listResponse(request, reply, result, cursor) as typeof EventPage.static;
     },
   );
-}
 
-function streamRoute(app: Api, events: EventsRepository, maxStreams: number) {
-  const { hub } = app.events;
   app.get(
     '/events/stream',
     {
@@ -133,44 +111,38 @@ function streamRoute(app: Api, events: EventsRepository, maxStreams: number) {
         },
       },
     },
-    async (request, reply) => openStream(request, reply),
+    async (request, reply) => {
+      // Taken before any await: a burst of requests cannot all pass the check first.
+      if (!hub.reserve(maxStreams)) {
+        throw serviceUnavailable(
+          `this instance serves its most event streams (${maxStreams}); retry shortly`,
+          STREAMS_FULL_RETRY_SECONDS,
+        );
+      }
+      let position: number;
+      try {
+        const resumeAt = request.headers['last-event-id'];
+        const after = resumeAt === undefined ? request.query.after : Number(resumeAt);
+        await checkCursor(after, resumeAt === undefined ? 'after' : 'Last-Event-Id');
+        position = after ?? (await events.head());
+      } catch (error) {
+        hub.release();
+        throw error;
+      }
+      reply.hijack();
+      // Fastify's connectionTimeout is for requests: a stream's heartbeat is its keep-alive (inject has no socket).
+      (request.raw.socket as Partial<Socket>).setTimeout?.(0);
+      reply.raw.writeHead(200, {
+        ...(reply.getHeaders() as Record<string, string>),
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-store',
+        // Proxies such as nginx would otherwise hold events back in their buffer.
+        'x-accel-buffering': 'no',
+      });
+      reply.raw.write(`retry: ${RECONNECT_MS}\n\n`);
+      hub.open(reply.raw, filterOf(request.query), position);
+    },
   );
-
-  async function openStream(
-    request: FastifyRequest<{ Querystring: typeof EventStreamQuery.static; Headers: typeof EventStreamHeaders.static }>,
-    reply: FastifyReply,
-  ): Promise<void> {
-    // Taken before any await: a burst of requests cannot all pass the check first.
-    if (!hub.reserve(maxStreams)) {
-      throw serviceUnavailable(
-        `this instance serves its most event streams (${maxStreams}); retry shortly`,
-        STREAMS_FULL_RETRY_SECONDS,
-      );
-    }
-    let position: number;
-    try {
-      const resumeAt = request.headers['last-event-id'];
-      const after = resumeAt === undefined ? request.query.after : Number(resumeAt);
-      await checkCursor(events, after, resumeAt === undefined ? 'after' : 'Last-Event-Id');
-      position = after ?? (await events.head());
-    } catch (error) {
-      hub.release();
-      throw error;
-    }
-    reply.hijack();
-    // Fastify's connectionTimeout (30 s of silence) is for requests: a stream's heartbeat is its keep-alive.
-    // (Not a real socket under inject: none to set.)
-    (request.raw.socket as Partial<Socket>).setTimeout?.(0);
-    reply.raw.writeHead(200, {
-      ...(reply.getHeaders() as Record<string, string>),
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-store',
-      // Proxies such as nginx would otherwise hold events back in their buffer.
-      'x-accel-buffering': 'no',
-    });
-    reply.raw.write(`retry: ${RECONNECT_MS}\n\n`);
-    hub.open(reply.raw, filterOf(request.query), position);
-  }
-}
+};
 
 export default eventsRoutes;

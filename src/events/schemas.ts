@@ -1,7 +1,7 @@
 /** Event contracts (docs/api.md §12). */
 import { Type } from '@sinclair/typebox';
 import { ETag, Id, LinkHeader, SmallInt, StringEnum, Timestamp } from '../schemas/common.js';
-import { EVENT_TYPES } from './repository.js';
+import { EVENT_TYPES, RESOURCE_TYPES } from './repository.js';
 
 export const EventSchema = Type.Object(
   {
@@ -10,7 +10,7 @@ export const EventSchema = Type.Object(
     createdAt: { ...Timestamp, description: 'when the change was written' },
     resource: Type.Object(
       {
-        type: StringEnum(['post', 'comment', 'user']),
+        type: StringEnum([...RESOURCE_TYPES]),
         id: Id,
         path: Type.String({
           maxLength: 200,

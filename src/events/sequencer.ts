@@ -1,40 +1,23 @@
 /**
- * Gives committed events their ids, by calling number_events() (see its
- * migration) on the instance's events session (listener.ts): on demand (`run`, after this instance's writes and before a page
- * of GET /events), when another client's write NOTIFYs 'events', and on a
- * fallback interval that covers lost notifications and other instances' writes
- * when theirs is down. Calls on one instance never overlap: one asked for
- * while another runs makes that one run once more. Every instance runs one;
- * the database lets one number at a time, and one that finds the lock taken
- * tries again shortly (what the holder numbers may predate the newest commit).
+ * Numbers committed events with number_events() (see its migration) on the events session: calls never overlap, and
+ * one asked for while another runs makes it run once more (docs/architecture.md, "Events").
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { EventListener } from './listener.js';
 
-export interface Sequencer {
-  /** Numbers what has committed by now; resolves once done (never rejects). */
-  run(): Promise<void>;
-  /** Like run, without waiting. */
-  wake(): void;
-  close(): Promise<void>;
-}
+export type Sequencer = ReturnType<typeof createSequencer>;
 
 /** number_events() numbers at most this many per call: a full batch runs again at once. */
 const BATCH = 10_000;
 const BUSY_RETRY_MS = 20;
-/**
- * A call starts at least this long after the one before: under a stream of
- * writes each call would otherwise find a few new events and another would
- * follow at once, a busy loop of transactions and NOTIFYs on both sides; this
- * lets events gather into batches, at the price of this much latency.
- */
+/** A call starts at least this long after the one before, so that a stream of writes gathers into batches. */
 const GAP_MS = 20;
 
 export function createSequencer(
   db: Pick<EventListener, 'connected' | 'query'>,
   { intervalMs, onError }: { intervalMs: number; onError: (error: unknown) => void },
-): Sequencer {
+) {
   let running: Promise<void> | undefined;
   let again = false;
   // Waiting out the gap: the call to come has not begun, so it serves whoever asks now.
@@ -75,6 +58,7 @@ export function createSequencer(
     } while (again && !closed);
   }
 
+  /** Numbers what has committed by now; resolves once done (never rejects). */
   function run(): Promise<void> {
     if (closed) return Promise.resolve();
     if (running) {
@@ -85,9 +69,7 @@ export function createSequencer(
     return running;
   }
 
-  function wake(): void {
-    void run();
-  }
+  const wake = (): void => void run();
 
   const timer = setInterval(wake, intervalMs);
   timer.unref();

@@ -4,7 +4,8 @@
  * pointing at an OTLP/HTTP receiver here. A request's caller's traceparent is
  * continued, its spans (HTTP, named by route template, and pg) reach the
  * receiver, and its log line carries the trace id. The same process serves
- * its metrics on METRICS_PORT and none on its API port.
+ * its metrics on METRICS_PORT and none on its API port. A webhook delivery's
+ * span links to the span of the write that made its event.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -20,24 +21,29 @@ const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 
 let db: TestDatabase;
 let collector: Receiver;
+let endpoint: Receiver;
 let server: ChildProcess | undefined;
 let output = '';
 
 beforeAll(async () => {
   db = await createTestDatabase();
   collector = await startReceiver(() => 200);
+  endpoint = await startReceiver(() => 204);
 });
 afterAll(async () => {
   if (server && server.exitCode === null) server.kill('SIGKILL');
   await collector?.close();
+  await endpoint?.close();
   await db?.drop();
 });
 
 interface Span {
   traceId: string;
+  spanId: string;
   parentSpanId?: string;
   name: string;
   attributes: { key: string; value: { stringValue?: string } }[];
+  links?: { traceId: string; spanId: string }[];
 }
 const spans = (): Span[] =>
   collector.received.flatMap((r) =>
@@ -46,7 +52,7 @@ const spans = (): Span[] =>
     ),
   );
 
-it('continues the caller trace: spans at the OTLP receiver, the trace id in the log line; metrics on their own port', async () => {
+it('continues the caller trace: spans at the OTLP receiver, the trace id in the log line; metrics on their own port; a webhook delivery links to its write', async () => {
   const [port, metricsPort] = [await freePort(), await freePort()];
   server = spawn(process.execPath, ['--import', TSX, join(ROOT, 'src/server.ts')], {
     cwd: ROOT,
@@ -58,6 +64,8 @@ it('continues the caller trace: spans at the OTLP receiver, the trace id in the 
       OTEL_EXPORTER_OTLP_ENDPOINT: collector.url.replace(/\/hook$/, ''),
       OTEL_BSP_SCHEDULE_DELAY: '100',
       OTEL_SERVICE_NAME: 'posts-api-test',
+      WEBHOOK_ALLOW_HTTP: 'true',
+      WEBHOOK_ALLOW_PRIVATE: 'true',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -97,7 +105,37 @@ it('continues the caller trace: spans at the OTLP receiver, the trace id in the 
     'http_request_duration_seconds_count{method="GET",route="/posts/:postId",status_class="4xx"} 1',
   );
 
+  // A webhook delivery is a span of its own trace, linked to the span of the write that made its event.
+  const api = (path: string, body: object, headers: Record<string, string> = {}) =>
+    fetch(`http://127.0.0.1:${port}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify(body),
+    });
+  const user = { name: 'Ann', email: 'ann@example.com', password: 'password-1' };
+  expect((await api('/users', user)).status).toBe(201);
+  const { token } = (await (await api('/tokens', { email: user.email, password: user.password })).json()) as {
+    token: string;
+  };
+  const auth = { authorization: `Bearer ${token}` };
+  expect((await api('/webhooks', { url: endpoint.url }, auth)).status).toBe(201);
+  const writer = '0af7651916cd43dd8448eb211c80319c';
+  const created = await api(
+    '/posts',
+    { title: 'Traced', body: 'text' },
+    { ...auth, traceparent: `00-${writer}-b7ad6b7169203331-01` },
+  );
+  expect(created.status).toBe(201);
+  await endpoint.waitFor(1, 20_000);
+  await waitUntil('the delivery span has arrived', () => spans().some((s) => s.name === 'webhook delivery'), 400);
+  const delivery = spans().find((s) => s.name === 'webhook delivery')!;
+  expect(delivery.traceId).not.toBe(writer);
+  expect(delivery.links).toHaveLength(1);
+  expect(delivery.links![0]!.traceId).toBe(writer);
+  // The linked span is one of the POST's own (its group commit), not the caller's.
+  expect(spans().some((s) => s.traceId === writer && s.spanId === delivery.links![0]!.spanId)).toBe(true);
+
   server.kill('SIGTERM');
   await waitUntil('the server has stopped', () => server!.exitCode !== null, 400);
   expect(server.exitCode).toBe(0);
-});
+}, 60_000);

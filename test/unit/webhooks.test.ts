@@ -1,7 +1,7 @@
 /** The pure parts of webhooks: backoff, target rules, sealed secrets. */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { nextAttemptAt } from '../../src/events/webhooks/backoff.js';
+import { nextAttemptAt } from '../../src/events/webhooks/worker.js';
 import { normalizedUrl, refusedRange, urlProblem } from '../../src/events/webhooks/targets.js';
 import { newSecret, openSecret, sealSecret } from '../../src/events/webhooks/secrets.js';
 

@@ -1,30 +1,15 @@
-/**
- * The delivery queue, all in PostgreSQL (docs/architecture.md, Webhooks).
- *
- * Fan-out: each active webhook's cursor follows the numbered event log; one
- * statement locks a batch of webhooks that are behind (FOR UPDATE SKIP
- * LOCKED: instances fanning out at once take different webhooks), writes a
- * delivery per matching event and moves their cursors, so a delivery exists
- * for every event after a cursor, exactly once (UNIQUE (webhook_id, event_id)).
- *
- * Claim: due deliveries are taken with FOR UPDATE SKIP LOCKED and leased:
- * the claim increments `attempt` and sets `lease_until`, and only the
- * holder of that attempt may record its result. So two instances never send
- * the same attempt at once; if the holder dies, the lease runs out and the
- * delivery is claimed again as the next attempt (at least once).
- */
+/** The delivery queue, all in PostgreSQL (docs/architecture.md, "Webhooks"). */
 import type { Queryable } from '../../db/pool.js';
 import { prepared } from '../../db/sql.js';
-import type { EventRow } from '../repository.js';
+import { EVENT_COLUMNS, type EventRow } from '../repository.js';
+import type { Backlog } from './schemas.js';
+import type { AttemptResult } from './sender.js';
 
 /** Webhooks fanned out per statement, and events read per webhook. */
 const FAN_OUT_WEBHOOKS = 50;
 const FAN_OUT_EVENTS = 500;
-/**
- * Attempts in flight per owner and per target origin (scheme, host, port), over
- * every instance: one owner's slow endpoints, or one slow host, cannot take every sender.
- */
-export const MAX_IN_FLIGHT = 4;
+/** Attempts in flight per owner and per target origin, over every instance: one slow host cannot take every sender. */
+const MAX_IN_FLIGHT = 4;
 const ORIGIN = `substring(w.url from '^[a-z]+://([^/?#]+)')`;
 
 export interface Claimed {
@@ -38,202 +23,158 @@ export interface Claimed {
   event: EventRow | null;
 }
 
-export interface Outcome {
-  ok: boolean;
-  statusCode: number | null;
-  error: string | null;
-  durationMs: number;
-  /** After a failure: when to try again, or null to give up. */
-  nextAttemptAt: Date | null;
-}
-
-export interface Backlog {
-  /** Deliveries due now and not in flight. */
-  due: number;
-  /** Seconds the oldest due delivery has waited; 0 when none. */
-  oldestDueSeconds: number;
-  inFlight: number;
-  /** Numbered events not yet fanned out to some active webhook (the largest gap). */
-  eventsBehind: number;
-  disabledWebhooks: number;
-}
-
-/** One batch of fan-out; answers how many webhooks moved (0: all caught up). */
-async function fanOut(db: Queryable): Promise<number> {
-  const { rowCount } = await db.query(
-    prepared(
-      `WITH head AS (SELECT coalesce(max(id), 0) AS id FROM events),
-           hooks AS (
-             SELECT w.id, w.cursor, w.types FROM webhooks w, head
-             WHERE w.status = 'active' AND w.cursor < head.id
-             ORDER BY w.id LIMIT $1 FOR UPDATE OF w SKIP LOCKED
-           ),
-           batch AS (
-             SELECT h.id AS webhook_id, h.types, e.id AS event_id, e.type FROM hooks h
-             CROSS JOIN LATERAL (SELECT id, type FROM events WHERE id > h.cursor ORDER BY id LIMIT $2) e
-           ),
-           created AS (
-             INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at)
-             SELECT webhook_id, event_id, now() FROM batch WHERE types IS NULL OR type = ANY(types)
-             ON CONFLICT (webhook_id, event_id) DO NOTHING
-           )
-           UPDATE webhooks w SET cursor = moved.last
-           FROM (SELECT webhook_id, max(event_id) AS last FROM batch GROUP BY webhook_id) moved
-           WHERE w.id = moved.webhook_id`,
-      [FAN_OUT_WEBHOOKS, FAN_OUT_EVENTS],
-    ),
-  );
-  return rowCount ?? 0;
-}
-
-/**
- * Leases up to `slots` due deliveries of active webhooks for `leaseMs`, oldest
- * due first, while their owner and their origin each have fewer than
- * MAX_IN_FLIGHT leased: the rest wait, so others' deliveries go first. Each
- * webhook offers at most that many, so a deep backlog cannot crowd a claim.
- */
-async function claim(db: Queryable, slots: number, leaseMs: number): Promise<Claimed[]> {
-  const { rows } = await db.query<Claimed & { eventId: number }>(
-    prepared(
-      `WITH busy AS (
-             SELECT w.user_id, ${ORIGIN} AS origin FROM webhook_deliveries f JOIN webhooks w ON w.id = f.webhook_id
-             WHERE f.lease_until IS NOT NULL AND f.lease_until > now()
-           ), candidates AS (
-             SELECT c.id, c.next_attempt_at, w.user_id, ${ORIGIN} AS origin FROM webhooks w CROSS JOIN LATERAL (
-               SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
-               WHERE d.webhook_id = w.id AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now())
-               ORDER BY d.next_attempt_at LIMIT $3
-             ) c
-             WHERE w.status = 'active'
-           ), ranked AS (
-             SELECT c.id,
-               row_number() OVER (PARTITION BY c.user_id ORDER BY c.next_attempt_at, c.id)
-                 + (SELECT count(*) FROM busy b WHERE b.user_id = c.user_id) AS by_owner,
-               row_number() OVER (PARTITION BY c.origin ORDER BY c.next_attempt_at, c.id)
-                 + (SELECT count(*) FROM busy b WHERE b.origin = c.origin) AS by_origin
-             FROM candidates c
-           ), locked AS (
-             SELECT d.id FROM webhook_deliveries d WHERE d.id IN (SELECT id FROM ranked WHERE by_owner <= $3 AND by_origin <= $3)
-               AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now())
-             ORDER BY d.next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
-           )
-           UPDATE webhook_deliveries d SET attempt = d.attempt + 1, lease_until = now() + make_interval(secs => $2::float8 / 1000)
-           FROM locked, webhooks w
-           WHERE d.id = locked.id AND w.id = d.webhook_id
-           RETURNING d.id, d.webhook_id AS "webhookId", d.attempt, w.url, w.secret, w.secret_sealed AS sealed,
-             d.created_at AS "createdAt", d.event_id AS "eventId"`,
-      [slots, leaseMs, MAX_IN_FLIGHT],
-    ),
-  );
-  if (rows.length === 0) return [];
-  const ids = rows.map((r) => r.eventId);
-  const events = await eventsById(db, ids);
-  return rows.map(({ eventId, ...claimed }) => ({ ...claimed, event: events.get(eventId) ?? null }));
-}
-
-async function eventsById(db: Queryable, ids: number[]): Promise<Map<number, EventRow>> {
-  const { rows } = await db.query<EventRow>(
-    prepared(
-      `SELECT id, type, iso_utc(created_at) AS "createdAt", resource_type AS "resourceType", resource_id AS "resourceId",
-             post_id AS "postId", data FROM events WHERE id = ANY($1::bigint[])`,
-      [ids],
-    ),
-  );
-  return new Map(rows.map((row) => [row.id, row]));
-}
-
-/**
- * Records attempt `attempt` of a delivery, if this sender still holds it
- * (false: the lease ran out and someone else took it, or the webhook was
- * deleted). A success clears the webhook's failure record; a failure
- * starts it, and one that has lasted `disableAfterSeconds` disables the
- * webhook and gives up its other deliveries still to send. A failure that
- * ends after its webhook was disabled is given up too.
- */
-async function record(
-  db: Queryable,
-  claimed: Pick<Claimed, 'id' | 'attempt' | 'webhookId'>,
-  outcome: Outcome,
-  disableAfterSeconds: number,
-): Promise<boolean> {
-  const status = outcome.ok ? 'delivered' : outcome.nextAttemptAt ? 'failed' : 'given_up';
-  const { rows } = await db.query<{ recorded: boolean }>(
-    prepared(
-      `WITH hook AS (
-             SELECT id, failing_since, (NOT $8 AND failing_since <= now() - make_interval(secs => $9)) AS disabling,
-               (NOT $8 AND status = 'disabled') AS stopped
-             FROM webhooks WHERE id = $10
-           ), recorded AS (
-             UPDATE webhook_deliveries d SET
-               status = CASE WHEN hook.disabling OR hook.stopped THEN 'given_up' ELSE $3 END, status_code = $4, error = $5, duration_ms = $6,
-               next_attempt_at = CASE WHEN hook.disabling OR hook.stopped THEN NULL ELSE $7::timestamptz END,
-               lease_until = NULL, updated_at = now()
-             FROM hook WHERE d.id = $1 AND d.attempt = $2 AND d.lease_until IS NOT NULL RETURNING d.id
-           ), changed AS (
-             UPDATE webhooks w SET
-               failing_since = CASE WHEN $8 THEN NULL ELSE coalesce(w.failing_since, now()) END,
-               status = CASE WHEN hook.disabling THEN 'disabled' ELSE w.status END,
-               updated_at = now()
-             FROM hook WHERE w.id = hook.id AND EXISTS (SELECT 1 FROM recorded)
-               AND CASE WHEN $8 THEN hook.failing_since IS NOT NULL ELSE hook.failing_since IS NULL OR hook.disabling END
-           ), given_up AS (
-             UPDATE webhook_deliveries d SET status = 'given_up', next_attempt_at = NULL, updated_at = now()
-             FROM hook WHERE hook.disabling AND d.webhook_id = hook.id AND d.id <> $1
-               AND d.next_attempt_at IS NOT NULL AND d.lease_until IS NULL AND EXISTS (SELECT 1 FROM recorded)
-           )
-           SELECT EXISTS (SELECT 1 FROM recorded) AS recorded`,
-      [
-        claimed.id,
-        claimed.attempt,
-        status,
-        outcome.statusCode,
-        outcome.error,
-        outcome.durationMs,
-        outcome.ok ? null : outcome.nextAttemptAt,
-        outcome.ok,
-        disableAfterSeconds,
-        claimed.webhookId,
-      ],
-    ),
-  );
-  return rows[0]!.recorded;
-}
-
-/** Deletes up to `batch` finished deliveries (delivered, given up) older than `retentionSeconds`; answers how many. */
-async function purgeFinished(db: Queryable, retentionSeconds: number, batch: number): Promise<number> {
-  const { rowCount } = await db.query(
-    prepared(
-      `DELETE FROM webhook_deliveries WHERE id IN (
-             SELECT id FROM webhook_deliveries
-             WHERE next_attempt_at IS NULL AND lease_until IS NULL AND updated_at < now() - make_interval(secs => $1)
-             LIMIT $2 FOR UPDATE SKIP LOCKED
-           )`,
-      [retentionSeconds, batch],
-    ),
-  );
-  return rowCount ?? 0;
-}
-
-async function backlog(db: Queryable): Promise<Backlog> {
-  const { rows } = await db.query<Backlog>(
-    `SELECT
-           (SELECT count(*) FROM webhook_deliveries WHERE next_attempt_at <= now() AND (lease_until IS NULL OR lease_until <= now()))::int AS due,
-           coalesce((SELECT extract(epoch FROM now() - min(next_attempt_at)) FROM webhook_deliveries
-             WHERE next_attempt_at <= now() AND (lease_until IS NULL OR lease_until <= now())), 0)::float8 AS "oldestDueSeconds",
-           (SELECT count(*) FROM webhook_deliveries WHERE lease_until > now())::int AS "inFlight",
-           coalesce((SELECT max(id) FROM events) - (SELECT min(cursor) FROM webhooks WHERE status = 'active'), 0)::float8 AS "eventsBehind",
-           (SELECT count(*) FROM webhooks WHERE status = 'disabled')::int AS "disabledWebhooks"`,
-  );
-  return rows[0]!;
-}
+/** After a failure, `nextAttemptAt` is when to try again, or null to give up. */
+export type Outcome = AttemptResult & { nextAttemptAt: Date | null };
 
 export function webhookQueue(db: Queryable) {
   return {
-    fanOut: () => fanOut(db),
-    claim: (slots: number, leaseMs: number) => claim(db, slots, leaseMs),
-    record: (claimed: Pick<Claimed, 'id' | 'attempt' | 'webhookId'>, outcome: Outcome, disableAfterSeconds: number) =>
-      record(db, claimed, outcome, disableAfterSeconds),
-    purgeFinished: (retentionSeconds: number, batch: number) => purgeFinished(db, retentionSeconds, batch),
-    backlog: () => backlog(db),
+    /** One batch of fan-out; answers how many webhooks moved (0: all caught up). */
+    async fanOut(): Promise<number> {
+      const { rowCount } = await db.query(
+        prepared(
+          `WITH head AS (SELECT coalesce(max(id), 0) AS id FROM events),
+             hooks AS (
+               SELECT w.id, w.cursor, w.types FROM webhooks w, head
+               WHERE w.status = 'active' AND w.cursor < head.id
+               ORDER BY w.id LIMIT $1 FOR UPDATE OF w SKIP LOCKED
+             ),
+             batch AS (
+               SELECT h.id AS webhook_id, h.types, e.id AS event_id, e.type FROM hooks h
+               CROSS JOIN LATERAL (SELECT id, type FROM events WHERE id > h.cursor ORDER BY id LIMIT $2) e
+             ),
+             created AS (
+               INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at)
+               SELECT webhook_id, event_id, now() FROM batch WHERE types IS NULL OR type = ANY(types)
+               ON CONFLICT (webhook_id, event_id) DO NOTHING
+             )
+             UPDATE webhooks w SET cursor = moved.last
+             FROM (SELECT webhook_id, max(event_id) AS last FROM batch GROUP BY webhook_id) moved
+             WHERE w.id = moved.webhook_id`,
+          [FAN_OUT_WEBHOOKS, FAN_OUT_EVENTS],
+        ),
+      );
+      return rowCount ?? 0;
+    },
+
+    /**
+     * Leases up to `slots` due deliveries for `leaseMs`, oldest due first, while their owner and their origin each
+     * have fewer than MAX_IN_FLIGHT leased: the rest wait, so others' go first.
+     */
+    async claim(slots: number, leaseMs: number): Promise<Claimed[]> {
+      const { rows } = await db.query<Claimed>(
+        prepared(
+          `WITH busy AS (
+               SELECT w.user_id, ${ORIGIN} AS origin FROM webhook_deliveries f JOIN webhooks w ON w.id = f.webhook_id
+               WHERE f.lease_until IS NOT NULL AND f.lease_until > now()
+             ), candidates AS (
+               SELECT c.id, c.next_attempt_at, w.user_id, ${ORIGIN} AS origin FROM webhooks w CROSS JOIN LATERAL (
+                 SELECT d.id, d.next_attempt_at FROM webhook_deliveries d
+                 WHERE d.webhook_id = w.id AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now())
+                 ORDER BY d.next_attempt_at LIMIT $3
+               ) c
+               WHERE w.status = 'active'
+             ), ranked AS (
+               SELECT c.id,
+                 row_number() OVER (PARTITION BY c.user_id ORDER BY c.next_attempt_at, c.id)
+                   + (SELECT count(*) FROM busy b WHERE b.user_id = c.user_id) AS by_owner,
+                 row_number() OVER (PARTITION BY c.origin ORDER BY c.next_attempt_at, c.id)
+                   + (SELECT count(*) FROM busy b WHERE b.origin = c.origin) AS by_origin
+               FROM candidates c
+             ), locked AS (
+               SELECT d.id FROM webhook_deliveries d WHERE d.id IN (SELECT id FROM ranked WHERE by_owner <= $3 AND by_origin <= $3)
+                 AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now())
+               ORDER BY d.next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+             )
+             UPDATE webhook_deliveries d SET attempt = d.attempt + 1, lease_until = now() + make_interval(secs => $2::float8 / 1000)
+             FROM locked, webhooks w
+             WHERE d.id = locked.id AND w.id = d.webhook_id
+             RETURNING d.id, d.webhook_id AS "webhookId", d.attempt, w.url, w.secret, w.secret_sealed AS sealed,
+               d.created_at AS "createdAt",
+               (SELECT to_jsonb(e) FROM (SELECT ${EVENT_COLUMNS}, traceparent FROM events WHERE id = d.event_id) e) AS event`,
+          [slots, leaseMs, MAX_IN_FLIGHT],
+        ),
+      );
+      return rows;
+    },
+
+    /**
+     * False when this sender no longer holds the attempt. A failure lasting `disableAfterSeconds` disables the webhook
+     * and gives up its other deliveries; one ending after its webhook was disabled is given up too.
+     */
+    async record(
+      claimed: Pick<Claimed, 'id' | 'attempt' | 'webhookId'>,
+      outcome: Outcome,
+      disableAfterSeconds: number,
+    ): Promise<boolean> {
+      const status = outcome.ok ? 'delivered' : outcome.nextAttemptAt ? 'failed' : 'given_up';
+      const { rows } = await db.query<{ recorded: boolean }>(
+        prepared(
+          `WITH hook AS (
+               SELECT id, failing_since, (NOT $8 AND failing_since <= now() - make_interval(secs => $9)) AS disabling,
+                 (NOT $8 AND status = 'disabled') AS stopped
+               FROM webhooks WHERE id = $10
+             ), recorded AS (
+               UPDATE webhook_deliveries d SET
+                 status = CASE WHEN hook.disabling OR hook.stopped THEN 'given_up' ELSE $3 END, status_code = $4, error = $5, duration_ms = $6,
+                 next_attempt_at = CASE WHEN hook.disabling OR hook.stopped THEN NULL ELSE $7::timestamptz END,
+                 lease_until = NULL, updated_at = now()
+               FROM hook WHERE d.id = $1 AND d.attempt = $2 AND d.lease_until IS NOT NULL RETURNING d.id
+             ), changed AS (
+               UPDATE webhooks w SET
+                 failing_since = CASE WHEN $8 THEN NULL ELSE coalesce(w.failing_since, now()) END,
+                 status = CASE WHEN hook.disabling THEN 'disabled' ELSE w.status END,
+                 updated_at = now()
+               FROM hook WHERE w.id = hook.id AND EXISTS (SELECT 1 FROM recorded)
+                 AND CASE WHEN $8 THEN hook.failing_since IS NOT NULL ELSE hook.failing_since IS NULL OR hook.disabling END
+             ), given_up AS (
+               UPDATE webhook_deliveries d SET status = 'given_up', next_attempt_at = NULL, updated_at = now()
+               FROM hook WHERE hook.disabling AND d.webhook_id = hook.id AND d.id <> $1
+                 AND d.next_attempt_at IS NOT NULL AND d.lease_until IS NULL AND EXISTS (SELECT 1 FROM recorded)
+             )
+             SELECT EXISTS (SELECT 1 FROM recorded) AS recorded`,
+          [
+            claimed.id,
+            claimed.attempt,
+            status,
+            outcome.statusCode,
+            outcome.error,
+            outcome.durationMs,
+            outcome.ok ? null : outcome.nextAttemptAt,
+            outcome.ok,
+            disableAfterSeconds,
+            claimed.webhookId,
+          ],
+        ),
+      );
+      return rows[0]!.recorded;
+    },
+
+    /** Deletes up to `batch` finished deliveries older than `retentionSeconds`; answers how many. */
+    async purgeFinished(retentionSeconds: number, batch: number): Promise<number> {
+      const { rowCount } = await db.query(
+        prepared(
+          `DELETE FROM webhook_deliveries WHERE id IN (
+               SELECT id FROM webhook_deliveries
+               WHERE next_attempt_at IS NULL AND lease_until IS NULL AND updated_at < now() - make_interval(secs => $1)
+               LIMIT $2 FOR UPDATE SKIP LOCKED
+             )`,
+          [retentionSeconds, batch],
+        ),
+      );
+      return rowCount ?? 0;
+    },
+
+    async backlog(): Promise<Backlog> {
+      const { rows } = await db.query<Backlog>(
+        `SELECT
+             (SELECT count(*) FROM webhook_deliveries WHERE next_attempt_at <= now() AND (lease_until IS NULL OR lease_until <= now()))::int AS due,
+             coalesce((SELECT extract(epoch FROM now() - min(next_attempt_at)) FROM webhook_deliveries
+               WHERE next_attempt_at <= now() AND (lease_until IS NULL OR lease_until <= now())), 0)::float8 AS "oldestDueSeconds",
+             (SELECT count(*) FROM webhook_deliveries WHERE lease_until > now())::int AS "inFlight",
+             coalesce((SELECT max(id) FROM events) - (SELECT min(cursor) FROM webhooks WHERE status = 'active'), 0)::float8 AS "eventsBehind",
+             (SELECT count(*) FROM webhooks WHERE status = 'disabled')::int AS "disabledWebhooks"`,
+      );
+      return rows[0]!;
+    },
   };
 }

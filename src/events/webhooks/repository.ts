@@ -1,7 +1,4 @@
-/**
- * All SQL about webhooks as their owners manage them, and the list of their
- * deliveries. The delivery queue itself is in queue.ts.
- */
+/** The SQL of webhooks as their owners manage them and of their deliveries' list; the delivery queue is queue.ts. */
 import type { Queryable } from '../../db/pool.js';
 import {
   idColumn,
@@ -12,43 +9,10 @@ import {
   type Sort,
 } from '../../db/pagination.js';
 import { prepared, sql } from '../../db/sql.js';
-import type { EventType } from '../repository.js';
-import type { WebhookSortField } from './schemas.js';
-import type { StoredSecret } from './secrets.js';
+import type { Delivery, Webhook, WebhookChanges, WEBHOOK_SORT_FIELDS } from './schemas.js';
+import { newSecret, sealSecret } from './secrets.js';
 
-export interface Webhook {
-  id: number;
-  userId: number;
-  url: string;
-  types: EventType[] | null;
-  description: string | null;
-  status: 'active' | 'disabled';
-  failingSince: string | null;
-  createdAt: string;
-  updatedAt: string;
-}
-
-export interface Delivery {
-  id: number;
-  webhookId: number;
-  eventId: number;
-  attempt: number;
-  status: 'pending' | 'delivered' | 'failed' | 'given_up';
-  statusCode: number | null;
-  error: string | null;
-  durationMs: number | null;
-  nextAttemptAt: string | null;
-  createdAt: string;
-  updatedAt: string;
-}
-
-/** A change of PATCH: a member present, even null, replaces the stored value. */
-export interface WebhookChanges {
-  url?: string;
-  types?: EventType[] | null;
-  description?: string | null;
-  status?: 'active' | 'disabled';
-}
+type SortField = (typeof WEBHOOK_SORT_FIELDS)[number];
 
 const COLUMNS = `id, user_id AS "userId", url, types, description, status, iso_utc(failing_since) AS "failingSince",
   iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt"`;
@@ -56,13 +20,12 @@ const DELIVERY_COLUMNS = `id, webhook_id AS "webhookId", event_id AS "eventId", 
   error, duration_ms AS "durationMs", iso_utc(next_attempt_at) AS "nextAttemptAt",
   iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt"`;
 
-/** Filter: the owner's id, or undefined for every webhook (an admin). */
-const webhookList: ListSource<WebhookSortField, number | undefined> = {
+/** Filter: the owner's id, or undefined for every webhook (an admin). A user's few webhooks are cheap to count. */
+const webhookList: ListSource<SortField, number | undefined> = {
   table: 'webhooks',
   columns: COLUMNS,
   sortColumns: { id: idColumn, createdAt: timestampColumn('created_at') },
   scope: (userId) => (userId === undefined ? [] : [sql`user_id = ${userId}`]),
-  // A user holds few webhooks, all of them few enough to count.
   total: (userId) =>
     userId === undefined
       ? sql`SELECT count(*) FROM webhooks`
@@ -78,43 +41,47 @@ const deliveryList: ListSource<'id', number> = {
   parentExists: (webhookId) => sql`EXISTS (SELECT 1 FROM webhooks WHERE id = ${webhookId})`,
 };
 
-/** Starts after the newest numbered event: a webhook gets the events that follow its creation. */
-/**
- * Creates a webhook unless its owner has `maxPerUser` already (undefined then).
- * Run in a transaction: the owner's lock, taken first, makes the count and the
- * insert one step (the INSERT's snapshot, taken after it, sees every webhook created before).
- */
-async function createWebhook(
-  db: Queryable,
-  id: number,
-  userId: number,
-  fields: Required<Omit<WebhookChanges, 'status'>>,
-  secret: StoredSecret,
-  maxPerUser: number,
-): Promise<Webhook | undefined> {
-  await db.query(prepared(`SELECT pg_advisory_xact_lock(hashtextextended('webhooks of ' || $1, 0))`, [userId]));
-  const { rows } = await db.query<Webhook>(
-    prepared(
-      `INSERT INTO webhooks (id, user_id, url, types, description, secret, secret_sealed, cursor)
+export function webhooksRepository(db: Queryable) {
+  return {
+    /** In a transaction: the owner's lock makes the count and the insert one step. Undefined past `maxPerUser`. */
+    async create(
+      userId: number,
+      fields: Required<Omit<WebhookChanges, 'status'>>,
+      secretKey: Buffer | undefined,
+      maxPerUser: number,
+    ): Promise<(Webhook & { secret: string }) | undefined> {
+      const { rows: ids } = await db.query<{ id: number }>(
+        `SELECT nextval(pg_get_serial_sequence('webhooks', 'id')) AS id`,
+      );
+      const id = ids[0]!.id;
+      const { bytes, shown } = newSecret();
+      const { secret, sealed } = sealSecret(bytes, id, secretKey);
+      await db.query(prepared(`SELECT pg_advisory_xact_lock(hashtextextended('webhooks of ' || $1, 0))`, [userId]));
+      const { rows } = await db.query<Webhook>(
+        prepared(
+          `INSERT INTO webhooks (id, user_id, url, types, description, secret, secret_sealed, cursor)
            OVERRIDING SYSTEM VALUE
            SELECT $1, $2, $3, $4, $5, $6, $7, (SELECT coalesce(max(id), 0) FROM events)
            WHERE (SELECT count(*) FROM webhooks WHERE user_id = $2) < $8 RETURNING ${COLUMNS}`,
-      [id, userId, fields.url, fields.types, fields.description, secret.secret, secret.sealed, maxPerUser],
-    ),
-  );
-  return rows[0];
-}
+          [id, userId, fields.url, fields.types, fields.description, secret, sealed, maxPerUser],
+        ),
+      );
+      return rows[0] && { ...rows[0], secret: shown };
+    },
 
-/**
- * Applies a PATCH. Disabling gives up the deliveries still to send;
- * re-enabling starts again after the newest numbered event, with a clean
- * failure record (the events in between are in GET /events).
- */
-async function updateWebhook(db: Queryable, id: number, changes: WebhookChanges): Promise<Webhook | undefined> {
-  const has = (name: keyof WebhookChanges) => changes[name] !== undefined;
-  const { rows } = await db.query<Webhook>(
-    prepared(
-      `WITH changed AS (
+    async findById(id: number): Promise<Webhook | undefined> {
+      const { rows } = await db.query<Webhook>(prepared(`SELECT ${COLUMNS} FROM webhooks WHERE id = $1`, [id]));
+      return rows[0];
+    },
+
+    list: (userId: number | undefined, sort: Sort<SortField>, page: PageRequest) =>
+      runList<Webhook, SortField, number | undefined>(db, webhookList, userId, sort, page),
+
+    /** A member present, even null, replaces the stored value; re-enabling starts after the newest event. */
+    async update(id: number, changes: WebhookChanges): Promise<Webhook | undefined> {
+      const { rows } = await db.query<Webhook>(
+        prepared(
+          `WITH changed AS (
              UPDATE webhooks w SET
                url = CASE WHEN $2 THEN $3 ELSE url END,
                types = CASE WHEN $4 THEN $5::text[] ELSE types END,
@@ -131,33 +98,33 @@ async function updateWebhook(db: Queryable, id: number, changes: WebhookChanges)
                AND d.next_attempt_at IS NOT NULL AND d.lease_until IS NULL
            )
            SELECT ${COLUMNS} FROM changed`,
-      [
-        id,
-        has('url'),
-        changes.url ?? null,
-        'types' in changes,
-        changes.types ?? null,
-        'description' in changes,
-        changes.description ?? null,
-        changes.status ?? null,
-      ],
-    ),
-  );
-  return rows[0];
-}
+          [
+            id,
+            changes.url !== undefined,
+            changes.url ?? null,
+            'types' in changes,
+            changes.types ?? null,
+            'description' in changes,
+            changes.description ?? null,
+            changes.status ?? null,
+          ],
+        ),
+      );
+      return rows[0];
+    },
 
-/**
- * Makes a delivery due now, whatever its state, unless an attempt of it is
- * in flight. Undefined: no such delivery of that webhook; null: in flight.
- */
-async function retryDelivery(
-  db: Queryable,
-  webhookId: number,
-  deliveryId: number,
-): Promise<Delivery | null | undefined> {
-  const { rows } = await db.query<Delivery & { inFlight: boolean }>(
-    prepared(
-      `WITH found AS (
+    /** Its deliveries go with it (ON DELETE CASCADE); an attempt in flight finds nothing to record. */
+    delete: (id: number) => db.query(prepared('DELETE FROM webhooks WHERE id = $1', [id])),
+
+    /** Newest first; null when the webhook does not exist. */
+    deliveries: (webhookId: number, page: PageRequest) =>
+      runList<Delivery, 'id', number>(db, deliveryList, webhookId, { field: 'id', descending: true }, page),
+
+    /** Due now whatever its state, unless in flight. Undefined: no such delivery of that webhook; null: in flight. */
+    async retry(webhookId: number, deliveryId: number): Promise<Delivery | null | undefined> {
+      const { rows } = await db.query<Delivery & { inFlight: boolean }>(
+        prepared(
+          `WITH found AS (
              SELECT id, lease_until > now() AS in_flight FROM webhook_deliveries WHERE id = $1 AND webhook_id = $2 FOR UPDATE
            ), retried AS (
              UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = now(), lease_until = NULL, updated_at = now()
@@ -165,54 +132,29 @@ async function retryDelivery(
            )
            SELECT found.in_flight IS TRUE AS "inFlight", r.* FROM found
              LEFT JOIN LATERAL (SELECT ${DELIVERY_COLUMNS} FROM retried) r ON TRUE`,
-      [deliveryId, webhookId],
-    ),
-  );
-  const row = rows[0];
-  if (!row) return undefined;
-  if (row.inFlight) return null;
-  const { inFlight: _inFlight, ...delivery } = row;
-  return delivery;
+          [deliveryId, webhookId],
+        ),
+      );
+      if (!rows[0]) return undefined;
+      const { inFlight, ...delivery } = rows[0];
+      return inFlight ? null : delivery;
+    },
+  };
 }
 
-export function webhooksRepository(db: Queryable) {
-  return {
-    /** An id for a new webhook: its secret is sealed for that id before the row is written. */
-    async nextId(): Promise<number> {
-      const { rows } = await db.query<{ id: number }>(`SELECT nextval(pg_get_serial_sequence('webhooks', 'id')) AS id`);
-      return rows[0]!.id;
-    },
-
-    create: (
-      id: number,
-      userId: number,
-      fields: Required<Omit<WebhookChanges, 'status'>>,
-      secret: StoredSecret,
-      maxPerUser: number,
-    ) => createWebhook(db, id, userId, fields, secret, maxPerUser),
-
-    async findById(id: number): Promise<Webhook | undefined> {
-      const { rows } = await db.query<Webhook>(prepared(`SELECT ${COLUMNS} FROM webhooks WHERE id = $1`, [id]));
-      return rows[0];
-    },
-
-    list(userId: number | undefined, sort: Sort<WebhookSortField>, page: PageRequest) {
-      return runList<Webhook, WebhookSortField, number | undefined>(db, webhookList, userId, sort, page);
-    },
-
-    update: (id: number, changes: WebhookChanges) => updateWebhook(db, id, changes),
-
-    /** Its deliveries go with it (ON DELETE CASCADE); an attempt in flight finds nothing to record. */
-    async delete(id: number): Promise<boolean> {
-      const { rowCount } = await db.query(prepared('DELETE FROM webhooks WHERE id = $1', [id]));
-      return rowCount === 1;
-    },
-
-    /** Newest first; null when the webhook does not exist. */
-    deliveries(webhookId: number, page: PageRequest) {
-      return runList<Delivery, 'id', number>(db, deliveryList, webhookId, { field: 'id', descending: true }, page);
-    },
-
-    retry: (webhookId: number, deliveryId: number) => retryDelivery(db, webhookId, deliveryId),
-  };
+/**
+ * The seed's demo webhook, so that /docs's examples work: an address that does not exist, taking only post.deleted
+ * (which a seed never makes), with one given-up delivery for the retry example.
+ */
+export async function seedWebhook(db: Queryable, userId: number): Promise<void> {
+  const url = 'https://hooks.example.com/posts-api';
+  const fields = { url, types: ['post.deleted' as const], description: 'demo: an endpoint that does not exist' };
+  const webhook = await webhooksRepository(db).create(userId, fields, undefined, 1);
+  await db.query(
+    prepared(
+      `INSERT INTO webhook_deliveries (webhook_id, event_id, status, error)
+       VALUES ($1, (SELECT coalesce(max(id), 1) FROM events), 'given_up', 'a seeded example, never sent')`,
+      [webhook!.id],
+    ),
+  );
 }

@@ -1,10 +1,11 @@
 /** Webhook contracts (docs/api.md §12). */
-import { Type } from '@sinclair/typebox';
-import { Id, PathId, SmallInt, Storable, StringEnum, Text, Timestamp } from '../../schemas/common.js';
+import { Type, type Static, type TSchema } from '@sinclair/typebox';
+import { Count, Id, PathId, SmallInt, Storable, StringEnum, Text, Timestamp } from '../../schemas/common.js';
 import { EVENT_TYPES } from '../repository.js';
 
 export const WEBHOOK_SORT_FIELDS = ['id', 'createdAt'] as const;
-export type WebhookSortField = (typeof WEBHOOK_SORT_FIELDS)[number];
+const OrNull = <T extends TSchema>(schema: T, description: string) =>
+  Type.Union([schema, Type.Null()], { description });
 
 const Url = Type.String({
   maxLength: 2000,
@@ -20,7 +21,7 @@ const Types = Type.Union(
   ],
   { description: 'the event types sent; null = every type', examples: [['post.created', 'comment.created']] },
 );
-const Description = Type.Union([Text(500), Type.Null()], { description: 'a note for the owner' });
+const Description = OrNull(Text(500), 'a note for the owner');
 const Status = StringEnum(['active', 'disabled'], {
   description: 'disabled: after failing every attempt for 24 h (or by its owner); PATCH status active re-enables it',
 });
@@ -32,9 +33,7 @@ const webhookProperties = {
   types: Types,
   description: Description,
   status: Status,
-  failingSince: Type.Union([Timestamp, Type.Null()], {
-    description: 'since when every attempt has failed; null after a success',
-  }),
+  failingSince: OrNull(Timestamp, 'since when every attempt has failed; null after a success'),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 };
@@ -83,14 +82,10 @@ export const DeliverySchema = Type.Object(
       description:
         'pending: not tried yet; failed: the last attempt failed and another is due at nextAttemptAt; given_up: no more attempts',
     }),
-    statusCode: Type.Union([SmallInt(100, 599), Type.Null()], {
-      description: "the last attempt's HTTP status, if it got one",
-    }),
-    error: Type.Union([Type.String({ maxLength: 600 }), Type.Null()], { description: 'why the last attempt failed' }),
-    durationMs: Type.Union([SmallInt(0, 3_600_000), Type.Null()], { description: 'how long the last attempt took' }),
-    nextAttemptAt: Type.Union([Timestamp, Type.Null()], {
-      description: 'when the next attempt is due; null once delivered or given up',
-    }),
+    statusCode: OrNull(SmallInt(100, 599), "the last attempt's HTTP status, if it got one"),
+    error: OrNull(Type.String({ maxLength: 600 }), 'why the last attempt failed'),
+    durationMs: OrNull(SmallInt(0, 3_600_000), 'how long the last attempt took'),
+    nextAttemptAt: OrNull(Timestamp, 'when the next attempt is due; null once delivered or given up'),
     createdAt: Timestamp,
     updatedAt: Timestamp,
   },
@@ -104,3 +99,28 @@ export const DeliveryListQuery = Type.Object(
   },
   { additionalProperties: false },
 );
+
+export const BacklogSchema = Type.Object(
+  {
+    status: Type.Literal('ok'),
+    due: { ...Count, description: 'deliveries due now and not in flight' },
+    oldestDueSeconds: Type.Number({
+      minimum: 0,
+      maximum: 1e10,
+      description: 'how long the oldest due delivery has waited, s; 0 when none',
+    }),
+    inFlight: { ...Count, description: 'attempts being sent now, over every instance' },
+    eventsBehind: Type.Number({
+      minimum: 0,
+      maximum: 1e16,
+      description: 'numbered events the furthest-behind active webhook has not fanned out yet',
+    }),
+    disabledWebhooks: Count,
+  },
+  { additionalProperties: false, description: 'the webhook delivery backlog, for monitoring' },
+);
+
+export type Webhook = Static<typeof WebhookSchema>;
+export type WebhookChanges = Static<typeof UpdateWebhookBody>;
+export type Delivery = Static<typeof DeliverySchema>;
+export type Backlog = Omit<Static<typeof BacklogSchema>, 'status'>;

@@ -1,10 +1,6 @@
 /**
- * Webhook signing secrets. A secret must be stored readable (the service signs
- * with it on every attempt), unlike tokens, which are stored as hashes. With
- * WEBHOOK_SECRET_KEY set it is sealed with AES-256-GCM under that key, which
- * lives outside the database: a dump, a backup or a replica alone does not
- * reveal it, and a sealed value moved to another row fails authentication
- * (the webhook id is the associated data). docs/operations.md says more.
+ * Signing secrets are stored readable (every attempt signs), sealed with AES-256-GCM under WEBHOOK_SECRET_KEY when
+ * set, so a dump alone does not reveal them; the webhook id as associated data ties a sealed value to its row.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 
@@ -13,12 +9,11 @@ const SECRET_BYTES = 24;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
-export interface StoredSecret {
+interface StoredSecret {
   secret: Buffer;
   sealed: boolean;
 }
 
-/** A new secret's bytes, and its one-time display form (`whsec_` + base64). */
 export function newSecret(): { bytes: Buffer; shown: string } {
   const bytes = randomBytes(SECRET_BYTES);
   return { bytes, shown: PREFIX + bytes.toString('base64') };
@@ -26,7 +21,6 @@ export function newSecret(): { bytes: Buffer; shown: string } {
 
 const associated = (webhookId: number) => Buffer.from(`webhook:${webhookId}`);
 
-/** What to store for webhook `webhookId`: sealed when there is a key. */
 export function sealSecret(bytes: Buffer, webhookId: number, key: Buffer | undefined): StoredSecret {
   if (!key) return { secret: bytes, sealed: false };
   const iv = randomBytes(IV_BYTES);
@@ -35,7 +29,6 @@ export function sealSecret(bytes: Buffer, webhookId: number, key: Buffer | undef
   return { secret: Buffer.concat([iv, body, cipher.getAuthTag()]), sealed: true };
 }
 
-/** The secret's bytes; throws when it is sealed and the key is missing or another one. */
 export function openSecret(stored: StoredSecret, webhookId: number, key: Buffer | undefined): Buffer {
   if (!stored.sealed) return stored.secret;
   if (!key) throw new Error('the signing secret is sealed but WEBHOOK_SECRET_KEY is not set');

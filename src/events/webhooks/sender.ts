@@ -1,23 +1,19 @@
 /**
- * One delivery attempt: a signed POST (Standard Webhooks, signed by the
- * `standardwebhooks` package) to a checked target. The whole attempt (DNS,
- * connection, TLS, answer) is bounded by the timeout; at most MAX_BODY bytes
- * of the answer are read and the rest is cut, redirects are not followed
- * (a 3xx is a failure), and nothing is pooled, so every attempt resolves and
- * checks the name again (src/events/webhooks/targets.ts).
+ * One delivery attempt: a POST signed as Standard Webhooks, bounded whole (DNS to answer) by the timeout. Redirects
+ * are failures, and nothing is pooled, so every attempt resolves and checks the name again (targets.ts).
  */
 import http from 'node:http';
 import https from 'node:https';
 import { Webhook } from 'standardwebhooks';
-import { guardedLookup, literalProblem, RefusedTarget, type TargetPolicy } from './targets.js';
+import { guardedLookup, refusedLiteral, RefusedTarget, type TargetPolicy } from './targets.js';
 
-/** Answers are read for this long only: their content is never used. */
+/** Answers are read this far only: their content is never used. */
 const MAX_BODY = 64 * 1024;
-export const USER_AGENT = 'posts-api-webhooks/0.1 (+Standard Webhooks)';
+const USER_AGENT = 'posts-api-webhooks/0.1 (+Standard Webhooks)';
 
-export interface Attempt {
+/** `messageId`: the event id (webhook-id), the same on every attempt. */
+interface Attempt {
   url: string;
-  /** The event id: webhook-id, the same on every attempt. */
   messageId: string;
   body: string;
   secret: Buffer;
@@ -30,18 +26,11 @@ export interface AttemptResult {
   durationMs: number;
 }
 
-export interface SendOptions extends TargetPolicy {
-  timeoutMs: number;
-  /** Aborts the attempt (shutdown). */
-  signal?: AbortSignal;
-}
+type SendOptions = TargetPolicy & { timeoutMs: number; signal?: AbortSignal };
 
-export function signedHeaders(attempt: Attempt, now = new Date()): Record<string, string> {
-  const signature = new Webhook(new Uint8Array(attempt.secret), { format: 'raw' }).sign(
-    attempt.messageId,
-    now,
-    attempt.body,
-  );
+function signedHeaders(attempt: Attempt, now = new Date()): Record<string, string> {
+  const signer = new Webhook(new Uint8Array(attempt.secret), { format: 'raw' });
+  const signature = signer.sign(attempt.messageId, now, attempt.body);
   return {
     'content-type': 'application/json',
     'user-agent': USER_AGENT,
@@ -60,23 +49,21 @@ export async function send(attempt: Attempt, options: SendOptions): Promise<Atte
     durationMs: Math.round(performance.now() - started),
   });
   const url = new URL(attempt.url);
-  const refused = literalProblem(url, options);
-  if (refused) return done(null, `refused: ${refused}`);
+  const literal = refusedLiteral(url, options);
+  if (literal) return done(null, `refused: ${literal.address} is a ${literal.range} address`);
   try {
     const statusCode = await post(url, attempt, options);
     if (statusCode >= 200 && statusCode < 300) return done(statusCode, null);
     const error = statusCode >= 300 && statusCode < 400 ? 'redirect not followed' : `answered ${statusCode}`;
     return done(statusCode, error);
   } catch (error) {
-    return done(null, describe(error, options));
+    return done(null, describe(error));
   }
 }
 
-function describe(error: unknown, options: SendOptions): string {
+function describe(error: unknown): string {
   if (error instanceof RefusedTarget) return `refused: ${error.message}`;
   const e = error as NodeJS.ErrnoException;
-  if (e.name === 'TimeoutError') return `no answer within ${options.timeoutMs} ms`;
-  if (e.name === 'AbortError') return 'interrupted: the instance shut down';
   return [e.code, e.message].filter(Boolean).join(' ').slice(0, 500) || 'failed';
 }
 
@@ -85,11 +72,8 @@ function post(url: URL, attempt: Attempt, options: SendOptions): Promise<number>
   const client = url.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
     // A timer of our own, cleared when settled: AbortSignal.timeout can be garbage-collected unfired (Node issue 57736).
-    const timer = setTimeout(
-      () => stop(Object.assign(new Error('timed out'), { name: 'TimeoutError' })),
-      options.timeoutMs,
-    );
-    const abort = () => stop(Object.assign(new Error('aborted'), { name: 'AbortError' }));
+    const timer = setTimeout(() => stop(new Error(`no answer within ${options.timeoutMs} ms`)), options.timeoutMs);
+    const abort = () => stop(new Error('interrupted: the instance shut down'));
     options.signal?.addEventListener('abort', abort, { once: true });
     const settle = () => {
       clearTimeout(timer);

@@ -1,10 +1,6 @@
 /**
- * Where a webhook may send (docs/api.md §12, Targets): https URLs whose name
- * resolves only to public unicast addresses. The check runs on every attempt
- * inside the connection's own DNS lookup, and the connection goes to the
- * address that was checked: a name cannot pass the check and then resolve
- * elsewhere for the connection (DNS rebinding). WEBHOOK_ALLOW_HTTP and
- * WEBHOOK_ALLOW_PRIVATE lift the rules for tests and private networks.
+ * Where a webhook may send (docs/api.md §12, Targets): https URLs whose name resolves only to public unicast
+ * addresses, checked inside the connection's own DNS lookup so that the name cannot resolve elsewhere after the check.
  */
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import type { LookupFunction } from 'node:net';
@@ -20,7 +16,7 @@ const CARRIERS = ['::/96', '::ffff:0:0/96', '::ffff:0:0:0/96', '64:ff9b::/96'].m
   ipaddr.IPv6.parseCIDR(cidr),
 );
 
-/** Why an address is refused (its range: private, loopback, linkLocal...), or undefined for a public one. */
+/** The range of a refused address (private, loopback...); undefined for a public one. */
 export function refusedRange(address: string): string | undefined {
   if (!ipaddr.isValid(address)) return 'invalid';
   let ip = ipaddr.parse(address);
@@ -36,12 +32,6 @@ export function refusedRange(address: string): string | undefined {
   return range === 'unicast' ? undefined : range;
 }
 
-/** A literal address in a URL's hostname, without IPv6 brackets; undefined for a name. */
-function literalAddress(hostname: string): string | undefined {
-  const bare = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
-  return ipaddr.isValid(bare) ? bare : undefined;
-}
-
 /** Ports no webhook goes to: 0, and the Fetch standard's bad ports (SSH, SMTP, IRC...). */
 const BAD_PORTS = new Set([
   0, 1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110,
@@ -53,10 +43,9 @@ const BAD_PORTS = new Set([
 // eslint-disable-next-line no-control-regex -- refusing control characters is the point
 const WELL_FORMED = /^[a-z][a-z0-9+.-]*:\/\/[^/\\\x00-\x20\x7f][^\\\x00-\x20\x7f]*$/i;
 
-/** The URL as stored and sent: WHATWG URL's serialization (lower-case host, default port dropped, IDN in punycode). */
+/** As stored and sent: WHATWG URL's serialization. */
 export const normalizedUrl = (url: string) => new URL(url).href;
 
-/** What is wrong with `url` as a webhook target, before any DNS; undefined when nothing is. */
 export function urlProblem(url: string, policy: TargetPolicy): string | undefined {
   if (!URL.canParse(url)) return 'must be an absolute URL';
   if (!WELL_FORMED.test(url)) return 'must be a well-formed absolute URL';
@@ -72,23 +61,15 @@ export function urlProblem(url: string, policy: TargetPolicy): string | undefine
     return port === 0
       ? 'must not use port 0'
       : `must not use port ${port} (not an HTTP port: the Fetch standard's bad ports)`;
-  const literal = literalAddress(parsed.hostname);
-  if (literal !== undefined && !policy.allowPrivate) {
-    const range = refusedRange(literal);
-    if (range) return `must not name a ${range} address`;
-  }
-  return undefined;
+  const literal = refusedLiteral(parsed, policy);
+  return literal && `must not name a ${literal.range} address`;
 }
 
 export class RefusedTarget extends Error {
   override name = 'RefusedTarget';
 }
 
-/**
- * A DNS lookup for the connection that refuses names resolving to any
- * non-public address (all of them are checked: a name with one private
- * address among public ones is refused, whichever the connection would pick).
- */
+/** Refuses a name with any non-public address, whichever one the connection would pick. */
 export function guardedLookup(policy: TargetPolicy): LookupFunction {
   return (hostname, options, callback) => {
     dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
@@ -106,9 +87,8 @@ export function guardedLookup(policy: TargetPolicy): LookupFunction {
 }
 
 /** The check the lookup cannot make: a literal address in the URL connects without a lookup. */
-export function literalProblem(url: URL, policy: TargetPolicy): string | undefined {
-  const literal = literalAddress(url.hostname);
-  if (literal === undefined || policy.allowPrivate) return undefined;
-  const range = refusedRange(literal);
-  return range ? `${literal} is a ${range} address` : undefined;
+export function refusedLiteral(url: URL, policy: TargetPolicy): { address: string; range: string } | undefined {
+  const address = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+  const range = policy.allowPrivate || !ipaddr.isValid(address) ? undefined : refusedRange(address);
+  return range === undefined ? undefined : { address, range };
 }

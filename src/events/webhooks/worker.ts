@@ -1,43 +1,24 @@
 /**
- * The webhook worker every instance runs (WEBHOOK_CONCURRENCY > 0): every
- * second (webhooks.pollMs) it fans new events out into deliveries and sends the due
- * ones, at most WEBHOOK_CONCURRENCY at once; the queue (queue.ts) makes
- * instances share the work without ever sending one attempt twice at once.
- * Nothing is held in memory that the database does not also hold, so a
- * restart loses nothing. On close, attempts in flight are cut and recorded as
- * failed, due again at once, for the next instance to send.
+ * The webhook worker (WEBHOOK_CONCURRENCY > 0): each poll fans events out and sends what is due. Its state is all in
+ * the database; on close, attempts in flight are cut and due again at once, for the next instance.
  */
 import { channel } from 'node:diagnostics_channel';
-import { trace } from '@opentelemetry/api';
+import { trace, type Link } from '@opentelemetry/api';
 import fp from 'fastify-plugin';
+import type { Config } from '../../config.js';
 import { toEvent } from '../repository.js';
-import { nextAttemptAt } from './backoff.js';
-import { webhookQueue, type Backlog, type Claimed, type Outcome } from './queue.js';
+import { webhookQueue, type Claimed, type Outcome } from './queue.js';
+import type { Backlog } from './schemas.js';
 import { openSecret } from './secrets.js';
 import { send, type AttemptResult } from './sender.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    webhooks: {
-      /** Looks for work now instead of at the next poll. */
-      wake(): void;
-      backlog(): Promise<Backlog>;
-    };
+    webhooks: { wake(): void; backlog(): Promise<Backlog> };
   }
 }
 
-export interface WebhookWorkerOptions {
-  apiPrefix: string;
-  secretKey: Buffer | undefined;
-  allowHttp: boolean;
-  allowPrivate: boolean;
-  concurrency: number;
-  timeoutMs: number;
-  retryBaseMs: number;
-  giveUpAfterSeconds: number;
-  disableAfterSeconds: number;
-  pollMs: number;
-}
+type WebhookWorkerOptions = Config['webhooks'] & { apiPrefix: string };
 
 /** Each attempt's outcome, for the metrics (src/plugins/metrics.ts). */
 export const WEBHOOK_ATTEMPTS = 'posts-api:webhook-attempt';
@@ -46,41 +27,49 @@ const tracer = trace.getTracer('posts-api');
 
 /** A lease outlasts the attempt's timeout by this much: the time to record its result. */
 const LEASE_MARGIN_MS = 30_000;
-/** Fan-out batches per tick: whatever is left waits for the next one. */
 const MAX_FAN_OUT_BATCHES = 20;
+const MAX_DELAY_MS = 3_600_000;
+
+/**
+ * When to try again after attempt `attempt` (1 = the first) failed, or null to give up: exponential backoff with
+ * jitter (failures together do not return together), capped, the last attempt made at the give-up time.
+ */
+export function nextAttemptAt(
+  attempt: number,
+  createdAt: Date,
+  now: Date,
+  settings: { retryBaseMs: number; giveUpAfterSeconds: number },
+  random = Math.random,
+): Date | null {
+  const deadline = createdAt.getTime() + settings.giveUpAfterSeconds * 1000;
+  if (now.getTime() >= deadline) return null;
+  const full = Math.min(settings.retryBaseMs * 2 ** Math.min(attempt - 1, 30), MAX_DELAY_MS);
+  const delay = full / 2 + (random() * full) / 2;
+  return new Date(Math.min(now.getTime() + delay, deadline));
+}
+
+/** A link to the span whose write made the event (its stored traceparent), when there is one. */
+function writerOf(traceparent: string | null | undefined): Link[] {
+  const [, traceId, spanId, flags] = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(traceparent ?? '') ?? [];
+  return traceId ? [{ context: { traceId, spanId: spanId!, traceFlags: parseInt(flags!, 16), isRemote: true } }] : [];
+}
 
 /** Sends one attempt; an attempt cut by `signal` (closing) is due again at once. */
 async function sendAttempt(claimed: Claimed, options: WebhookWorkerOptions, signal: AbortSignal): Promise<Outcome> {
-  let result: AttemptResult;
-  if (claimed.event === null) {
-    result = { ok: false, statusCode: null, error: 'the event is no longer retained', durationMs: 0 };
-  } else {
+  const { event } = claimed;
+  let result: AttemptResult = { ok: false, statusCode: null, error: 'the event is no longer retained', durationMs: 0 };
+  if (event) {
     try {
-      const secret = openSecret(
-        { secret: claimed.secret, sealed: claimed.sealed },
-        claimed.webhookId,
-        options.secretKey,
-      );
-      const body = JSON.stringify(toEvent(claimed.event, options.apiPrefix));
-      result = await send(
-        { url: claimed.url, messageId: String(claimed.event.id), body, secret },
-        { ...options, signal },
-      );
+      const secret = openSecret(claimed, claimed.webhookId, options.secretKey);
+      const body = JSON.stringify(toEvent(event, options.apiPrefix));
+      result = await send({ url: claimed.url, messageId: String(event.id), body, secret }, { ...options, signal });
     } catch (error) {
       result = { ok: false, statusCode: null, error: (error as Error).message, durationMs: 0 };
     }
   }
   const now = new Date();
-  const interrupted = signal.aborted && !result.ok;
-  return {
-    ...result,
-    nextAttemptAt:
-      result.ok || claimed.event === null
-        ? null
-        : interrupted
-          ? now
-          : nextAttemptAt(claimed.attempt, claimed.createdAt, now, options),
-  };
+  const retry = signal.aborted ? now : nextAttemptAt(claimed.attempt, claimed.createdAt, now, options);
+  return { ...result, nextAttemptAt: result.ok || !event ? null : retry };
 }
 
 export default fp<WebhookWorkerOptions>(
@@ -92,22 +81,23 @@ export default fp<WebhookWorkerOptions>(
     let again = false;
     let failing = false;
 
-    async function attempt(claimed: Claimed): Promise<void> {
-      const outcome = await sendAttempt(claimed, options, shutdown.signal);
-      attempts.publish(outcome);
-      await queue.record(claimed, outcome, options.disableAfterSeconds);
-    }
-
     function start(claimed: Claimed): void {
       const attributes = {
         'webhook.id': claimed.webhookId,
         'webhook.attempt': claimed.attempt,
         'event.id': claimed.event?.id,
       };
+      const links = writerOf(claimed.event?.traceparent);
       const running = tracer
-        .startActiveSpan('webhook delivery', { root: true, attributes }, (span) =>
-          attempt(claimed).finally(() => span.end()),
-        )
+        .startActiveSpan('webhook delivery', { root: true, attributes, links }, async (span) => {
+          try {
+            const outcome = await sendAttempt(claimed, options, shutdown.signal);
+            attempts.publish(outcome);
+            await queue.record(claimed, outcome, options.disableAfterSeconds);
+          } finally {
+            span.end();
+          }
+        })
         .catch((error: unknown) =>
           app.log.warn({ err: error, deliveryId: claimed.id }, 'recording a webhook attempt failed'),
         )

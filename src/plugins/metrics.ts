@@ -7,6 +7,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fp from 'fastify-plugin';
+import type { AppConfig } from '../app.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { codeOf } from '../db/pool.js';
 import { HttpError } from '../errors.js';
@@ -21,8 +22,8 @@ declare module 'fastify' {
 
 type Labels = Record<string, string>;
 
-export default fp<{ maxStreams: number }>(
-  async (app, { maxStreams }) => {
+export default fp<{ config: AppConfig }>(
+  async (app, { config: { maxStreams } }) => {
     const registry = new Registry();
     const registers = [registry];
     const counter = (name: string, help: string, ...labelNames: string[]) =>

@@ -4,6 +4,7 @@
  */
 import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
 import fp from 'fastify-plugin';
+import type { AppConfig } from '../app.js';
 import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -214,8 +215,8 @@ function documentServer(document: () => unknown) {
   };
 }
 
-export default fp<{ prefix: string }>(
-  async (app, { prefix }) => {
+export default fp<{ config: AppConfig }>(
+  async (app, { config: { apiPrefix: prefix } }) => {
     app.addSchema(ErrorSchema);
     await app.register(swagger, swaggerOptions(prefix));
     const serveDocument = documentServer(() => app.swagger());

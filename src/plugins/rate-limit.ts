@@ -5,7 +5,7 @@ import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Config } from '../config.js';
+import type { AppConfig } from '../app.js';
 import { HttpError } from '../errors.js';
 
 declare module 'fastify' {
@@ -23,8 +23,8 @@ interface Policy {
 const REDIS_WARNING_INTERVAL_MS = 30_000;
 const MAX_REMEMBERED = 10_000;
 
-export default fp<{ rateLimit: Config['rateLimit']; redisUrl: Config['redisUrl']; databaseUrl: string }>(
-  async (app, { rateLimit: limits, redisUrl, databaseUrl }) => {
+export default fp<{ config: AppConfig }>(
+  async (app, { config: { rateLimit: limits, redisUrl, databaseUrl } }) => {
     const windowSeconds = limits.windowSeconds;
     const policies = {
       default: { name: 'default', max: limits.max },

@@ -193,13 +193,9 @@ async function createDatabaseIfMissing(adminUrl: string, database: string): Prom
   const client = new Client({ connectionString: adminUrl });
   await client.connect();
   try {
-    const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [database]);
-    if (rowCount === 0) {
-      await client.query(`CREATE DATABASE ${client.escapeIdentifier(database)}`).catch((error: unknown) => {
-        // Another process created it between our check and our CREATE.
-        if ((error as { code?: unknown }).code !== '42P04') throw error;
-      });
-    }
+    await client.query(`CREATE DATABASE ${client.escapeIdentifier(database)}`);
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== '42P04') throw error; // it exists: an earlier run's, or another process's
   } finally {
     await client.end();
   }

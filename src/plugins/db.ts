@@ -15,10 +15,7 @@ declare module 'fastify' {
   }
 }
 
-/**
- * An 'error' listener for each connection's whole life: a FATAL read between
- * pg-pool handing a client out and `await connect()` resuming ended the process.
- */
+/** A FATAL read between pg-pool handing a client out and `await connect()` resuming ended the process. */
 function guarded(pool: pg.Pool): pg.Pool {
   pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
@@ -71,11 +68,7 @@ export default fp<{ config: AppConfig }>(
   { name: 'db', dependencies: ['errors'] },
 );
 
-/**
- * A schema behind this version stops start-up; one ahead (a rolling upgrade) is
- * served with a warning; an unreachable database is said once, and the service
- * answers 503 until it answers.
- */
+/** A schema behind this version stops start-up; one ahead (a rolling upgrade) is served; an unreachable database too. */
 export async function checkDatabaseAtStart(
   databaseUrl: string,
   warn: (message: string) => void = console.warn,

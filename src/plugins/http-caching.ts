@@ -1,8 +1,6 @@
 /**
- * Cache-Control on every answer and a body-digest ETag on 200 GETs that have
- * none of their own (docs/api.md §11). Caching happens at the edge: an
- * anonymous read of public data may be kept by a shared cache for
- * `sharedCacheSeconds`; an answer to a request with credentials never.
+ * Cache-Control on every answer and a body-digest ETag on 200 GETs that have none of their own (docs/api.md §11):
+ * a shared cache may keep an anonymous public read briefly, an answer to a request with credentials never.
  */
 import fp from 'fastify-plugin';
 import type { AppConfig } from '../app.js';

@@ -1,8 +1,4 @@
-/**
- * Prometheus metrics (docs/operations.md, "Metrics"): requests are counted in one
- * onResponse hook; the rest is read at scrape time from state the service keeps
- * anyway. `app.metrics.serve` serves them on a port of their own, never the API's.
- */
+/** Prometheus metrics (docs/operations.md, "Metrics"), read at scrape time where they can, on a port of their own. */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -16,7 +12,7 @@ import { WEBHOOK_ATTEMPTS } from '../events/webhooks/worker.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    metrics: { registry: Registry; serve(host: string, port: number): Promise<number> };
+    metrics: { serve(host: string, port: number): Promise<number> };
   }
 }
 
@@ -141,7 +137,6 @@ export default fp<{ config: AppConfig }>(
       else done();
     });
     app.decorate('metrics', {
-      registry,
       /** GET /metrics on host:port, with the process's own metrics, until the app closes; answers the port. */
       async serve(host: string, port: number) {
         collectDefaultMetrics({ register: registry });

@@ -1,7 +1,4 @@
-/**
- * Purges expired rows on a timer in every instance, in small SKIP LOCKED batches,
- * so no cron and no election (docs/architecture.md, "Retention").
- */
+/** Purges expired rows on a timer in every instance, in small SKIP LOCKED batches (docs/architecture.md, "Retention"). */
 import fp from 'fastify-plugin';
 import type { AppConfig } from '../app.js';
 import { idempotencyKeysRepository } from '../repositories/idempotency-keys.js';

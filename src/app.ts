@@ -36,23 +36,6 @@ export type AppConfig = Config & { databaseUrl: string };
 // Short and plain, so a client's X-Request-Id can neither forge log lines nor bloat them.
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-export function loggerOptions(level: string, stream?: DestinationStream): FastifyServerOptions['logger'] {
-  return {
-    level,
-    ...(stream ? { stream } : {}),
-    // With tracing on (src/telemetry.ts), each line of a request names its trace.
-    mixin: () => {
-      const context = trace.getActiveSpan()?.spanContext();
-      return context ? { traceId: context.traceId, spanId: context.spanId } : {};
-    },
-    // Credentials never reach the logs, whatever a future serializer includes.
-    redact: {
-      paths: ['req.headers.authorization', 'req.headers.cookie', '*.password', '*.token', 'body.password'],
-      censor: '[redacted]',
-    },
-  };
-}
-
 // Fastify's typings expect Ajv's compile signature; it calls our compiler as a schema compiler.
 type ValidatorBuilder = NonNullable<
   NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']
@@ -61,11 +44,24 @@ type ValidatorBuilder = NonNullable<
 export async function buildApp(config: AppConfig, options: { logStream?: DestinationStream } = {}) {
   const validator = createValidatorCompiler();
   const app = Fastify({
-    logger: loggerOptions(config.logLevel, options.logStream),
+    logger: {
+      level: config.logLevel,
+      ...(options.logStream && { stream: options.logStream }),
+      // With tracing on (src/telemetry.ts), each line of a request names its trace.
+      mixin: () => {
+        const context = trace.getActiveSpan()?.spanContext();
+        return context ? { traceId: context.traceId, spanId: context.spanId } : {};
+      },
+      // Credentials never reach the logs, whatever a future serializer includes.
+      redact: {
+        paths: ['req.headers.authorization', 'req.headers.cookie', '*.password', '*.token', 'body.password'],
+        censor: '[redacted]',
+      },
+    },
     // Our own single line per request (plugins/request-log.ts) replaces Fastify's pair.
     logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     bodyLimit: config.bodyLimit,
-    // A hop count is valid at runtime (proxy-addr) though the typings omit it.
+    // A hop count is valid at runtime (proxy-addr), not in the typings.
     trustProxy: config.trustProxy as boolean | string[],
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
@@ -75,13 +71,9 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
     connectionTimeout: 30_000,
     requestTimeout: 30_000,
     keepAliveTimeout: 72_000,
-    // Requests arriving while closing get the contract's 503 (plugins/graceful-close.ts).
-    return503OnClosing: false,
-    routerOptions: {
-      ignoreTrailingSlash: false,
-      // Past Node's 16 KiB header limit: the router never answers an overlong id by itself.
-      maxParamLength: MAX_PARAM_LENGTH,
-    },
+    return503OnClosing: false, // plugins/graceful-close.ts answers the contract's 503
+    // Past Node's 16 KiB header limit: the router never answers an overlong id by itself.
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: MAX_PARAM_LENGTH },
     // A URL that cannot be decoded (e.g. /%zz) goes through the one error handler.
     frameworkErrors: (error, request, reply) =>
       void sendError(reply, request, toHttpError(error, request) ?? badRequest('the request is malformed')),
@@ -120,33 +112,19 @@ async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise
   await app.register(gracefulClose);
   await app.register(httpSecurity, { corsOrigins: config.corsOrigins });
   await app.register(bodyParser);
-  await app.register(db, {
-    connectionString: config.databaseUrl,
-    max: config.pgPoolMax,
-    statementTimeoutMs: config.pgStatementTimeoutMs,
-    preparedStatements: config.databasePreparedStatements,
-    readUrls: config.databaseReadUrls,
-    readMaxLagMs: config.databaseReadMaxLagMs,
-  });
-  await app.register(rateLimit, {
-    rateLimit: config.rateLimit,
-    redisUrl: config.redisUrl,
-    databaseUrl: config.databaseUrl,
-  });
+  await app.register(db, { config });
+  await app.register(rateLimit, { config });
   await app.register(auth, { cacheMs: config.authCacheMs });
-  await app.register(httpCaching, { sharedCacheSeconds: config.sharedCacheSeconds });
+  await app.register(httpCaching, { config });
   await app.register(readRouting);
   await app.register(requestLog);
-  await app.register(openapi, { prefix: config.apiPrefix });
-  await app.register(retention, {
-    tombstoneRetentionSeconds: config.tombstoneRetentionSeconds,
-    eventRetentionSeconds: config.eventRetentionSeconds,
-  });
+  await app.register(openapi, { config });
+  await app.register(retention, { config });
   await app.register(events, {
     listenUrl: config.databaseListenUrl ?? config.databaseUrl,
     prefix: config.apiPrefix,
     heartbeatMs: config.eventStreamHeartbeatSeconds * 1_000,
   });
   await app.register(webhookWorker, { ...config.webhooks, apiPrefix: config.apiPrefix });
-  if (config.metrics) await app.register(metrics, { maxStreams: config.maxStreams });
+  if (config.metrics) await app.register(metrics, { config });
 }

@@ -1,7 +1,4 @@
-/**
- * Operator commands (migrate, admin:grant, seed), on DATABASE_URL or else the
- * embedded development database: the running one, else started for the command.
- */
+/** Operator commands on DATABASE_URL, else on the embedded development database (the running one, or started). */
 import { exitWithUsage, parseCommandLine, usageLine, type CommandSpec } from './command-line.js';
 import type { Pool } from 'pg';
 

@@ -1,8 +1,4 @@
-/**
- * What every entry point does first: arguments (usage: exit 64) and --help
- * (then readConfiguration, in config.ts: exit 78). Usage names the command as the
- * user typed it. Nothing heavy is imported here: --help answers at once.
- */
+/** Arguments (usage: exit 64) and --help, named as the user typed the command; nothing heavy is imported here. */
 import { relative } from 'node:path';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 

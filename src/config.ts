@@ -1,7 +1,4 @@
-/**
- * Every setting, from environment variables (and `.env`) checked by one schema:
- * a typo fails start-up loudly instead of running with a surprising default.
- */
+/** Every setting, from environment variables (and `.env`) checked by one schema: a typo fails start-up loudly. */
 import { readFileSync } from 'node:fs';
 import { parseEnv } from 'node:util';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
@@ -250,10 +247,7 @@ export type Config = ReturnType<typeof loadConfig>;
 // A line of a .env file: blank, a comment, or NAME=value (`export ` allowed, as shells write it).
 const ENV_LINE = /^\s*(#.*)?$|^\s*(export\s+)?[A-Za-z_][A-Za-z0-9_]*\s*=/;
 
-/**
- * A variable already set, even to empty, wins. The lines are checked first:
- * Node's parser silently skips or merges lines it cannot read.
- */
+/** A variable already set, even to empty, wins. Lines are checked first: Node's parser skips what it cannot read. */
 export function loadEnvFile(path = '.env', env: Record<string, string | undefined> = process.env): void {
   let text: string;
   try {

@@ -6,7 +6,7 @@
 import { stopTracing } from './telemetry.js';
 import closeWithGrace from 'close-with-grace';
 import type { DestinationStream } from 'pino';
-import { describeConnections, describeSettings, readConfiguration, type Config } from './config.js';
+import { describeConnections, describeSettings, readConfiguration } from './config.js';
 import type { buildApp } from './app.js';
 import { parseCommandLine, type CommandSpec } from './command-line.js';
 import type { EmbeddedPostgresServer } from './dev/embedded.js';
@@ -26,21 +26,12 @@ options:
   -h, --help   print this help and exit`,
 };
 
-function startupSummary(config: Config, databaseUrl: string, embedded: boolean, port: number) {
-  const host = ['0.0.0.0', '::'].includes(config.host)
-    ? 'localhost'
-    : config.host.includes(':')
-      ? `[${config.host}]`
-      : config.host;
-  const url = `http://${host}:${port}${config.apiPrefix}`;
-  const uses = describeConnections(config, databaseUrl);
-  if (embedded) uses.database += ` (embedded, ${config.embeddedPg.dataDir})`;
-  const fields = { url, docs: `${url}/docs`, ...uses };
-  const msg =
-    `listening on ${url} (docs: ${fields.docs}); database ${uses.database}; rate limits in ${uses.rateLimitStore}; ` +
-    `shared cache ${uses.sharedCache}; read replicas ${uses.replicas}`;
-  return { fields, msg };
-}
+const LISTEN_ERRORS: Record<string, string> = {
+  EADDRINUSE: 'the port is already in use; stop what uses it or set another PORT',
+  EACCES: 'permission denied (ports below 1024 need privileges); set another PORT',
+  EADDRNOTAVAIL: 'no such address on this machine; set another HOST',
+  ENOTFOUND: 'no such address on this machine; set another HOST',
+};
 
 /** Pretty logs on a terminal when pino-pretty (a dev dependency) is installed; JSON lines otherwise. */
 async function terminalLogStream(): Promise<DestinationStream | undefined> {
@@ -52,88 +43,75 @@ async function terminalLogStream(): Promise<DestinationStream | undefined> {
   }
 }
 
-function listenError(error: NodeJS.ErrnoException, config: Config): string | undefined {
-  const where = `HOST=${config.host} PORT=${config.port}`;
-  if (error.code === 'EADDRINUSE')
-    return `cannot listen on ${where}: the port is already in use; stop what uses it or set another PORT`;
-  if (error.code === 'EACCES')
-    return `cannot listen on ${where}: permission denied (ports below 1024 need privileges); set another PORT`;
-  if (error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND')
-    return `cannot listen on ${where}: no such address on this machine; set another HOST`;
-  return undefined;
-}
+parseCommandLine(SERVER, process.argv.slice(2));
+const config = readConfiguration();
 
-async function main() {
-  parseCommandLine(SERVER, process.argv.slice(2));
-  const config = readConfiguration();
-
-  let app: Awaited<ReturnType<typeof buildApp>> | undefined;
-  let embedded: EmbeddedPostgresServer | undefined;
-  const stop = async () => {
-    await app?.close();
-    await embedded?.stop();
-    await stopTracing();
-  };
-  // From the start, so that a signal during start-up also stops the embedded database.
-  closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
-    if (!app) {
-      // Nothing to drain yet. Exiting now stops the embedded database (its exit hook) at once,
-      // rather than after the migration or connection it cuts short has failed.
-      console.error(err ? `start-up failed: ${err.message}` : `${signal} during start-up: stopping`);
-      process.exit(err ? 1 : 0);
-    }
-    if (err) app.log.error({ err }, 'shutting down after an error');
-    else app.log.info({ signal }, 'shutting down');
-    await stop();
-  });
-
-  try {
-    // Only now: --help and a configuration error answer at once, without loading the app.
-    const [{ buildApp }, { migrate }, { checkDatabaseAtStart }] = await Promise.all([
-      import('./app.js'),
-      import('./db/migrate.js'),
-      import('./plugins/db.js'),
-    ]);
-    let databaseUrl = config.databaseUrl;
-    if (!databaseUrl) {
-      const { startDevelopmentDatabase } = await import('./dev/embedded.js');
-      console.log(
-        `DATABASE_URL is unset: starting an embedded PostgreSQL in ${config.embeddedPg.dataDir} on port ${config.embeddedPg.port}`,
-      );
-      embedded = await startDevelopmentDatabase(config.embeddedPg);
-      databaseUrl = embedded.url;
-      await migrate(databaseUrl, (msg) => console.log(msg));
-    } else {
-      await checkDatabaseAtStart(databaseUrl);
-    }
-    app = await buildApp({ ...config, databaseUrl }, { logStream: await terminalLogStream() });
-    await app.listen({ host: config.host, port: config.port });
-    const address = app.server.address();
-    const { fields, msg } = startupSummary(
-      config,
-      databaseUrl,
-      embedded !== undefined,
-      typeof address === 'object' && address ? address.port : config.port,
-    );
-    app.log.info(fields, msg);
-    if (config.metrics) {
-      const { host, port } = config.metrics;
-      // Metrics are worth less than the API they describe: a port taken is said, not fatal.
-      await app.metrics.serve(host, port).then(
-        (bound) => app!.log.info(`metrics on http://${host.includes(':') ? `[${host}]` : host}:${bound}/metrics`),
-        (error: Error) =>
-          app!.log.warn(`no metrics: cannot listen on ${host}:${port} (${error.message}); set METRICS_PORT`),
-      );
-    }
-  } catch (error) {
-    const known = listenError(error as NodeJS.ErrnoException, config);
-    console.error(known ?? (error instanceof Error ? error.message : error));
-    await stop().catch(() => {});
-    process.exit((error as { exitCode?: number }).exitCode ?? 1);
+let app: Awaited<ReturnType<typeof buildApp>> | undefined;
+let embedded: EmbeddedPostgresServer | undefined;
+const stop = async () => {
+  await app?.close();
+  await embedded?.stop();
+  await stopTracing();
+};
+// From the start, so that a signal during start-up also stops the embedded database.
+closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
+  if (!app) {
+    // Nothing to drain yet. Exiting now stops the embedded database (its exit hook) at once,
+    // rather than after the migration or connection it cuts short has failed.
+    console.error(err ? `start-up failed: ${err.message}` : `${signal} during start-up: stopping`);
+    process.exit(err ? 1 : 0);
   }
-}
-
-main().catch((error: unknown) => {
-  console.error(error instanceof Error ? error.message : error);
-  process.exit((error as { exitCode?: number }).exitCode ?? 1);
+  if (err) app.log.error({ err }, 'shutting down after an error');
+  else app.log.info({ signal }, 'shutting down');
+  await stop();
 });
+
+try {
+  // Only now: --help and a configuration error answer at once, without loading the app.
+  const [{ buildApp }, { migrate }, { checkDatabaseAtStart }] = await Promise.all([
+    import('./app.js'),
+    import('./db/migrate.js'),
+    import('./plugins/db.js'),
+  ]);
+  let databaseUrl = config.databaseUrl;
+  if (!databaseUrl) {
+    const { startDevelopmentDatabase } = await import('./dev/embedded.js');
+    console.log(
+      `DATABASE_URL is unset: starting an embedded PostgreSQL in ${config.embeddedPg.dataDir} on port ${config.embeddedPg.port}`,
+    );
+    embedded = await startDevelopmentDatabase(config.embeddedPg);
+    databaseUrl = embedded.url;
+    await migrate(databaseUrl, (msg) => console.log(msg));
+  } else {
+    await checkDatabaseAtStart(databaseUrl);
+  }
+  app = await buildApp({ ...config, databaseUrl }, { logStream: await terminalLogStream() });
+  await app.listen({ host: config.host, port: config.port });
+
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : config.port;
+  const bracketed = (host: string) => (host.includes(':') ? `[${host}]` : host);
+  const url = `http://${['0.0.0.0', '::'].includes(config.host) ? 'localhost' : bracketed(config.host)}:${port}${config.apiPrefix}`;
+  const uses = describeConnections(config, databaseUrl);
+  if (embedded) uses.database += ` (embedded, ${config.embeddedPg.dataDir})`;
+  app.log.info(
+    { url, docs: `${url}/docs`, ...uses },
+    `listening on ${url} (docs: ${url}/docs); database ${uses.database}; rate limits in ${uses.rateLimitStore}; ` +
+      `shared cache ${uses.sharedCache}; read replicas ${uses.replicas}`,
+  );
+  if (config.metrics) {
+    const { host, port } = config.metrics;
+    // Metrics are worth less than the API they describe: a port taken is said, not fatal.
+    await app.metrics.serve(host, port).then(
+      (bound) => app!.log.info(`metrics on http://${bracketed(host)}:${bound}/metrics`),
+      (error: Error) =>
+        app!.log.warn(`no metrics: cannot listen on ${host}:${port} (${error.message}); set METRICS_PORT`),
+    );
+  }
+} catch (error) {
+  const listen = LISTEN_ERRORS[(error as NodeJS.ErrnoException | undefined)?.code ?? ''];
+  if (listen) console.error(`cannot listen on HOST=${config.host} PORT=${config.port}: ${listen}`);
+  else console.error(error instanceof Error ? error.message : error);
+  await stop().catch(() => {});
+  process.exit((error as { exitCode?: number }).exitCode ?? 1);
+}

@@ -52,10 +52,7 @@ const CORPUS_TEXT =
 export const CORPUS = `${CORPUS_TEXT} ${CORPUS_TEXT}`;
 export const WORD_STARTS = [...CORPUS_TEXT.matchAll(/(?<=^|\. )[A-Z]/g)].map((m) => m.index + 1);
 
-/**
- * Every other word of the seeded texts is in at least 2 % of the posts; real text has a long tail. One title in
- * 20 000 ends with this word, so a search for a rare word has something to find (the benchmark's rare search).
- */
+/** Seeded text has no long tail: a few titles end with this word, so a rare-word search has something to find. */
 export const RARE_WORD = 'quokka';
 const RARE_WORD_SHARE = 1 / 20_000;
 
@@ -84,8 +81,7 @@ export function bind(text: string, params: Record<string, unknown>): { text: str
   return { text: out, values: names.map((n) => params[n]) };
 }
 
-// Ordinals (0-based within this seed run): u for users, i for posts, j for comments.
-// $n::int8 posts, $m::int8 comments, $users::int8 users; $start is the first post's earliest time.
+// Ordinals in this run: u users, i posts, j comments; $n posts, $m comments, $users users; $start the first post's time.
 const POST_TIME = `((i + ${rnd('i', 1)}) / $n::int8)`;
 /** A comment's position on the timeline, and the post it answers (an ordinal < the posts existing by then). */
 const COMMENT_PLAN = `

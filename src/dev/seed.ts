@@ -70,10 +70,7 @@ async function nextId(client: pg.PoolClient, table: string): Promise<number> {
   return Number(rows[0]!.id);
 }
 
-/**
- * Building indexes afresh beats maintaining them row by row once a load at least doubles a table: drops
- * those that back no constraint, and returns their definitions to run after the load.
- */
+/** A load that at least doubles a table rebuilds its indexes (those backing no constraint) after, not row by row. */
 async function dropIndexesOfDoubledTables(client: pg.PoolClient, added: Record<string, number>): Promise<string[]> {
   const rebuild: string[] = [];
   for (const [table, adding] of Object.entries(added)) {

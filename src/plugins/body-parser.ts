@@ -13,7 +13,6 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 const noBody = (request: FastifyRequest, length: number | string | undefined) =>
   (request.method === 'DELETE' || request.method === 'OPTIONS') && Number(length) === 0;
 
-/** The body's text, or why it is refused (undefined: no body). */
 function decode(request: FastifyRequest, body: Buffer): string | HttpError | undefined {
   if (noBody(request, body.length)) return undefined;
   const contentType = request.headers['content-type'] ?? '';

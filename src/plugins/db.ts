@@ -5,6 +5,7 @@ import { APPLICATION_NAME, createPool } from '../db/pool.js';
 import { schemaState, shippedMigrations, type SchemaState } from '../db/migrate.js';
 import { createReadRouter, type ReadRouter } from '../db/replicas.js';
 import { databaseCause } from './errors.js';
+import type { AppConfig } from '../app.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -14,29 +15,18 @@ declare module 'fastify' {
   }
 }
 
-export interface DbOptions {
-  connectionString: string;
-  max: number;
-  statementTimeoutMs: number;
-  preparedStatements: boolean;
-  readUrls: string[];
-  readMaxLagMs: number;
-}
-
-/**
- * An 'error' listener for each connection's whole life: a FATAL read between
- * pg-pool handing a client out and `await connect()` resuming ended the process.
- */
+/** A FATAL read between pg-pool handing a client out and `await connect()` resuming ended the process. */
 function guarded(pool: pg.Pool): pg.Pool {
   pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
 }
 
-export default fp<DbOptions>(
-  async (app, { connectionString, max, statementTimeoutMs, preparedStatements, readUrls, readMaxLagMs }) => {
+export default fp<{ config: AppConfig }>(
+  async (app, { config }) => {
+    const { databaseUrl, pgPoolMax: max, databaseReadUrls: readUrls, databaseReadMaxLagMs } = config;
     const poolOptions = (database: string) => ({
-      statementTimeoutMs,
-      preparedStatements,
+      statementTimeoutMs: config.pgStatementTimeoutMs,
+      preparedStatements: config.databasePreparedStatements,
       onIdleError: (error: Error) =>
         app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it'),
       onStatementNamesLost: (error: Error) =>
@@ -46,16 +36,16 @@ export default fp<DbOptions>(
             'max_prepared_statements): statements go unnamed from now on; set DATABASE_PREPARED_STATEMENTS=off to start that way',
         ),
     });
-    const pool = guarded(createPool(connectionString, max, poolOptions('primary')));
+    const pool = guarded(createPool(databaseUrl, max, poolOptions('primary')));
     app.decorate('db', pool);
     let replicas: ReadRouter | null = null;
     if (readUrls.length > 0) {
       const warned = new Set<number>();
       replicas = createReadRouter({
         primary: pool,
-        sampler: guarded(createPool(connectionString, 1, poolOptions('primary'))),
+        sampler: guarded(createPool(databaseUrl, 1, poolOptions('primary'))),
         replicas: readUrls.map((url, i) => guarded(createPool(url, max, poolOptions(`replica ${i}`)))),
-        maxLagMs: readMaxLagMs,
+        maxLagMs: databaseReadMaxLagMs,
         // Once per replica and process: a down replica fails every check, a few times a second.
         onCheckError: (error, replica) => {
           if (warned.has(replica)) return;
@@ -78,14 +68,7 @@ export default fp<DbOptions>(
   { name: 'db', dependencies: ['errors'] },
 );
 
-/** EX_CONFIG, as for a bad setting. */
-export const SCHEMA_BEHIND_EXIT = 78;
-
-/**
- * A schema behind this version stops start-up; one ahead (a rolling upgrade) is
- * served with a warning; an unreachable database is said once, and the service
- * answers 503 until it answers.
- */
+/** A schema behind this version stops start-up; one ahead (a rolling upgrade) is served; an unreachable database too. */
 export async function checkDatabaseAtStart(
   databaseUrl: string,
   warn: (message: string) => void = console.warn,
@@ -116,7 +99,7 @@ export async function checkDatabaseAtStart(
         `the database schema is behind this version: ${state.missing.length} migration(s) not applied ` +
           `(${state.missing.join(', ')}); run \`npm run migrate\` against this database, then start again`,
       ),
-      { exitCode: SCHEMA_BEHIND_EXIT },
+      { exitCode: 78 }, // EX_CONFIG, as for a bad setting
     );
   }
   if (state.unknown.length) {

@@ -27,41 +27,34 @@ const UNIQUE_VIOLATIONS = new Map<string, () => HttpError>([['users_email_key', 
 const USER_REFERENCE = /_(author|user)_id_fkey$/;
 const POST_REFERENCE = /_post_id_fkey$/;
 
-/** A 503 naming its cause; retryAfter is long (30) where an operator must act. */
-type Failure = { cause: string; retryAfter: number; advice?: string };
-const failure = (cause: string, retryAfter: number, advice?: string): Failure => ({ cause, retryAfter, advice });
-const unreachable = failure('the database is unreachable', 5);
-const restarting = failure('the database is shutting down or starting up', 5);
-const refusedLogin = failure("the database refused the service's credentials (authentication failed)", 30);
-const schemaChanged = failure(
-  "the database's schema is not the one this version of the service needs (run npm run migrate)",
-  30,
-);
-const collided = failure('the request collided with concurrent changes and changed nothing', 1, 'send it again');
-const DATABASE_FAILURES = new Map<string, Failure>([
-  ['08', unreachable],
-  ...['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN', 'EHOSTUNREACH'].map(
-    (code) => [code, unreachable] as const,
-  ),
-  ['3D000', failure('the database is missing (it does not exist on the server)', 30)],
-  ['28000', refusedLogin],
-  ['28P01', refusedLogin],
-  ['53300', failure('the database has too many connections', 1)],
-  ['53100', failure('the database is out of disk space', 30)],
-  ['53', failure('the database is out of resources (memory or another limit)', 5)],
-  ['25006', failure('the database is read-only (a standby, or a failover under way)', 5)],
-  ['57P01', restarting],
-  ['57P02', restarting],
-  ['57P03', restarting],
-  ['57014', failure('the database did not answer in time', 5)],
-  ['55P03', failure('what the request needs is locked by another transaction (lock not available)', 1)],
-  ['54', failure('the request ran into a limit of the database (program limit exceeded)', 30)],
-  ...['42P01', '42703', '42883'].map((code) => [code, schemaChanged] as const),
+/** 503s by SQLSTATE, its class or a Node.js code; retryAfter is long (30) where an operator must act. */
+const FAILURES: [codes: string, cause: string, retryAfter: number, advice?: string][] = [
+  ['08 ECONNREFUSED ECONNRESET ENOTFOUND ETIMEDOUT EPIPE EAI_AGAIN EHOSTUNREACH', 'the database is unreachable', 5],
+  ['3D000', 'the database is missing (it does not exist on the server)', 30],
+  ['28000 28P01', "the database refused the service's credentials (authentication failed)", 30],
+  ['53300', 'the database has too many connections', 1],
+  ['53100', 'the database is out of disk space', 30],
+  ['53', 'the database is out of resources (memory or another limit)', 5],
+  ['25006', 'the database is read-only (a standby, or a failover under way)', 5],
+  ['57P01 57P02 57P03', 'the database is shutting down or starting up', 5],
+  ['57014', 'the database did not answer in time', 5],
+  ['55P03', 'what the request needs is locked by another transaction (lock not available)', 1],
+  ['54', 'the request ran into a limit of the database (program limit exceeded)', 30],
+  [
+    '42P01 42703 42883',
+    "the database's schema is not the one this version of the service needs (run npm run migrate)",
+    30,
+  ],
   // Outlasted withTransaction's attempts: nothing changed.
-  ['40001', collided],
-  ['40P01', collided],
-  [POOL_EXHAUSTED, failure('the service is busy (every database connection of this instance is in use)', 1)],
-]);
+  ['40001 40P01', 'the request collided with concurrent changes and changed nothing', 1, 'send it again'],
+  [POOL_EXHAUSTED, 'the service is busy (every database connection of this instance is in use)', 1],
+];
+type Failure = { cause: string; retryAfter: number; advice?: string };
+const DATABASE_FAILURES = new Map<string, Failure>(
+  FAILURES.flatMap(([codes, cause, retryAfter, advice]) =>
+    codes.split(' ').map((code) => [code, { cause, retryAfter, advice }]),
+  ),
+);
 
 /** node-postgres reports lost or refused connections with plain Errors. */
 const LOST_CONNECTION =
@@ -69,10 +62,11 @@ const LOST_CONNECTION =
 
 function failureOf(error: unknown): Failure | undefined {
   const code = codeOf(error);
-  const failure =
-    DATABASE_FAILURES.get(code) ?? (/^[0-9A-Z]{5}$/.test(code) ? DATABASE_FAILURES.get(code.slice(0, 2)) : undefined);
-  if (failure) return failure;
-  return LOST_CONNECTION.test((error as Error | null)?.message ?? '') ? unreachable : undefined;
+  return (
+    DATABASE_FAILURES.get(code) ??
+    (/^[0-9A-Z]{5}$/.test(code) ? DATABASE_FAILURES.get(code.slice(0, 2)) : undefined) ??
+    (LOST_CONNECTION.test((error as Error | null)?.message ?? '') ? DATABASE_FAILURES.get('08') : undefined)
+  );
 }
 
 export const databaseCause = (error: unknown): string | undefined => failureOf(error)?.cause;
@@ -119,6 +113,7 @@ function isCatalogued(error: AnyError): error is AnyError & HttpError {
   return status !== undefined && ERROR_CODES[status] === error.code;
 }
 
+const INTERNAL = 'an internal error occurred; quote the requestId when reporting it';
 const FASTIFY_MESSAGES: Record<string, string> = {
   FST_ERR_CTP_INVALID_JSON_BODY: 'body is not valid JSON',
   FST_ERR_CTP_EMPTY_JSON_BODY: 'body must not be empty when Content-Type is application/json',
@@ -174,10 +169,8 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
   if (failure) return failure;
   const status = error.statusCode;
   if (status !== undefined && status >= 400 && status < 500) {
-    const known = ERROR_CODES[status as keyof typeof ERROR_CODES];
     const message = FASTIFY_MESSAGES[error.code] ?? (status === 413 ? 'body is larger than the limit' : error.message);
-    if (known) return new HttpError(status as keyof typeof ERROR_CODES, message);
-    return badRequest(message);
+    return status in ERROR_CODES ? new HttpError(status as keyof typeof ERROR_CODES, message) : badRequest(message);
   }
   return null;
 }
@@ -200,22 +193,17 @@ export default fp(
 
     app.setErrorHandler((error: AnyError, request, reply) => {
       const mapped = toHttpError(error, request);
-      if (mapped && mapped.statusCode < 500) {
-        request.log.info({ status: mapped.statusCode, code: mapped.code }, mapped.message);
-        return sendError(reply, request, mapped);
+      if (!mapped) {
+        request.log.error({ err: error }, 'unhandled error');
+        return sendError(reply, request, new HttpError(500, INTERNAL));
       }
-      if (mapped) {
+      if (mapped.statusCode < 500) request.log.info({ status: mapped.statusCode, code: mapped.code }, mapped.message);
+      else {
         // A database failure repeats on every request while it lasts: its cause in a line, not a stack each time.
         const cause = isCatalogued(error) ? undefined : [codeOf(error), error.message].filter(Boolean).join(' ');
         request.log.warn({ status: mapped.statusCode, ...(cause && { cause }) }, mapped.message);
-        return sendError(reply, request, mapped);
       }
-      request.log.error({ err: error }, 'unhandled error');
-      return sendError(
-        reply,
-        request,
-        new HttpError(500, 'an internal error occurred; quote the requestId when reporting it'),
-      );
+      return sendError(reply, request, mapped);
     });
 
     // Mirrors every route so a known path's 405 matches parameters as Fastify would (CORS's '*' is no path).
@@ -234,16 +222,10 @@ export default fp(
     const unrouted = (request: FastifyRequest, reply: FastifyReply) => {
       const path = requestPath(request);
       const match = paths.find('GET', path) as { store?: { methods: Set<string> } } | null;
-      if (match?.store) {
-        const allow = [...match.store.methods].sort().join(', ');
-        reply.header('allow', allow);
-        return sendError(
-          reply,
-          request,
-          new HttpError(405, `${request.method} is not supported on ${quotedPath(path)}; use ${allow}`),
-        );
-      }
-      return sendError(reply, request, notFound(`no route ${request.method} ${quotedPath(path)}`));
+      if (!match?.store) return sendError(reply, request, notFound(`no route ${request.method} ${quotedPath(path)}`));
+      const allow = [...match.store.methods].sort().join(', ');
+      const message = `${request.method} is not supported on ${quotedPath(path)}; use ${allow}`;
+      return sendError(reply.header('allow', allow), request, new HttpError(405, message));
     };
 
     // Answered before its body is parsed: a body for a route that does not exist is a 405/404, never a 400.

@@ -1,10 +1,9 @@
 /**
- * Cache-Control on every answer and a body-digest ETag on 200 GETs that have
- * none of their own (docs/api.md §11). Caching happens at the edge: an
- * anonymous read of public data may be kept by a shared cache for
- * `sharedCacheSeconds`; an answer to a request with credentials never.
+ * Cache-Control on every answer and a body-digest ETag on 200 GETs that have none of their own (docs/api.md §11):
+ * a shared cache may keep an anonymous public read briefly, an answer to a request with credentials never.
  */
 import fp from 'fastify-plugin';
+import type { AppConfig } from '../app.js';
 import type { FastifyReply } from 'fastify';
 import { PRIVATE, bodyEtag, namesEtag } from '../http/conditional.js';
 
@@ -22,8 +21,8 @@ export function keepPrivate(reply: FastifyReply): void {
   reply.header('cache-control', PRIVATE);
 }
 
-export default fp<{ sharedCacheSeconds: number }>(
-  async (app, { sharedCacheSeconds }) => {
+export default fp<{ config: AppConfig }>(
+  async (app, { config: { sharedCacheSeconds } }) => {
     const anonymous = sharedCacheSeconds > 0 ? `public, max-age=0, s-maxage=${sharedCacheSeconds}` : 'no-cache';
     app.addHook('onSend', (request, reply, payload, done) => {
       const read = request.method === 'GET' || request.method === 'HEAD';

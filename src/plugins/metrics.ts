@@ -1,12 +1,9 @@
-/**
- * Prometheus metrics (docs/operations.md, "Metrics"): requests are counted in one
- * onResponse hook; the rest is read at scrape time from state the service keeps
- * anyway. `app.metrics.serve` serves them on a port of their own, never the API's.
- */
+/** Prometheus metrics (docs/operations.md, "Metrics"), read at scrape time where they can, on a port of their own. */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fp from 'fastify-plugin';
+import type { AppConfig } from '../app.js';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { codeOf } from '../db/pool.js';
 import { HttpError } from '../errors.js';
@@ -15,14 +12,14 @@ import { WEBHOOK_ATTEMPTS } from '../events/webhooks/worker.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    metrics: { registry: Registry; serve(host: string, port: number): Promise<number> };
+    metrics: { serve(host: string, port: number): Promise<number> };
   }
 }
 
 type Labels = Record<string, string>;
 
-export default fp<{ maxStreams: number }>(
-  async (app, { maxStreams }) => {
+export default fp<{ config: AppConfig }>(
+  async (app, { config: { maxStreams } }) => {
     const registry = new Registry();
     const registers = [registry];
     const counter = (name: string, help: string, ...labelNames: string[]) =>
@@ -140,7 +137,6 @@ export default fp<{ maxStreams: number }>(
       else done();
     });
     app.decorate('metrics', {
-      registry,
       /** GET /metrics on host:port, with the process's own metrics, until the app closes; answers the port. */
       async serve(host: string, port: number) {
         collectDefaultMetrics({ register: registry });

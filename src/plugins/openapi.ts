@@ -4,6 +4,7 @@
  */
 import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
 import fp from 'fastify-plugin';
+import type { AppConfig } from '../app.js';
 import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyReply, FastifyRequest } from 'fastify';
@@ -15,7 +16,6 @@ import { bodyEtag, namesEtag } from '../http/conditional.js';
 const count = { type: 'integer', format: 'int32', minimum: 0, maximum: 1_000_000 };
 const seconds = { type: 'integer', format: 'int32', minimum: 0, maximum: 86_400 };
 
-/** Response headers that many operations carry, documented once. */
 const HEADERS = {
   'X-Request-Id': {
     schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$', maxLength: 128 },
@@ -53,13 +53,9 @@ const refs = (...names: HeaderName[]) =>
   Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
 
 const EVERY_RESPONSE: HeaderName[] = ['X-Request-Id', 'Access-Control-Allow-Origin'];
-const RATE_LIMITED: HeaderName[] = [
-  'RateLimit-Limit',
-  'RateLimit-Remaining',
-  'RateLimit-Reset',
-  'RateLimit-Policy',
-  'RateLimit',
-];
+const RATE_LIMITED = 'RateLimit-Limit RateLimit-Remaining RateLimit-Reset RateLimit-Policy RateLimit'.split(
+  ' ',
+) as HeaderName[];
 const BY_STATUS: Record<string, HeaderName[]> = {
   401: ['WWW-Authenticate'],
   429: ['Retry-After'],
@@ -76,7 +72,6 @@ type Operation = Record<string, unknown> & {
   responses?: Record<string, { headers?: object }>;
 };
 
-/** Best first. */
 const ENCODINGS = {
   br: (json: Buffer) =>
     brotliCompressSync(json, {
@@ -87,7 +82,7 @@ const ENCODINGS = {
 type Encoding = keyof typeof ENCODINGS;
 
 /** The first of our encodings that Accept-Encoding does not refuse (q=0); `*` stands for any not named. */
-export function chooseEncoding(acceptEncoding: string | undefined): Encoding | undefined {
+function chooseEncoding(acceptEncoding: string | undefined): Encoding | undefined {
   if (!acceptEncoding) return undefined;
   const weights = new Map<string, number>();
   for (const part of acceptEncoding.split(',')) {
@@ -96,8 +91,10 @@ export function chooseEncoding(acceptEncoding: string | undefined): Encoding | u
     weights.set(name.trim(), q === undefined ? 1 : Number(q));
   }
   const weight = (name: string) => weights.get(name) ?? weights.get('*') ?? 0;
-  const candidates = (Object.keys(ENCODINGS) as Encoding[]).filter((name) => weight(name) > 0);
-  return candidates.sort((a, b) => weight(b) - weight(a))[0];
+  // Stable sort: at equal weight, br (first) wins.
+  return (Object.keys(ENCODINGS) as Encoding[])
+    .filter((name) => weight(name) > 0)
+    .sort((a, b) => weight(b) - weight(a))[0];
 }
 
 const OPENAPI_TAGS = [
@@ -121,8 +118,7 @@ function completeDocument(documentObject: DocumentObject) {
   const { openapiObject } = documentObject;
   for (const item of Object.values(openapiObject.paths ?? {})) {
     for (const op of Object.values(item as Record<string, Operation>)) {
-      // Public: Swagger UI showed `[{}, bearerAuth]` as a closed padlock.
-      op.security ??= PUBLIC;
+      op.security ??= PUBLIC; // Swagger UI showed `[{}, bearerAuth]` as a closed padlock
       for (const parameter of op.parameters ?? []) {
         if (parameter.schema?.explode === undefined) continue;
         Object.assign(parameter, { style: 'form', explode: parameter.schema.explode });
@@ -214,8 +210,8 @@ function documentServer(document: () => unknown) {
   };
 }
 
-export default fp<{ prefix: string }>(
-  async (app, { prefix }) => {
+export default fp<{ config: AppConfig }>(
+  async (app, { config: { apiPrefix: prefix } }) => {
     app.addSchema(ErrorSchema);
     await app.register(swagger, swaggerOptions(prefix));
     const serveDocument = documentServer(() => app.swagger());

@@ -5,7 +5,7 @@ import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Config } from '../config.js';
+import type { AppConfig } from '../app.js';
 import { HttpError } from '../errors.js';
 
 declare module 'fastify' {
@@ -15,17 +15,14 @@ declare module 'fastify' {
   }
 }
 
-interface Policy {
-  name: 'default' | 'auth';
-  max: number;
-}
+type Policy = { name: 'default' | 'auth'; max: number };
 
 const REDIS_WARNING_INTERVAL_MS = 30_000;
 const MAX_REMEMBERED = 10_000;
 
-export default fp<{ rateLimit: Config['rateLimit']; redisUrl: Config['redisUrl']; databaseUrl: string }>(
-  async (app, { rateLimit: limits, redisUrl, databaseUrl }) => {
-    const windowSeconds = limits.windowSeconds;
+export default fp<{ config: AppConfig }>(
+  async (app, { config: { rateLimit: limits, redisUrl, databaseUrl } }) => {
+    const { windowSeconds } = limits;
     const policies = {
       default: { name: 'default', max: limits.max },
       auth: { name: 'auth', max: limits.authMax },
@@ -58,9 +55,7 @@ export default fp<{ rateLimit: Config['rateLimit']; redisUrl: Config['redisUrl']
       });
       redis.on('error', unavailable);
       const client = redis;
-      app.addHook('onClose', async () => {
-        await client.quit().catch(() => client.disconnect());
-      });
+      app.addHook('onClose', () => client.quit().catch(() => client.disconnect()));
       // The first requests are counted, but a Redis that is down (or never answers) must not keep the API down.
       await Promise.race([redis.connect().catch(unavailable), sleep(1_000, undefined, { ref: false })]);
     }

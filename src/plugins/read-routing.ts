@@ -1,8 +1,6 @@
 /**
- * Sets `request.replica` for the public reads. A request that carries a token
- * reads the primary, so whoever writes reads their own writes; an anonymous
- * reader, who wrote nothing, may read a replica within the lag bound (as the
- * edge cache may answer it N seconds late).
+ * Sets `request.replica` for the public reads. A request with a token reads the primary, so whoever writes reads
+ * their own writes; an anonymous reader may read a replica within the lag bound, as the edge cache may answer late.
  */
 import fp from 'fastify-plugin';
 import type { Queryable } from '../db/pool.js';

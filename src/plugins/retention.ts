@@ -1,19 +1,18 @@
-/**
- * Purges expired rows on a timer in every instance, in small SKIP LOCKED batches,
- * so no cron and no election (docs/architecture.md, "Retention").
- */
+/** Purges expired rows on a timer in every instance, in small SKIP LOCKED batches (docs/architecture.md, "Retention"). */
 import fp from 'fastify-plugin';
+import type { AppConfig } from '../app.js';
 import { idempotencyKeysRepository } from '../repositories/idempotency-keys.js';
 import { tombstonesRepository } from '../repositories/tombstones.js';
 import { eventsRepository } from '../events/repository.js';
 import { webhookQueue } from '../events/webhooks/queue.js';
 
+const PURGE_INTERVAL_MS = 10 * 60_000;
 const BATCH = 500;
 // Bounds one tick's work; whatever is left waits for the next tick.
 const MAX_BATCHES_PER_TICK = 100;
 
-export default fp<{ tombstoneRetentionSeconds: number; eventRetentionSeconds: number; purgeIntervalMs?: number }>(
-  async (app, { tombstoneRetentionSeconds, eventRetentionSeconds, purgeIntervalMs = 10 * 60_000 }) => {
+export default fp<{ config: AppConfig }>(
+  async (app, { config: { tombstoneRetentionSeconds, eventRetentionSeconds } }) => {
     const keys = idempotencyKeysRepository(app.db);
     const tombstones = tombstonesRepository(app.db);
     const events = eventsRepository(app.db);
@@ -41,7 +40,7 @@ export default fp<{ tombstoneRetentionSeconds: number; eventRetentionSeconds: nu
 
     const timer = setInterval(() => {
       running ??= purge().finally(() => (running = undefined));
-    }, purgeIntervalMs);
+    }, PURGE_INTERVAL_MS);
     timer.unref();
 
     // Registered after the db plugin, so this runs before the pool is ended.

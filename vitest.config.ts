@@ -19,6 +19,7 @@ export const common = {
 /** What test files that need PostgreSQL share. */
 export const withDatabase = {
   globalSetup: ['test/helpers/global-setup.ts'],
+  setupFiles: ['test/helpers/cheap-passwords.ts'],
   // Hooks create databases and build the app, which can crawl on a loaded
   // CI machine; a hook timing out says nothing useful about the code.
   hookTimeout: 120_000,

@@ -59,7 +59,7 @@ export function runToEnd(
 export async function waitUntil(
   what: string,
   check: () => Promise<boolean> | boolean,
-  attempts = 200,
+  attempts = 600,
   intervalMs = 50,
 ): Promise<void> {
   for (let i = 0; i < attempts; i++) {

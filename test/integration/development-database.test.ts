@@ -92,7 +92,7 @@ async function npmStart(detached: boolean) {
 }
 
 async function expectAllGone(pids: number[]) {
-  await waitUntil('the server and its PostgreSQL are gone', () => pids.every((pid) => !alive(pid)), 100);
+  await waitUntil('the server and its PostgreSQL are gone', () => pids.every((pid) => !alive(pid)));
   expect(await accepts(httpPort)).toBe(false);
   expect(await accepts(pgPort)).toBe(false);
   expect(await postmasterPid()).toBeUndefined();

@@ -49,7 +49,7 @@ afterAll(async () => {
 });
 
 const npmRun = (script: string, args: string[]) =>
-  runToEnd('npm', ['run', '-s', script, '--', ...args], { cwd: ROOT, env, timeoutMs: 60_000 });
+  runToEnd('npm', ['run', '-s', script, '--', ...args], { cwd: ROOT, env });
 
 /** PID of the PostgreSQL running on the data folder, if any. */
 async function postmasterPid(): Promise<number | undefined> {

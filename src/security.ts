@@ -4,7 +4,8 @@
  */
 import { createHash, randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 
-const PARAMS = { N: 2 ** 15, r: 8, p: 3 };
+/** scrypt's cost for new hashes. Mutable only so tests can lower it: a hash names its own parameters. */
+export const PASSWORD_COST = { N: 2 ** 15, r: 8, p: 3 };
 const KEY_LENGTH = 32;
 
 function derive(password: string, salt: Buffer, o: ScryptOptions): Promise<Buffer> {
@@ -17,15 +18,17 @@ function derive(password: string, salt: Buffer, o: ScryptOptions): Promise<Buffe
 
 export async function hashPassword(password: string): Promise<string> {
   const salt = randomBytes(16);
-  const key = await derive(password, salt, PARAMS);
-  return `scrypt$${PARAMS.N}$${PARAMS.r}$${PARAMS.p}$${salt.toString('base64')}$${key.toString('base64')}`;
+  const { N, r, p } = PASSWORD_COST;
+  const key = await derive(password, salt, PASSWORD_COST);
+  return `scrypt$${N}$${r}$${p}$${salt.toString('base64')}$${key.toString('base64')}`;
 }
 
 // For an unknown e-mail, so a failed log-in takes the same time whether or not the account exists.
-const DUMMY_HASH = `scrypt$${PARAMS.N}$${PARAMS.r}$${PARAMS.p}$${Buffer.alloc(16).toString('base64')}$${Buffer.alloc(KEY_LENGTH).toString('base64')}`;
+const dummyHash = () =>
+  `scrypt$${PASSWORD_COST.N}$${PASSWORD_COST.r}$${PASSWORD_COST.p}$${Buffer.alloc(16).toString('base64')}$${Buffer.alloc(KEY_LENGTH).toString('base64')}`;
 
 export async function verifyPassword(password: string, stored: string | undefined): Promise<boolean> {
-  const [scheme, n, r, p, salt, key] = (stored ?? DUMMY_HASH).split('$');
+  const [scheme, n, r, p, salt, key] = (stored ?? dummyHash()).split('$');
   if (scheme !== 'scrypt' || !salt || !key) return false;
   const expected = Buffer.from(key, 'base64');
   const actual = await derive(password, Buffer.from(salt, 'base64'), { N: Number(n), r: Number(r), p: Number(p) });

@@ -34,7 +34,7 @@ export interface Finished {
   stderr: string;
 }
 
-/** Runs a command to its end and collects what it printed; SIGKILL after `timeoutMs`. */
+/** Runs a command to its end and collects what it printed; SIGKILL after `timeoutMs` (past a test's own timeout). */
 export function runToEnd(
   command: string,
   args: string[],
@@ -46,7 +46,7 @@ export function runToEnd(
     let stderr = '';
     child.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
     child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 30_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 120_000);
     child.once('error', reject);
     child.once('close', (code, signal) => {
       clearTimeout(timer);
@@ -59,7 +59,7 @@ export function runToEnd(
 export async function waitUntil(
   what: string,
   check: () => Promise<boolean> | boolean,
-  attempts = 200,
+  attempts = 600,
   intervalMs = 50,
 ): Promise<void> {
   for (let i = 0; i < attempts; i++) {

@@ -43,7 +43,7 @@ export async function startReceiver(answer: Answer = () => 204): Promise<Receive
   return {
     url: `http://127.0.0.1:${port}/hook`,
     received,
-    async waitFor(count, timeoutMs = 10_000) {
+    async waitFor(count, timeoutMs = 30_000) {
       const deadline = Date.now() + timeoutMs;
       while (received.length < count) {
         if (Date.now() > deadline) throw new Error(`expected ${count} requests, got ${received.length}`);

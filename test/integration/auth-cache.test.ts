@@ -35,6 +35,11 @@ async function sql(text: string, values: unknown[] = []): Promise<void> {
     await client.end();
   }
 }
+/**
+ * Whether less than `ms` has passed since `since` (performance.now()): only then
+ * must an answer still be the one before a deadline; a loaded machine may be past it.
+ */
+const within = (since: number, ms: number) => performance.now() - since < ms;
 const me = (app: FastifyInstance, auth: Record<string, string>) => app.inject({ url: '/users/me', headers: auth });
 async function sqlCount(text: string, values: unknown[]): Promise<number> {
   const client = new pg.Client({ connectionString: t.db.url });
@@ -49,9 +54,11 @@ async function sqlCount(text: string, values: unknown[]): Promise<number> {
 describe('checked tokens', () => {
   it('are trusted for the bound: a revocation behind the service’s back shows only after it', async () => {
     const ann = await signUp(t.app);
+    const checked = performance.now();
     expect((await me(t.app, ann.auth)).statusCode).toBe(200);
     await sql('UPDATE tokens SET revoked_at = now() WHERE id = $1', [ann.tokenId]);
-    expect((await me(t.app, ann.auth)).statusCode).toBe(200); // trusted: no query
+    const trusted = await me(t.app, ann.auth);
+    if (within(checked, BOUND_MS)) expect(trusted.statusCode).toBe(200); // no query
     await sleep(BOUND_MS + 50);
     const res = await me(t.app, ann.auth);
     expect(res.statusCode).toBe(401);
@@ -92,8 +99,10 @@ describe('checked tokens', () => {
 
   it('never past the token’s own expiry', async () => {
     const dee = await signUp(t.app);
+    const expiring = performance.now();
     await sql("UPDATE tokens SET expires_at = now() + interval '150 milliseconds' WHERE id = $1", [dee.tokenId]);
-    expect((await me(t.app, dee.auth)).statusCode).toBe(200);
+    const before = await me(t.app, dee.auth);
+    if (within(expiring, 150)) expect(before.statusCode).toBe(200);
     await sleep(200);
     expect((await me(t.app, dee.auth)).statusCode).toBe(401);
   });

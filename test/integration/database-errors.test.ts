@@ -498,7 +498,7 @@ describe('broken clients', () => {
       `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'posts-api'
        AND state = 'idle'`,
     );
-    for (let i = 0; i < 100 && !lines.some((l) => l.msg?.startsWith('an idle database connection failed')); i++)
+    for (let i = 0; i < 1500 && !lines.some((l) => l.msg?.startsWith('an idle database connection failed')); i++)
       await sleep(20);
     expect(
       lines.filter((l) => l.msg === 'an idle database connection failed; the pool replaces it').length,

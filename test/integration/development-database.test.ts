@@ -49,7 +49,7 @@ afterAll(async () => {
 });
 
 const npmRun = (script: string, args: string[]) =>
-  runToEnd('npm', ['run', '-s', script, '--', ...args], { cwd: ROOT, env, timeoutMs: 60_000 });
+  runToEnd('npm', ['run', '-s', script, '--', ...args], { cwd: ROOT, env });
 
 /** PID of the PostgreSQL running on the data folder, if any. */
 async function postmasterPid(): Promise<number | undefined> {
@@ -92,7 +92,7 @@ async function npmStart(detached: boolean) {
 }
 
 async function expectAllGone(pids: number[]) {
-  await waitUntil('the server and its PostgreSQL are gone', () => pids.every((pid) => !alive(pid)), 100);
+  await waitUntil('the server and its PostgreSQL are gone', () => pids.every((pid) => !alive(pid)));
   expect(await accepts(httpPort)).toBe(false);
   expect(await accepts(pgPort)).toBe(false);
   expect(await postmasterPid()).toBeUndefined();

@@ -83,7 +83,7 @@ describe.concurrent('--help and usage', () => {
       expect(stdout).toContain(text);
       // Generous: four processes through npm and tsx side by side on a loaded machine.
     },
-    60_000,
+    120_000,
   );
 
   it('--help without npm names the file run, exit 0', async () => {

@@ -1,10 +1,11 @@
 /**
  * A post row-locked by another session (src/db/batch.ts): only the writes to
  * that post wait for it. Changes and comments of other posts, new posts and
- * uncached reads answer at once, no request runs out of pool connections, and
+ * uncached reads answer while it is held, no request runs out of pool connections, and
  * every counter comes out exact.
  */
-import { expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { expect, it, vi } from 'vitest';
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import pg from 'pg';
 import { buildApp } from '../../src/app.js';
@@ -17,16 +18,13 @@ import { iso, type Response } from '../helpers/expect.js';
 const t = useTestApp();
 const ann = t.user({ name: 'Ann' });
 
-/** How long the other session holds the lock. */
-const HOLD_MS = 2000;
-/** How long the load runs, within the hold. */
+/** How long the load runs while the other session holds the lock. */
 const LOAD_MS = 1500;
-/** Slowest answer allowed to a request that does not touch the locked post (one held back waits up to HOLD_MS). */
-const BOUND_MS = 1000;
+/** When the lock goes regardless: the load has not finished by then only if a request of it waits for the lock. */
+const HOLD_LIMIT_MS = 30_000;
 
 interface Sent {
   kind: string;
-  ms: number;
   res: Response;
 }
 
@@ -45,9 +43,8 @@ it('holds back only the writes to that post', async () => {
   const comments = new Map<number, number>(others.map((id) => [id, 0]));
   const sent: Sent[] = [];
   const send = async (kind: string, options: InjectOptions) => {
-    const start = performance.now();
     const res = await t.app.inject(options);
-    sent.push({ kind, ms: performance.now() - start, res });
+    sent.push({ kind, res });
     return res;
   };
   let serial = 0;
@@ -87,13 +84,6 @@ it('holds back only the writes to that post', async () => {
     await locker.query('BEGIN');
     await locker.query('SELECT 1 FROM posts WHERE id = $1 FOR UPDATE', [locked]);
     const lockedAt = performance.now();
-    let releasedAt = Infinity;
-    const release = new Promise<void>((resolve) =>
-      setTimeout(() => {
-        releasedAt = performance.now();
-        void locker.query('COMMIT').then(() => resolve());
-      }, HOLD_MS),
-    );
 
     // A burst that shares statements with the change of the locked post, then a steady load beside it.
     const burst = others.map(patch);
@@ -118,15 +108,20 @@ it('holds back only the writes to that post', async () => {
         await [patch, comment, newPost, read][step % 4]!(id);
       }
     });
-    await Promise.all([...burst, ...workers]);
-    await release;
+    // The load finishes while the lock is held, however slow the machine: none of it waited for the lock.
+    const load = Promise.all([...burst, ...workers]);
+    const heldBack = await Promise.race([load.then(() => false), sleep(HOLD_LIMIT_MS).then(() => true)]);
+    const releasedAt = performance.now();
+    await locker.query('COMMIT');
+    await load;
+    expect(heldBack).toBe(false);
     const { res, answeredAt } = await waiting;
     const { res: commented, answeredAt: commentedAt } = await waitingComment;
 
     for (const kind of ['patch', 'comment', 'create', 'read'])
       expect(sent.filter((s) => s.kind === kind).length).toBeGreaterThan(0);
-    const slow = sent.filter((s) => s.ms >= BOUND_MS || ![200, 201].includes(s.res.statusCode));
-    expect(slow.map((s) => `${s.kind} ${s.res.statusCode} ${Math.round(s.ms)} ms`)).toEqual([]);
+    const failed = sent.filter((s) => ![200, 201].includes(s.res.statusCode));
+    expect(failed.map((s) => `${s.kind} ${s.res.statusCode}`)).toEqual([]);
 
     // The locked post's change and comment waited for the lock, and no longer (in either order).
     expect(res.statusCode).toBe(200);
@@ -148,10 +143,7 @@ it('holds back only the writes to that post', async () => {
       createdAt: iso,
       updatedAt: iso,
     });
-    for (const at of [answeredAt, commentedAt]) {
-      expect(at).toBeGreaterThanOrEqual(releasedAt);
-      expect(at - releasedAt).toBeLessThan(BOUND_MS);
-    }
+    for (const at of [answeredAt, commentedAt]) expect(at).toBeGreaterThanOrEqual(releasedAt);
   } finally {
     await locker.end();
   }
@@ -166,7 +158,7 @@ it('holds back only the writes to that post', async () => {
   expect((await t.app.inject({ url: `/posts/${locked}` })).headers.etag).toBe(`"p${locked}-2-1"`);
   expect(new Set(created).size).toBe(created.length);
   expect((await t.app.inject({ url: '/posts' })).json().total).toBe(totalBefore + created.length);
-});
+}, 60_000);
 
 it('a shared statement past the statement timeout answers its writers once, within one timeout, and keeps nothing', async () => {
   const TIMEOUT_MS = 1000;
@@ -188,25 +180,30 @@ it('a shared statement past the statement timeout answers its writers once, with
     try {
       await locker.query('BEGIN');
       await locker.query('LOCK TABLE comments IN SHARE ROW EXCLUSIVE MODE');
+      // Files share their worker's modules (vitest.config.ts): the spy is gone before anything can fail.
+      const sent: (string | undefined)[] = [];
+      const inserts = vi.spyOn(pg.Client.prototype, 'query');
       // The first goes out alone; the rest queue and share the next statement.
       const answers = await Promise.all(
         Array.from({ length: 6 }, async () => {
-          const start = performance.now();
           const res = await timed.app.inject({
             method: 'POST',
             url: `/posts/${post.id}/comments`,
             headers: bob.auth,
             payload: { body: 'c' },
           });
-          return { status: res.statusCode, message: res.json().message as string, ms: performance.now() - start };
+          return { status: res.statusCode, message: res.json().message as string };
         }),
-      );
+      ).finally(() => {
+        sent.push(...inserts.mock.calls.map(([q]) => (typeof q === 'string' ? q : (q as { text?: string }).text)));
+        inserts.mockRestore();
+      });
       for (const answer of answers) {
         expect(answer.status).toBe(503);
         expect(answer.message).toBe('the database did not answer in time; try again shortly');
       }
       // Before the fix each write of the refused statement ran again alone and waited a second timeout.
-      expect(Math.max(...answers.map((a) => a.ms))).toBeLessThan(2 * TIMEOUT_MS + 500);
+      expect(sent.filter((text) => text?.includes('INSERT INTO comments'))).toHaveLength(2);
     } finally {
       await locker.end();
     }

@@ -152,7 +152,7 @@ describe('npm start with DATABASE_URL', () => {
     expect(await server.exited).toBe(78);
     expect(server.output()).toContain('the database schema is behind this version');
     expect(server.output()).toContain('run `npm run migrate`');
-  }, 30_000);
+  }, 60_000);
 
   it('on a database that does not exist yet: stays up, says why once, answers 503, serves once it exists', async () => {
     const name = testDatabaseName();
@@ -184,7 +184,7 @@ describe('npm start with DATABASE_URL', () => {
 
     const db = await createTestDatabase(name);
     cleanups.push(() => db.drop());
-    await waitUntil('it serves', async () => (await server.get('/health/ready')).status === 200, 100);
+    await waitUntil('it serves', async () => (await server.get('/health/ready')).status === 200);
     expect((await server.get('/posts')).status).toBe(200);
-  }, 30_000);
+  }, 60_000);
 });

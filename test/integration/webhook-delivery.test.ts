@@ -94,7 +94,7 @@ async function deliveries(webhookId: number): Promise<DeliveryView[]> {
 async function until(
   webhookId: number,
   done: (ds: DeliveryView[]) => boolean,
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
 ): Promise<DeliveryView[]> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -205,7 +205,7 @@ describe('delivery', () => {
     expect((await app.inject({ url: '/health/webhooks' })).json()).toMatchObject({ inFlight: 0 });
     expect(delivery).toMatchObject({ attempt: 1, statusCode: null, error: 'no answer within 300 ms' });
     expect(delivery!.durationMs).toBeGreaterThanOrEqual(290);
-    expect(delivery!.durationMs).toBeLessThan(2000);
+    expect(delivery!.durationMs).toBeLessThan(10_000); // not the production timeout
     await restart();
   });
 
@@ -214,7 +214,7 @@ describe('delivery', () => {
     const r = await receiver(() => 503);
     const hook = await webhook(r.url, { types: ['post.created'] });
     await post('given up');
-    const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'given_up', 5_000);
+    const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'given_up');
     expect(delivery!.attempt).toBeGreaterThan(2);
     expect(delivery).toMatchObject({ statusCode: 503, error: 'answered 503', nextAttemptAt: null });
     expect(r.received).toHaveLength(delivery!.attempt);
@@ -228,7 +228,7 @@ describe('delivery', () => {
     const r = await receiver(() => 503);
     const hook = await webhook(r.url, { types: ['post.created'] });
     await post('failing');
-    const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'given_up', 5_000);
+    const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'given_up');
     expect(delivery).toMatchObject({ statusCode: 503, nextAttemptAt: null });
     const read = await app.inject({ url: `/webhooks/${hook.id}`, headers: ann.auth });
     expect(read.json()).toMatchObject({ status: 'disabled', failingSince: expect.any(String) });

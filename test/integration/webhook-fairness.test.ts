@@ -2,7 +2,7 @@
  * Tenants cannot hurt each other (docs/api.md §12): concurrency is bounded per
  * owner and per target, so one owner's hanging endpoints do not delay another
  * owner's deliveries. Real receivers on 127.0.0.1; the attempt timeout is
- * stretched to 20 s so that hanging attempts hold their senders for the whole test.
+ * stretched past the test's length so that hanging attempts hold their senders throughout.
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
@@ -25,7 +25,8 @@ beforeAll(async () => {
       WEBHOOK_ALLOW_PRIVATE: 'true',
       WEBHOOK_SECRET_KEY: randomBytes(32).toString('base64'),
     },
-    { webhooks: { pollMs: 25, retryBaseMs: 100, timeoutMs: 20_000 } },
+    // No hanging attempt ends before the test does (closing the app cuts them): no sender is ever freed.
+    { webhooks: { pollMs: 25, retryBaseMs: 100, timeoutMs: 600_000 } },
   );
   hanging = await startReceiver(() => 'hang');
   healthy = await startReceiver(() => 204);
@@ -60,15 +61,11 @@ it("three webhooks of one owner at a hanging endpoint do not delay another owner
   for (let i = 0; i < 10; i++) await post(ann, `ann ${i}`);
   await hanging.waitFor(4);
   await webhook(bob, healthy.url);
-  const sent: number[] = [];
+  // Before the bound, Ann's hanging attempts held every sender, and Bob's deliveries never went out.
   for (let i = 0; i < 10; i++) {
-    sent.push(Date.now());
     await post(bob, `bob ${i}`);
-    await healthy.waitFor(i + 1, 15_000);
+    await healthy.waitFor(i + 1, 30_000);
   }
-  const latencies = healthy.received.map((r, i) => r.at - sent[i]!);
-  // Quiet, a delivery takes a few polls of 25 ms; before the bound, a sender freed only at the 20 s timeout.
-  expect(Math.max(...latencies)).toBeLessThan(8_000);
   // Ann holds at most 4 attempts at once, whatever her backlog.
   const { rows } = await app.db.query(
     `SELECT count(*)::int AS n FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id

@@ -154,7 +154,7 @@ async function http(
 
 /**
  * A steady load: `rps` requests a second for at least `ms`, and on until `during` (what is done
- * under the load) has finished, at most `3 * ms` in all. A request fails on an error status or no
+ * under the load) has finished, at most `10 * ms` in all (a busy host is slow to start replicas). A request fails on an error status or no
  * answer within 30 s (nginx's own bounds are below that: 3 s to connect, 10 s of retries).
  */
 async function load(rps: number, ms: number, make: (i: number) => Promise<number>, during?: () => Promise<void>) {
@@ -165,7 +165,7 @@ async function load(rps: number, ms: number, make: (i: number) => Promise<number
   const took: number[] = [];
   let done = during === undefined;
   const side = during?.().finally(() => (done = true));
-  for (let i = 0; Date.now() - t0 < ms || (!done && Date.now() - t0 < 3 * ms); i++) {
+  for (let i = 0; Date.now() - t0 < ms || (!done && Date.now() - t0 < 10 * ms); i++) {
     const due = t0 + (i * 1000) / rps;
     if (due > Date.now()) await sleep(due - Date.now());
     const sent = Date.now();
@@ -266,7 +266,7 @@ step('2.1 up --build: every service healthy; the README walk-through through lb'
 
 step('2.2 --scale api=3: spread, shared rate limit, read-your-writes, edge cache bound', async () => {
   await compose(['up', '-d', '--no-recreate', '--scale', 'api=3'], { timeoutMs: 300_000 });
-  const waited = await waitHealthy({ api: 3, lb: 1 }, 120_000);
+  const waited = await waitHealthy({ api: 3, lb: 1 }, 240_000);
   await sleep(6000); // nginx re-resolves "api" every 5 s
   token = await login('load@example.com');
   const since = new Date().toISOString();
@@ -432,7 +432,7 @@ step('2.5 rolling upgrade to a changed image under load', async () => {
     // replicas beside the old ones, then the old ones stopped (SIGTERM: drained) one by one.
     await compose(['run', '--rm', 'migrate'], { env, timeoutMs: 300_000 });
     await compose(['up', '-d', '--no-deps', '--no-recreate', '--scale', 'api=6', 'api'], { env, timeoutMs: 300_000 });
-    await waitHealthy({ api: 6 }, 120_000);
+    await waitHealthy({ api: 6 }, 240_000);
     await sleep(6000); // nginx re-resolves "api" every 5 s
     const up = Date.now() - t0;
     for (const id of old) {

@@ -275,7 +275,9 @@ step('2.2 --scale api=3: spread, shared rate limit, read-your-writes, edge cache
   const upstreams = new Map<string, number>();
   for (const line of logs.split('\n')) {
     const m = /"upstream_addr":"([^"]+)"/.exec(line);
-    if (m?.[1] && line.includes('perPage=5')) upstreams.set(m[1], (upstreams.get(m[1]) ?? 0) + 1);
+    // "a:3000, b:3000" when nginx retried: b answered.
+    const answered = m?.[1]?.split(', ').at(-1);
+    if (answered && line.includes('perPage=5')) upstreams.set(answered, (upstreams.get(answered) ?? 0) + 1);
   }
   // The auth policy (10 a window per client): shared, the 11th in the window is refused whichever instance answers.
   const statuses: number[] = [];
@@ -321,7 +323,7 @@ step('2.2 --scale api=3: spread, shared rate limit, read-your-writes, edge cache
   return {
     ok,
     text:
-      `3 healthy ${seconds(waited)}; ${spread.total} authenticated reads over ${upstreams.size} instances (${[...upstreams.values()].join('/')}), ${spread.failed} failed; ` +
+      `3 healthy ${seconds(waited)}; ${spread.total} authenticated reads over ${upstreams.size} instances (${[...upstreams.values()].join('/')}), ${spread.failed} failed (${JSON.stringify(spread.counts)}, ${spread.latency}); ` +
       `14 bad log-ins: ${allowed} answered, then 429 (shared limit 10); write read at once through 6 requests: ${ryw ? 'all saw it' : 'NOT all saw it'}; ` +
       `anonymous Cache-Control "${cacheControl}", change (PATCH ${patched.status}) seen anonymously after ${seenAfter} ms (bound ${bound} s)`,
   };

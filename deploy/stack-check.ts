@@ -165,6 +165,7 @@ async function load(rps: number, ms: number, make: (i: number) => Promise<number
   const took: number[] = [];
   let done = during === undefined;
   const side = during?.().finally(() => (done = true));
+  side?.catch(() => {}); // awaited below: a failure there is the step's error, not an unhandled rejection
   for (let i = 0; Date.now() - t0 < ms || (!done && Date.now() - t0 < 10 * ms); i++) {
     const due = t0 + (i * 1000) / rps;
     if (due > Date.now()) await sleep(due - Date.now());

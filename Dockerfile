@@ -55,8 +55,8 @@ EXPOSE 3000
 # /health/live via node's fetch (slim images have no curl/wget). Honours
 # PORT, API_PREFIX and HOST (0.0.0.0 / :: -> 127.0.0.1). Keep in sync with the
 # api healthcheck in docker-compose.yml.
-HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
-  CMD ["node", "-e", "const e=process.env,h=(e.HOST||'').trim(),host=(h===''||h==='0.0.0.0'||h==='::')?'127.0.0.1':(h.includes(':')?'['+h+']':h);let p=(e.API_PREFIX||'').trim();while(p.endsWith('/'))p=p.slice(0,-1);if(p&&!p.startsWith('/'))p='/'+p;fetch('http://'+host+':'+(e.PORT||3000)+p+'/health/live',{signal:AbortSignal.timeout(4000)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+HEALTHCHECK --interval=15s --timeout=10s --start-period=20s --retries=3 \
+  CMD ["node", "-e", "const e=process.env,h=(e.HOST||'').trim(),host=(h===''||h==='0.0.0.0'||h==='::')?'127.0.0.1':(h.includes(':')?'['+h+']':h);let p=(e.API_PREFIX||'').trim();while(p.endsWith('/'))p=p.slice(0,-1);if(p&&!p.startsWith('/'))p='/'+p;fetch('http://'+host+':'+(e.PORT||3000)+p+'/health/live',{signal:AbortSignal.timeout(8000)}).then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 
 # PID 1: the server handles SIGTERM/SIGINT itself (close-with-grace) and spawns
 # no child processes, so it shuts down correctly as PID 1. For zombie reaping

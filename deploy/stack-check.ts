@@ -18,12 +18,15 @@ import { pipeline } from 'node:stream/promises';
 import { differences, run as runWalkThrough, walkThrough } from '../test/helpers/walk-through.js';
 
 const PROJECT = 'posts-api-stackcheck';
+const SCALE = ['scale'];
+const ALL = ['scale', 'observability'];
 const DEADLINE_MS = Number(process.env.STACK_CHECK_DEADLINE_S ?? 1500) * 1000;
 const started = Date.now();
 const work = mkdtempSync(join(tmpdir(), 'stack-check-'));
 const envFile = join(work, '.env');
 writeFileSync(envFile, `POSTGRES_PASSWORD=${'s' + Math.random().toString(36).slice(2, 14)}\n`);
 let port = 0;
+let promPort = 0;
 let base = '';
 let failures = 0;
 
@@ -63,14 +66,21 @@ function composeEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const keep = ['PATH', 'HOME', 'DOCKER_HOST', 'DOCKER_CONFIG', 'DOCKER_BUILDKIT'];
   const env: NodeJS.ProcessEnv = {};
   for (const k of keep) if (process.env[k] !== undefined) env[k] = process.env[k];
-  return { ...env, API_PORT: String(port), RATE_LIMIT_MAX: '1000000', ...extra };
+  return { ...env, API_PORT: String(port), PROMETHEUS_PORT: String(promPort), RATE_LIMIT_MAX: '1000000', ...extra };
 }
 
 async function compose(
   args: string[],
-  opts: { timeoutMs?: number; env?: Record<string, string>; profile?: boolean } = {},
+  opts: { timeoutMs?: number; env?: Record<string, string>; profiles?: string[] } = {},
 ) {
-  const pre = ['compose', '-p', PROJECT, '--env-file', envFile, ...(opts.profile ? ['--profile', 'scale'] : [])];
+  const pre = [
+    'compose',
+    '-p',
+    PROJECT,
+    '--env-file',
+    envFile,
+    ...(opts.profiles ?? []).flatMap((p) => ['--profile', p]),
+  ];
   const r = await sh('docker', [...pre, ...args], { timeoutMs: opts.timeoutMs, env: composeEnv(opts.env) });
   if (r.code !== 0)
     throw new Error(
@@ -86,8 +96,8 @@ interface Container {
   Health: string;
   Name: string;
 }
-async function containers(profile = false): Promise<Container[]> {
-  const out = await compose(['ps', '-a', '--format', 'json'], { profile });
+async function containers(profiles: string[] = []): Promise<Container[]> {
+  const out = await compose(['ps', '-a', '--format', 'json'], { profiles });
   const text = out.trim();
   if (text === '') return [];
   return text.startsWith('[')
@@ -96,11 +106,15 @@ async function containers(profile = false): Promise<Container[]> {
 }
 
 /** Every long-running service running and healthy (one-shot migrate exited 0), within a bound. */
-async function waitHealthy(expect: Record<string, number>, timeoutMs: number, profile = false): Promise<number> {
+async function waitHealthy(
+  expect: Record<string, number>,
+  timeoutMs: number,
+  profiles: string[] = [],
+): Promise<number> {
   const t0 = Date.now();
   let last = '';
   while (Date.now() - t0 < timeoutMs) {
-    const list = await containers(profile);
+    const list = await containers(profiles);
     const ok = Object.entries(expect).every(
       ([service, n]) =>
         list.filter(
@@ -140,7 +154,7 @@ async function http(
 
 /**
  * A steady load: `rps` requests a second for at least `ms`, and on until `during` (what is done
- * under the load) has finished, at most `3 * ms` in all. A request fails on an error status or no
+ * under the load) has finished, at most `10 * ms` in all (a busy host is slow to start replicas). A request fails on an error status or no
  * answer within 30 s (nginx's own bounds are below that: 3 s to connect, 10 s of retries).
  */
 async function load(rps: number, ms: number, make: (i: number) => Promise<number>, during?: () => Promise<void>) {
@@ -151,7 +165,8 @@ async function load(rps: number, ms: number, make: (i: number) => Promise<number
   const took: number[] = [];
   let done = during === undefined;
   const side = during?.().finally(() => (done = true));
-  for (let i = 0; Date.now() - t0 < ms || (!done && Date.now() - t0 < 3 * ms); i++) {
+  side?.catch(() => {}); // awaited below: a failure there is the step's error, not an unhandled rejection
+  for (let i = 0; Date.now() - t0 < ms || (!done && Date.now() - t0 < 10 * ms); i++) {
     const due = t0 + (i * 1000) / rps;
     if (due > Date.now()) await sleep(due - Date.now());
     const sent = Date.now();
@@ -223,6 +238,18 @@ async function apiContainers(): Promise<Container[]> {
   return (await containers()).filter((c) => c.Service === 'api');
 }
 
+/** lb's access log since `since`: the requests nginx sent to more than one replica, by their upstreams' statuses. */
+async function retried(since: string): Promise<string> {
+  const logs = await compose(['logs', '--no-log-prefix', '--since', since, 'lb']);
+  const tally = new Map<string, number>();
+  for (const line of logs.split('\n')) {
+    const m = /"status":(\d+),.*"upstream_status":"([^"]*,[^"]*)"/.exec(line);
+    if (m) tally.set(`${m[2]} -> ${m[1]}`, (tally.get(`${m[2]} -> ${m[1]}`) ?? 0) + 1);
+  }
+  const n = [...tally.values()].reduce((a, b) => a + b, 0);
+  return `${n} retried by nginx${n ? ` (${[...tally].map(([k, v]) => `${v}x ${k}`).join('; ')})` : ''}`;
+}
+
 // ---------------------------------------------------------------------------------------------
 const steps: [string, () => Promise<Result>][] = [];
 let token = '';
@@ -240,7 +267,7 @@ step('2.1 up --build: every service healthy; the README walk-through through lb'
 
 step('2.2 --scale api=3: spread, shared rate limit, read-your-writes, edge cache bound', async () => {
   await compose(['up', '-d', '--no-recreate', '--scale', 'api=3'], { timeoutMs: 300_000 });
-  const waited = await waitHealthy({ api: 3, lb: 1 }, 120_000);
+  const waited = await waitHealthy({ api: 3, lb: 1 }, 240_000);
   await sleep(6000); // nginx re-resolves "api" every 5 s
   token = await login('load@example.com');
   const since = new Date().toISOString();
@@ -249,7 +276,9 @@ step('2.2 --scale api=3: spread, shared rate limit, read-your-writes, edge cache
   const upstreams = new Map<string, number>();
   for (const line of logs.split('\n')) {
     const m = /"upstream_addr":"([^"]+)"/.exec(line);
-    if (m?.[1] && line.includes('perPage=5')) upstreams.set(m[1], (upstreams.get(m[1]) ?? 0) + 1);
+    // "a:3000, b:3000" when nginx retried: b answered.
+    const answered = m?.[1]?.split(', ').at(-1);
+    if (answered && line.includes('perPage=5')) upstreams.set(answered, (upstreams.get(answered) ?? 0) + 1);
   }
   // The auth policy (10 a window per client): shared, the 11th in the window is refused whichever instance answers.
   const statuses: number[] = [];
@@ -295,7 +324,7 @@ step('2.2 --scale api=3: spread, shared rate limit, read-your-writes, edge cache
   return {
     ok,
     text:
-      `3 healthy ${seconds(waited)}; ${spread.total} authenticated reads over ${upstreams.size} instances (${[...upstreams.values()].join('/')}), ${spread.failed} failed; ` +
+      `3 healthy ${seconds(waited)}; ${spread.total} authenticated reads over ${upstreams.size} instances (${[...upstreams.values()].join('/')}), ${spread.failed} failed (${JSON.stringify(spread.counts)}, ${spread.latency}); ` +
       `14 bad log-ins: ${allowed} answered, then 429 (shared limit 10); write read at once through 6 requests: ${ryw ? 'all saw it' : 'NOT all saw it'}; ` +
       `anonymous Cache-Control "${cacheControl}", change (PATCH ${patched.status}) seen anonymously after ${seenAfter} ms (bound ${bound} s)`,
   };
@@ -306,6 +335,7 @@ step('2.3 SIGKILL one api container under 100 req/s for 30 s', async () => {
   const pid = (await sh('docker', ['inspect', '-f', '{{.State.Pid}}', victim.ID])).stdout.trim();
   let recovered = -1;
   let running = -1;
+  const since = new Date().toISOString();
   const r = await load(100, 30_000, get(`/posts/${postId}`, token), async () => {
     await sleep(8000);
     const t0 = Date.now();
@@ -329,7 +359,7 @@ step('2.3 SIGKILL one api container under 100 req/s for 30 s', async () => {
   });
   return {
     ok: r.failed === 0 && recovered >= 0,
-    text: `${r.total} requests, ${r.failed} failed (${JSON.stringify(r.counts)}; ${r.latency}); the killed container was restarted by Docker after ${seconds(running)} and healthy again after ${seconds(recovered)} (its healthcheck runs every 15 s)`,
+    text: `${r.total} requests, ${r.failed} failed (${JSON.stringify(r.counts)}; ${r.latency}), ${await retried(since)}; the killed container was restarted by Docker after ${seconds(running)} and healthy again after ${seconds(recovered)} (its healthcheck runs every 15 s)`,
   };
 });
 
@@ -397,6 +427,7 @@ step('2.5 rolling upgrade to a changed image under load', async () => {
   const old = (await apiContainers()).map((c) => c.ID);
   const oldImage = await imageOf(old[0]!);
   let text = '';
+  const since = new Date().toISOString();
   const r = await load(100, 30_000, get(`/posts/${postId}`, token), async () => {
     await sleep(3000);
     const t0 = Date.now();
@@ -404,7 +435,7 @@ step('2.5 rolling upgrade to a changed image under load', async () => {
     // replicas beside the old ones, then the old ones stopped (SIGTERM: drained) one by one.
     await compose(['run', '--rm', 'migrate'], { env, timeoutMs: 300_000 });
     await compose(['up', '-d', '--no-deps', '--no-recreate', '--scale', 'api=6', 'api'], { env, timeoutMs: 300_000 });
-    await waitHealthy({ api: 6 }, 120_000);
+    await waitHealthy({ api: 6 }, 240_000);
     await sleep(6000); // nginx re-resolves "api" every 5 s
     const up = Date.now() - t0;
     for (const id of old) {
@@ -420,7 +451,7 @@ step('2.5 rolling upgrade to a changed image under load', async () => {
     ok: r.failed === 0 && replaced,
     text:
       `changed image built in ${seconds(buildTook)} (before the load); ${r.total} requests in ${r.seconds.toFixed(0)} s, ${r.failed} failed ` +
-      `(${JSON.stringify(r.counts)}; ${r.latency}${r.failed ? `, failures between ${r.failedBetween}` : ''}); ${text}; ` +
+      `(${JSON.stringify(r.counts)}; ${r.latency}${r.failed ? `, failures between ${r.failedBetween}` : ''}), ${await retried(since)}; ${text}; ` +
       `api: ${now.length} replicas of ${next} (${newImage.slice(7, 19)}, was ${oldImage.slice(7, 19)})`,
   };
 });
@@ -464,8 +495,8 @@ step('2.6 down and up keep the data; backup and restore (docs/operations.md)', a
 
 step('2.7 --profile scale: writes through PgBouncer, reads from the replica', async () => {
   await compose(['down', '-v'], { timeoutMs: 120_000 });
-  await compose(['up', '-d', '--build'], { profile: true, timeoutMs: 600_000 });
-  const waited = await waitHealthy({ db: 1, 'db-replica': 1, pgbouncer: 1, redis: 1, api: 1, lb: 1 }, 240_000, true);
+  await compose(['up', '-d', '--build'], { profiles: SCALE, timeoutMs: 600_000 });
+  const waited = await waitHealthy({ db: 1, 'db-replica': 1, pgbouncer: 1, redis: 1, api: 1, lb: 1 }, 240_000, SCALE);
   const w = await walk();
   // Reads of posts, counted where they ran (a standby keeps its own scan statistics).
   const scans = (service: string) =>
@@ -482,7 +513,7 @@ step('2.7 --profile scale: writes through PgBouncer, reads from the replica', as
         '-Atc',
         "SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'posts'",
       ],
-      { profile: true },
+      { profiles: SCALE },
     ).then((out) => Number(out.trim()));
   const [r0, p0] = [await scans('db-replica'), await scans('db')];
   for (let i = 1; i <= 40; i++) await http('GET', `/posts?perPage=${i}`);
@@ -513,7 +544,7 @@ step('2.7 --profile scale: writes through PgBouncer, reads from the replica', as
       '-Atc',
       "SELECT host(client_addr) || ' ' || count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND client_addr IS NOT NULL GROUP BY host(client_addr)",
     ],
-    { profile: true },
+    { profiles: SCALE },
   );
   const fromBouncer = rows
     .split('\n')
@@ -526,8 +557,59 @@ step('2.7 --profile scale: writes through PgBouncer, reads from the replica', as
   };
 });
 
+step('2.9 --profile observability, --scale api=3: Prometheus scrapes every replica; its rules load', async () => {
+  const profiles = [...ALL];
+  const t0 = Date.now();
+  await compose(['up', '-d', '--no-recreate', '--scale', 'api=3'], { profiles, timeoutMs: 300_000 });
+  const waited = await waitHealthy({ api: 3, prometheus: 1, lb: 1 }, 180_000, profiles);
+  const rules = (
+    await compose(['exec', '-T', 'prometheus', 'promtool', 'check', 'rules', '/etc/prometheus/rules.yml'], { profiles })
+  ).trim();
+  token = await login('metrics@example.com');
+  const reads = await load(20, 3000, get('/posts?perPage=2', token));
+  const prom = async (path: string) => {
+    const r = await fetch(`http://127.0.0.1:${promPort}${path}`, { signal: AbortSignal.timeout(10_000) });
+    return ((await r.json()) as { data: any }).data; // eslint-disable-line @typescript-eslint/no-explicit-any
+  };
+  const query = async (q: string) =>
+    Number((await prom(`/api/v1/query?query=${encodeURIComponent(q)}`)).result?.[0]?.value?.[1] ?? NaN);
+  // DNS discovery and scrapes every 15 s: all three targets up, and the reads counted, within a minute.
+  let up = 0;
+  let counted = 0;
+  let after = -1;
+  const s0 = Date.now();
+  while (Date.now() - s0 < 90_000) {
+    up = await query('count(up{job="api"} == 1)').catch(() => NaN);
+    counted = await query('sum(http_request_duration_seconds_count{method="GET",route="/posts"})').catch(() => NaN);
+    if (up === 3 && counted >= reads.total) {
+      after = Date.now() - s0;
+      break;
+    }
+    await sleep(2000);
+  }
+  const targets = ((await prom('/api/v1/targets?state=active')).activeTargets ?? []) as {
+    scrapeUrl: string;
+    health: string;
+  }[];
+  const groups = ((await prom('/api/v1/rules')).groups ?? []) as { rules: unknown[] }[];
+  const loaded = groups.reduce((a, g) => a + g.rules.length, 0);
+  const rulesFound = Number(/SUCCESS: (\d+) rules found/.exec(rules)?.[1] ?? -1);
+  return {
+    ok:
+      after >= 0 &&
+      targets.length === 3 &&
+      targets.every((t) => t.health === 'up') &&
+      loaded === rulesFound &&
+      loaded > 0,
+    text:
+      `3 api replicas and prometheus healthy ${seconds(waited)} after up (${seconds(Date.now() - t0)} in all); promtool check rules: ${rules.replace(/\s+/g, ' ')}; ` +
+      `${reads.total} reads, ${reads.failed} failed; targets: ${targets.map((t) => `${t.scrapeUrl} ${t.health}`).join(', ')}; ` +
+      `up == 1 for ${up} and ${counted} GET /posts counted ${seconds(after)} after the reads; ${loaded} rules loaded in ${groups.length} groups`,
+  };
+});
+
 async function teardown(): Promise<Result> {
-  await compose(['down', '-v', '--remove-orphans'], { profile: true, timeoutMs: 180_000 }).catch(() => '');
+  await compose(['down', '-v', '--remove-orphans'], { profiles: ALL, timeoutMs: 180_000 }).catch(() => '');
   const label = `label=com.docker.compose.project=${PROJECT}`;
   const left = await Promise.all([
     sh('docker', ['ps', '-aq', '--filter', label]),
@@ -554,6 +636,7 @@ async function freePort(): Promise<number> {
 
 async function main(): Promise<void> {
   port = await freePort();
+  promPort = await freePort();
   base = `http://127.0.0.1:${port}`;
   const watchdog = setTimeout(() => {
     console.log(`stack-check: deadline of ${seconds(DEADLINE_MS)} passed; tearing down`);
@@ -562,7 +645,7 @@ async function main(): Promise<void> {
   const stop = () => void teardown().finally(() => process.exit(130));
   process.once('SIGINT', stop);
   process.once('SIGTERM', stop);
-  await compose(['down', '-v', '--remove-orphans'], { profile: true }).catch(() => ''); // a previous run's leftovers
+  await compose(['down', '-v', '--remove-orphans'], { profiles: ALL }).catch(() => ''); // a previous run's leftovers
   let broken = false;
   for (const [name, fn] of steps) {
     const t0 = Date.now();

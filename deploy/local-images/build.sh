@@ -40,7 +40,7 @@ BASE=posts-api-standin/debian:trixie-minbase
 if ! docker image inspect "$BASE" >/dev/null 2>&1; then
   tarball="$STACK_CACHE/trixie-minbase.tar"
   if [ ! -s "$tarball" ]; then
-    command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
+    command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq debootstrap >/dev/null
     rootfs=$(mktemp -d "$STACK_CACHE/rootfs.XXXXXX")
     step "debootstrap trixie (minbase)"
     debootstrap --variant=minbase --include=wget trixie "$rootfs" http://deb.debian.org/debian >"$STACK_CACHE/debootstrap.log" 2>&1 \

@@ -4,7 +4,8 @@
 #   - dockerd started in the background (log: /var/log/dockerd-stack.log) if none answers;
 #   - Compose v2 (and buildx) from Debian 13's packages: `apt-get download` from a trixie
 #     sources list kept under the cache folder, unpacked with `dpkg -x`, linked as CLI plugins.
-# Needs root. Prints what it did; exits non-zero if the engine cannot be had.
+# Needs root. Prints what it did; exits non-zero if the engine cannot be had. apt waits up to
+# 5 min for the dpkg lock (another apt on the machine is not a failure).
 # Source it (functions) or run it.
 set -euo pipefail
 STACK_CACHE=${STACK_CACHE:-/var/cache/posts-api-stack}
@@ -17,8 +18,8 @@ ensure_engine() {
   if ! command -v dockerd >/dev/null; then
     log "installing Debian's docker.io"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -qq --no-install-recommends docker.io iptables >/tmp/stack-apt.log 2>&1 \
-      || { apt-get update -qq >>/tmp/stack-apt.log 2>&1 && apt-get install -y -qq --no-install-recommends docker.io iptables >>/tmp/stack-apt.log 2>&1; } \
+    apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends docker.io iptables >/tmp/stack-apt.log 2>&1 \
+      || { apt-get -o DPkg::Lock::Timeout=300 update -qq >>/tmp/stack-apt.log 2>&1 && apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends docker.io iptables >>/tmp/stack-apt.log 2>&1; } \
       || { tail -5 /tmp/stack-apt.log; log "could not install docker.io"; return 1; }
   fi
   # A dockerd killed with its session leaves its pid file, and a new one refuses to start.

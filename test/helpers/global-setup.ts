@@ -36,9 +36,9 @@ interface Server {
   stop(): Promise<void>;
 }
 
-// Long enough for a busy Docker daemon (plus ~0.5 s to load testcontainers),
-// short enough that a dead DOCKER_HOST does not stall every test run.
-const DOCKER_PROBE_TIMEOUT_MS = 5_000;
+// Long enough for a busy machine (starting node and loading testcontainers alone took over 5 s on
+// 2 cores at load 40), short enough that a DOCKER_HOST that never answers does not stall every run.
+const DOCKER_PROBE_TIMEOUT_MS = 20_000;
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const started = performance.now();
@@ -139,7 +139,10 @@ function dockerAnswers(): Promise<boolean> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['-e', script], { stdio: 'ignore', timeout: DOCKER_PROBE_TIMEOUT_MS });
     child.once('error', () => resolve(false));
-    child.once('exit', (code) => resolve(code === 0));
+    child.once('exit', (code, signal) => {
+      if (signal) console.warn(`[test db] Docker did not answer within ${DOCKER_PROBE_TIMEOUT_MS} ms; not using it`);
+      resolve(code === 0);
+    });
   });
 }
 

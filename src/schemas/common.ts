@@ -116,7 +116,7 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
   );
 }
 
-/** One comma-separated parameter (`explode: false`, split by validation.ts). */
+/** A list: comma-separated, or the parameter repeated (`explode: true`); validation.ts makes either one array. */
 export function FieldsParam<F extends string>(names: readonly F[], example: F[]) {
   return {
     fields: Type.Optional(
@@ -124,10 +124,10 @@ export function FieldsParam<F extends string>(names: readonly F[], example: F[])
         minItems: 1,
         maxItems: names.length,
         uniqueItems: true,
-        explode: false,
+        explode: true,
         'x-errorMessage': `must be a comma-separated list of distinct fields among ${names.join(', ')}`,
         description:
-          'sparse fieldset, comma-separated: each item holds only these fields, plus id always (and author when included)',
+          'sparse fieldset, comma-separated or the parameter repeated: each item holds only these fields, plus id always (and author when included)',
         examples: [example],
       }),
     ),

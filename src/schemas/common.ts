@@ -13,8 +13,14 @@ export const Count = Type.Integer({ format: 'int64', minimum: 0, maximum: MAX_ID
 export const SmallInt = (minimum: number, maximum: number, options: object = {}) =>
   Type.Integer({ format: 'int32', minimum, maximum, ...options });
 
-/** Non-canonical digits name no resource (404). The example names the seed's first user, post and comment. */
-export const PathId = { ...Id, examples: [1] };
+/**
+ * The demo account of `npm run seed` and its post, comment, token, webhook and delivery all have this id, far
+ * past any sequence: /docs's examples name them whatever the database held before.
+ */
+export const DEMO_ID = 1_000_000_000;
+export const DEMO_EMAIL = 'demo@example.com';
+/** Non-canonical digits name no resource (404). The example names the demo account's rows. */
+export const PathId = { ...Id, examples: [DEMO_ID] };
 
 /**
  * What PostgreSQL text holds faithfully: no NUL, no unpaired surrogate. Surrogates

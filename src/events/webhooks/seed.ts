@@ -1,9 +1,10 @@
 /**
  * The seed's demo webhook (`npm run seed`), so that every example of /docs
- * works as offered: the first user's webhook at an address that does not
+ * works as offered: the demo account's webhook at an address that does not
  * exist, with one delivery recorded as given up, which the retry example sends
- * again (and which fails again). It takes only post.deleted, which a seed never
- * makes, so it stays quiet. Its secret is never shown: it is a demo.
+ * again (and which fails again). Made disabled, so that it sends nothing until
+ * enabled (PATCH status active, the example of PATCH /webhooks/{webhookId}).
+ * Its secret is never shown: it is a demo.
  */
 import type { Queryable } from '../../db/pool.js';
 import { prepared } from '../../db/sql.js';
@@ -12,19 +13,21 @@ import { newSecret, sealSecret } from './secrets.js';
 
 export const DEMO_WEBHOOK_URL = 'https://hooks.example.com/posts-api';
 
-export async function seedWebhook(db: Queryable, userId: number): Promise<void> {
+/** Once: webhook and delivery `id`, owned by user `id`. */
+export async function seedWebhook(db: Queryable, id: number): Promise<void> {
   const webhooks = webhooksRepository(db);
-  const id = await webhooks.nextId();
+  if (await webhooks.findById(id)) return;
   const fields = {
     url: DEMO_WEBHOOK_URL,
     types: ['post.deleted' as const],
     description: 'demo: an endpoint that does not exist',
   };
-  await webhooks.create(id, userId, fields, sealSecret(newSecret().bytes, id, undefined), 1);
+  await webhooks.create(id, id, fields, sealSecret(newSecret().bytes, id, undefined), Number.MAX_SAFE_INTEGER);
+  await webhooks.update(id, { status: 'disabled' });
   await db.query(
     prepared(
-      `INSERT INTO webhook_deliveries (webhook_id, event_id, status, error)
-       VALUES ($1, (SELECT coalesce(max(id), 1) FROM events), 'given_up', 'a seeded example, never sent')`,
+      `INSERT INTO webhook_deliveries (id, webhook_id, event_id, status, error) OVERRIDING SYSTEM VALUE
+       VALUES ($1, $1, (SELECT coalesce(max(id), 1) FROM events), 'given_up', 'a seeded example, never sent')`,
       [id],
     ),
   );

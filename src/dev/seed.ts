@@ -266,6 +266,6 @@ export async function seedCommand(
   const result = await seed(pool, { posts, users, comments, onProgress: render, demo: true });
   out.write(
     `seeded ${result.users} users, ${result.posts} posts, ${result.comments} comments in ${result.seconds.toFixed(1)} s\n` +
-      `every seeded user's password is "${result.password}"; e.g. log in with ${DEMO_EMAIL}, the demo account of /docs\n`,
+      `every seeded user's password is "${result.password}"; e.g. log in with ${DEMO_EMAIL}\n`,
   );
 }

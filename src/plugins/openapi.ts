@@ -235,7 +235,11 @@ export default fp<{ prefix: string }>(
         staticCSP: true,
         // Not upgrade-insecure-requests: over plain HTTP on any host but localhost (the compose
         // deployment behind nginx), the browser would fetch every asset over https and show nothing.
-        transformStaticCSP: (header) => header.replace(/\s*upgrade-insecure-requests;?/, ''),
+        // Inline styles: Swagger UI's components set style attributes, which hashes cannot allow.
+        transformStaticCSP: (header) =>
+          header
+            .replace(/\s*upgrade-insecure-requests;?/, '')
+            .replace(/style-src [^;]*/, "style-src 'self' 'unsafe-inline'"),
       });
     });
   },

@@ -29,12 +29,17 @@ describe.skipIf(!existsSync(CHROMIUM))('the /docs page in chromium', { timeout: 
   const t = useTestApp();
   let browser: Browser;
   let page: Page;
+  /** What the browser refused under the page's Content-Security-Policy, through the whole file. */
+  const refused: string[] = [];
 
   beforeAll(async () => {
     await seed(t.app.db, { posts: 20, demo: true });
     const address = await t.app.listen({ port: 0, host: '127.0.0.1' });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS });
     page = await browser.newPage();
+    page.on('console', (message) => {
+      if (message.type() === 'error' && /Content Security Policy/i.test(message.text())) refused.push(message.text());
+    });
     await page.goto(`${address}/docs`);
     await page.locator('#operations-posts-listPosts').waitFor();
   }, 60_000);
@@ -96,5 +101,9 @@ describe.skipIf(!existsSync(CHROMIUM))('the /docs page in chromium', { timeout: 
     const post = await tryItOut('operations-posts-createPost');
     expect(post.status).toBe(201);
     expect(JSON.parse(post.body)).toMatchObject({ id: 21, title: 'Hello', body: 'First post', authorId: DEMO_ID });
+  });
+
+  it('breaks no rule of its Content-Security-Policy (no console error, on load or on use)', () => {
+    expect(refused).toEqual([]);
   });
 });

@@ -42,12 +42,15 @@ options:
   -h, --help     print this help and exit`,
 };
 
+/** What the commands read: another setting's bad value is the server's concern, not theirs. */
+const SETTINGS = ['DATABASE_URL', 'DATABASE_LISTEN_URL', 'EMBEDDED_PG_PORT', 'EMBEDDED_PG_DATA'] as const;
+
 /** `direct`: DATABASE_LISTEN_URL first. */
 async function withDatabase(
   work: (url: string) => Promise<void>,
   { direct = false, migrateFirst = true } = {},
 ): Promise<void> {
-  const config = (await import('./config.js')).readConfiguration();
+  const config = (await import('./config.js')).readConfiguration(SETTINGS);
   if (config.databaseUrl) return work((direct && config.databaseListenUrl) || config.databaseUrl);
   const [{ startDevelopmentDatabase }, { migrate }] = await Promise.all([
     import('./dev/embedded.js'),

@@ -185,11 +185,12 @@ function parseTrustProxy(raw: string): boolean | number | string[] {
   return raw.split(',').map((s) => s.trim());
 }
 
-export function loadConfig(source: Record<string, string | undefined> = process.env) {
+/** `only`: the settings a caller uses; the others take their defaults, whatever they are set to. */
+export function loadConfig(source: Record<string, string | undefined> = process.env, only?: readonly (keyof Env)[]) {
   const raw: Record<string, unknown> = {};
   const problems: string[] = [];
-  for (const [key, schema] of Object.entries(EnvSchema.properties) as [string, TSchema][]) {
-    const value = source[key];
+  for (const [key, schema] of Object.entries(EnvSchema.properties) as [keyof Env, TSchema][]) {
+    const value = only && !only.includes(key) ? undefined : source[key];
     // Empty counts as unset (as in docker compose's `VAR=`), except where empty means something.
     if (value === undefined || (value === '' && key !== 'API_PREFIX' && key !== 'CORS_ORIGINS')) continue;
     // Only plain integers: Number() would take "1e3" or " 7", and TypeBox's Convert truncates "1.5".
@@ -299,11 +300,11 @@ export function describeSettings(): string {
     .join('\n');
 }
 
-/** .env and the environment, or every problem on stderr and exit 78. */
-export function readConfiguration(): Config {
+/** .env and the environment (`only` those settings), or every problem on stderr and exit 78. */
+export function readConfiguration(only?: readonly (keyof Env)[]): Config {
   try {
     loadEnvFile();
-    return loadConfig();
+    return loadConfig(process.env, only);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     console.error(`configuration error (environment variables and .env):\n  ${error.problems.join('\n  ')}`);

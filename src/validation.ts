@@ -36,21 +36,21 @@ function makeAjv(options: Options): Ajv {
 
 const CANONICAL_INTEGER = /^(?:0|[1-9][0-9]*)$/;
 const NOT_CANONICAL = 'must be written in plain decimal digits (no sign, leading zero, exponent or spaces)';
-const GIVEN_TWICE = 'must be given once, as a comma-separated list';
 
 type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
-type Properties = Record<string, { type?: unknown; explode?: unknown }>;
+type Properties = Record<string, { type?: unknown }>;
 
 /**
- * A URL part, past Ajv: `explode: false` lists (`fields=title,body`) are split into the array their schema
- * checks, and given once; integers are refused when `Number()` takes them but they are not canonical (`01`, `1e3`).
+ * A URL part, past Ajv: a query list comes comma-separated (`fields=title,body`) or repeated (`fields=title&fields=body`,
+ * what generated clients send), and either is the one array its schema checks; integers are refused when `Number()`
+ * takes them but they are not canonical (`01`, `1e3`).
  */
 function urlPart(validate: Validate, schema: { properties?: Properties }, splitLists: boolean): Validate {
   const properties = schema.properties ?? {};
   const named = (test: (s: Properties[string]) => boolean) =>
     Object.keys(properties).filter((n) => test(properties[n]!));
   const integers = named((s) => s.type === 'integer');
-  const lists = splitLists ? named((s) => s.type === 'array' && s.explode === false) : [];
+  const lists = splitLists ? named((s) => s.type === 'array') : [];
   if (integers.length + lists.length === 0) return validate;
   const refuse = (name: string, keyword: string, message: string): ErrorObject => ({
     instancePath: `/${name}`,
@@ -63,8 +63,8 @@ function urlPart(validate: Validate, schema: { properties?: Properties }, splitL
     const values = (data ?? {}) as Record<string, unknown>;
     const refused: ErrorObject[] = [];
     for (const name of lists) {
-      if (Array.isArray(values[name])) refused.push(refuse(name, 'repeated', GIVEN_TWICE));
-      else if (typeof values[name] === 'string') values[name] = values[name].split(',');
+      const value = values[name];
+      if (typeof value === 'string' || Array.isArray(value)) values[name] = [value].flat().join(',').split(',');
     }
     for (const name of integers) {
       const value = values[name];

@@ -17,6 +17,7 @@ import {
   bind,
 } from './seed-rows.js';
 import { seedWebhook } from '../events/webhooks/repository.js';
+import { DEMO_EMAIL, DEMO_ID } from '../schemas/common.js';
 
 export interface SeedOptions {
   posts: number;
@@ -25,6 +26,8 @@ export interface SeedOptions {
   /** Default: one per ten posts, at least 1, at most 1000. */
   users?: number;
   onProgress?: (progress: SeedProgress) => void;
+  /** Also the demo account /docs's examples name (seedDemo); default false. */
+  demo?: boolean;
 }
 
 export interface SeedProgress {
@@ -154,7 +157,7 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
       RECOMPUTE_TOTALS.map((statement) => bind(statement, { lo: postBase, hi: postBase + posts - 1 })),
     );
     await endLoad(client, mode);
-    if (users > 0) await seedWebhook(client, userBase);
+    if (options.demo) await seedDemo(client, hash);
     await client.query('COMMIT');
     // Fresh statistics, so the planner sees the new sizes before the first request does.
     progress({ phase: 'analyze', done: 0, total: 1 });
@@ -212,8 +215,36 @@ async function beginLoad(client: pg.PoolClient): Promise<SeedResult['mode']> {
 }
 
 async function endLoad(client: pg.PoolClient, mode: SeedResult['mode']): Promise<void> {
-  if (mode !== 'disable-trigger') return;
-  for (const table of LOADED_TABLES) await client.query(`ALTER TABLE ${table} ENABLE TRIGGER USER`);
+  if (mode === 'replica') await client.query(`SET LOCAL session_replication_role = origin`);
+  else for (const table of LOADED_TABLES) await client.query(`ALTER TABLE ${table} ENABLE TRIGGER USER`);
+}
+
+/**
+ * The demo account /docs's examples name (docs/api.md §13), made once: its e-mail and the ids of its rows are
+ * fixed (DEMO_ID), so the examples hold whatever the database held before. Triggers on: counts and events as
+ * if the API had made them.
+ */
+async function seedDemo(client: pg.PoolClient, hash: string): Promise<void> {
+  const rows: [string, unknown[]][] = [
+    [
+      'users (id, email, name, password_hash) OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4)',
+      [DEMO_EMAIL, 'Demo User', hash],
+    ],
+    [
+      'posts (id, author_id, title, body) OVERRIDING SYSTEM VALUE VALUES ($1, $1, $2, $3)',
+      ['Welcome', 'The demo post.'],
+    ],
+    ['comments (id, post_id, author_id, body) OVERRIDING SYSTEM VALUE VALUES ($1, $1, $1, $2)', ['The demo comment.']],
+    // A token nobody holds (the hash of a secret never shown), for the example that revokes one.
+    [
+      `tokens (id, user_id, token_hash, expires_at) OVERRIDING SYSTEM VALUE
+       VALUES ($1, $1, sha256(gen_random_uuid()::text::bytea), now() + interval '10 years')`,
+      [],
+    ],
+  ];
+  for (const [insert, values] of rows)
+    await client.query(`INSERT INTO ${insert} ON CONFLICT DO NOTHING`, [DEMO_ID, ...values]);
+  await seedWebhook(client, DEMO_ID);
 }
 
 /** `npm run seed`: a progress display (one line rewritten on a terminal), then a summary with the password. */
@@ -229,11 +260,9 @@ export async function seedCommand(
     if (out.isTTY) out.write(`\r\x1b[K${phase === 'done' ? '' : line}`);
     else if (phase !== 'done') out.write(`${line}\n`);
   };
-  const result = await seed(pool, { posts, users, comments, onProgress: render });
+  const result = await seed(pool, { posts, users, comments, onProgress: render, demo: true });
   out.write(
     `seeded ${result.users} users, ${result.posts} posts, ${result.comments} comments in ${result.seconds.toFixed(1)} s\n` +
-      (result.users > 0
-        ? `every seeded user's password is "${result.password}"; e.g. log in with ${result.email}\n`
-        : ''),
+      `every seeded user's password is "${result.password}"; e.g. log in with ${DEMO_EMAIL}\n`,
   );
 }

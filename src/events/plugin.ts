@@ -57,9 +57,10 @@ export default fp<{ listenUrl: string; prefix: string; heartbeatMs: number }>(
       hub.close();
       done();
     });
+    // The sequencer first: a call still running on the listener's session would fail as it ends, and say so.
     app.addHook('onClose', async () => {
-      await listener.close();
       await sequencer.close();
+      await listener.close();
     });
   },
   { name: 'events', dependencies: ['db'] },

@@ -48,9 +48,9 @@ const TypesParam = Type.Array(StringEnum([...EVENT_TYPES]), {
   minItems: 1,
   maxItems: EVENT_TYPES.length,
   uniqueItems: true,
-  explode: false,
+  explode: true,
   'x-errorMessage': `must be a comma-separated list of distinct event types among ${EVENT_TYPES.join(', ')}`,
-  description: 'only events of these types, comma-separated',
+  description: 'only events of these types, comma-separated or the parameter repeated',
   examples: [['post.created', 'comment.created']],
 });
 

@@ -24,11 +24,18 @@ function guarded(pool: pg.Pool): pg.Pool {
 export default fp<{ config: AppConfig }>(
   async (app, { config }) => {
     const { databaseUrl, pgPoolMax: max, databaseReadUrls: readUrls, databaseReadMaxLagMs } = config;
+    // Once closing, a connection ending is expected: Ctrl-C stops the embedded PostgreSQL at the same time.
+    let closing = false;
+    app.addHook('preClose', (done) => {
+      closing = true;
+      done();
+    });
     const poolOptions = (database: string) => ({
       statementTimeoutMs: config.pgStatementTimeoutMs,
       preparedStatements: config.databasePreparedStatements,
-      onIdleError: (error: Error) =>
-        app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it'),
+      onIdleError: (error: Error) => {
+        if (!closing) app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it');
+      },
       onStatementNamesLost: (error: Error) =>
         app.log.warn(
           { database, cause: error.message },

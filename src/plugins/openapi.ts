@@ -159,7 +159,8 @@ function swaggerOptions(prefix: string): FastifyDynamicSwaggerOptions {
           'A known path answers a method it lacks with 405 and Allow (components.responses.MethodNotAllowed). ' +
           'Reads, sign-up and log-in need no token; one sent there is still checked (a bad one is a 401). ' +
           'The examples fit a database filled by `npm run seed`: log in with the example of POST /tokens, ' +
-          "authorize with the token, and every other example works (ids 1 are that user's).",
+          "authorize with the token, and every other example works (ids 1000000000 are that demo account's; " +
+          'PATCH the demo webhook status active before retrying its delivery).',
       },
       servers: [server],
       tags: OPENAPI_TAGS,
@@ -230,7 +231,11 @@ export default fp<{ config: AppConfig }>(
         staticCSP: true,
         // Not upgrade-insecure-requests: over plain HTTP on any host but localhost (the compose
         // deployment behind nginx), the browser would fetch every asset over https and show nothing.
-        transformStaticCSP: (header) => header.replace(/\s*upgrade-insecure-requests;?/, ''),
+        // Inline styles: Swagger UI's components set style attributes, which hashes cannot allow.
+        transformStaticCSP: (header) =>
+          header
+            .replace(/\s*upgrade-insecure-requests;?/, '')
+            .replace(/style-src [^;]*/, "style-src 'self' 'unsafe-inline'"),
       });
     });
   },

@@ -13,8 +13,14 @@ export const Count = Type.Integer({ format: 'int64', minimum: 0, maximum: MAX_ID
 export const SmallInt = (minimum: number, maximum: number, options: object = {}) =>
   Type.Integer({ format: 'int32', minimum, maximum, ...options });
 
-/** Non-canonical digits name no resource (404). The example names the seed's first user, post and comment. */
-export const PathId = { ...Id, examples: [1] };
+/**
+ * The demo account of `npm run seed` and its post, comment, token, webhook and delivery all have this id, far
+ * past any sequence: /docs's examples name them whatever the database held before.
+ */
+export const DEMO_ID = 1_000_000_000;
+export const DEMO_EMAIL = 'demo@example.com';
+/** Non-canonical digits name no resource (404). The example names the demo account's rows. */
+export const PathId = { ...Id, examples: [DEMO_ID] };
 
 /** What PostgreSQL text holds: no NUL, no lone surrogate (a keyword: other regex engines lack surrogate ranges). */
 export const Storable = { pattern: '^[^\\x00]*$', 'x-errorMessage': 'must not contain U+0000', [WELL_FORMED]: true };
@@ -109,7 +115,7 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
   );
 }
 
-/** One comma-separated parameter (`explode: false`, split by validation.ts). */
+/** A list: comma-separated, or the parameter repeated (`explode: true`); validation.ts makes either one array. */
 export function FieldsParam<F extends string>(names: readonly F[], example: F[]) {
   return {
     fields: Type.Optional(
@@ -117,10 +123,10 @@ export function FieldsParam<F extends string>(names: readonly F[], example: F[])
         minItems: 1,
         maxItems: names.length,
         uniqueItems: true,
-        explode: false,
+        explode: true,
         'x-errorMessage': `must be a comma-separated list of distinct fields among ${names.join(', ')}`,
         description:
-          'sparse fieldset, comma-separated: each item holds only these fields, plus id always (and author when included)',
+          'sparse fieldset, comma-separated or the parameter repeated: each item holds only these fields, plus id always (and author when included)',
         examples: [example],
       }),
     ),

@@ -1,6 +1,6 @@
 /** Token contracts (docs/api.md §4, §6). */
 import { Type } from '@sinclair/typebox';
-import { Id, ListEnvelope, ListQuery, PathId, Storable, Timestamp } from './common.js';
+import { DEMO_EMAIL, Id, ListEnvelope, ListQuery, PathId, Storable, Timestamp } from './common.js';
 import { UserSchema } from './users.js';
 
 /** What a list of tokens may be sorted by; the repository maps each to its column. */
@@ -28,8 +28,8 @@ export const IssuedTokenSchema = Type.Object(
 export const CreateTokenBody = Type.Object(
   // No e-mail format (a failed log-in says nothing either way), but PostgreSQL refuses NUL.
   { email: Type.String({ maxLength: 254, ...Storable }), password: Type.String({ maxLength: 200 }) },
-  // The first user of `npm run seed` (src/dev/seed.ts), who owns what the other examples name.
-  { additionalProperties: false, examples: [{ email: 'grace.knuth.1@example.com', password: 'demo-password' }] },
+  // The demo account of `npm run seed` (src/dev/seed.ts), who owns what the other examples name.
+  { additionalProperties: false, examples: [{ email: DEMO_EMAIL, password: 'demo-password' }] },
 );
 export const TokenParams = Type.Object({ tokenId: PathId });
 export const TokenListQuery = ListQuery(TOKEN_SORT_FIELDS);

@@ -45,9 +45,10 @@ export type UserField = (typeof USER_FIELDS)[number];
 
 export const UserViewSchema = ReadView(UserSchema, 'UserView');
 
+// Not Ann, who signs up in the README's walk-through.
 export const CreateUserBody = Body(
   { name: Name, email: Email, password: Password },
-  { examples: [{ name: 'Ann', email: 'ann@example.com', password: 'correct horse' }] },
+  { examples: [{ name: 'Ada', email: 'ada@example.com', password: 'correct horse' }] },
 );
 export const UpdateUserBody = Body(
   { name: Type.Optional(Name), email: Type.Optional(Email), password: Type.Optional(Password) },

@@ -2,14 +2,18 @@
  * The docs page works as offered (docs/api.md §13): "Try it out" fills in every
  * parameter that has an example or a default, and the request body's example,
  * and "Execute" sends them. Here each operation of /openapi.json is sent that
- * way against a freshly seeded database (`npm run seed`), after logging in with
+ * way against a database where the README's walk-through ran first and then
+ * `npm run seed` (so the examples cannot lean on ids 1), after logging in with
  * POST /tokens's example and authorizing with its token, as a reader of /docs
- * would; each must answer its documented success. Deletions go last, the
- * token's own last of all.
+ * would; each must answer its documented success. Changes go before creates (the
+ * demo webhook's PATCH enables it, as docs/api.md says, before its delivery is
+ * retried), deletions last, the token's last of all.
  */
+import { readFileSync } from 'node:fs';
 import { beforeAll, expect, it } from 'vitest';
 import { seed } from '../../src/dev/seed.js';
 import { useTestApp } from '../helpers/factories.js';
+import { differences, run, walkThrough } from '../helpers/walk-through.js';
 
 interface Parameter {
   name: string;
@@ -30,7 +34,10 @@ interface Operation {
 const t = useTestApp();
 let doc: { paths: Record<string, Record<string, Operation>> };
 beforeAll(async () => {
-  await seed(t.app.db, { posts: 50 });
+  const address = await t.app.listen({ port: 0, host: '127.0.0.1' });
+  const steps = walkThrough(readFileSync('README.md', 'utf8'));
+  expect(differences(steps, await run(steps, Number(new URL(address).port)))).toEqual([]);
+  await seed(t.app.db, { posts: 50, demo: true });
   doc = (await t.app.inject({ url: '/openapi.json' })).json();
 }, 60_000);
 
@@ -44,10 +51,10 @@ function filledIn(parameter: Parameter): unknown {
 const serialized = (parameter: Parameter, value: unknown): string[] =>
   Array.isArray(value) ? (parameter.explode === false ? [value.join(',')] : value.map(String)) : [String(value)];
 
-/** POST /tokens first (the reader logs in), then reads, creates, changes, deletions (deepest first), the token last. */
+/** POST /tokens first (the reader logs in), then reads, changes, creates, deletions (deepest first), the token last. */
 function order([path, method]: [string, string, Operation]): number {
   if (path === '/tokens' && method === 'post') return 0;
-  const rank = { get: 1, post: 2, put: 3, patch: 3, delete: 4 }[method] ?? 5;
+  const rank = { get: 1, put: 2, patch: 2, post: 3, delete: 4 }[method] ?? 5;
   if (method !== 'delete') return rank;
   return path === '/tokens/{tokenId}' ? 9 : rank + 1 / path.length;
 }

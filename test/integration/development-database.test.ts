@@ -117,9 +117,13 @@ describe('npm start', () => {
 
   it('Ctrl-C (SIGINT to the whole process group) stops them too', async () => {
     const started = await npmStart(true);
+    // A read first: the pool then holds idle connections.
+    expect((await fetch(`http://127.0.0.1:${httpPort}/posts`)).status).toBe(200);
     process.kill(-started.npm.pid!, 'SIGINT');
     await started.exited;
     await expectAllGone([started.server, started.postgres]);
+    // PostgreSQL got the SIGINT too, and ended the pool's connections as the server closed it.
+    expect(started.output()).not.toContain('an idle database connection failed');
   }, 120_000);
 });
 

@@ -317,8 +317,8 @@ describe('fields', () => {
     expect422(await get(`/posts/${id(0)}?fields=title,body,title`), { fields: ['names title more than once'] });
     expect422(await get(`/posts?fields=title,body,title,body,title`), { fields: ['names title, body more than once'] });
     expect422(await get(`/posts?fields=title,tittle,title`), { fields: [message, 'names title more than once'] });
-    expect422(await get(`/posts?fields=title&fields=body`), {
-      fields: ['must be given once, as a comma-separated list'],
+    expect422(await get(`/posts?fields=title&fields=tittle&fields=title`), {
+      fields: [message, 'names title more than once'],
     });
     expect422(await get('/users?fields=password'), {
       fields: ['must be a comma-separated list of distinct fields among id, name, role, email, createdAt'],

@@ -9,6 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { seed, seedCommand, type SeedResult } from '../../src/dev/seed.js';
 import { signUp, useTestApp } from '../helpers/factories.js';
 import { MISCOUNTED_POSTS } from '../helpers/database.js';
+import { DEMO_ID } from '../../src/schemas/common.js';
 
 const t = useTestApp();
 const existing = t.user({ name: 'Already Here' });
@@ -18,7 +19,8 @@ const iso = expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 
 beforeAll(async () => {
   await seedCommand(t.app.db, { posts: 2000 }, { write: (text: string) => (printed += text) });
-  second = await seed(t.app.db, { posts: 100, comments: 150, users: 5 });
+  // The demo account again: made once.
+  second = await seed(t.app.db, { posts: 100, comments: 150, users: 5, demo: true });
 }, 60_000);
 
 async function one<T>(text: string): Promise<T> {
@@ -30,9 +32,10 @@ describe('npm run seed', () => {
   it('adds users, posts and comments to what was there', async () => {
     expect(printed).toMatch(/^seed: /m);
     expect(printed).toContain('seeded 200 users, 2000 posts, 4000 comments in ');
-    expect(await one('SELECT count(*)::int AS users FROM users')).toEqual({ users: 1 + 200 + 5 });
-    expect(await one('SELECT count(*)::int AS posts FROM posts')).toEqual({ posts: 2100 });
-    expect(await one('SELECT count(*)::int AS comments FROM comments')).toEqual({ comments: 4150 });
+    // And the demo account's one post and one comment.
+    expect(await one('SELECT count(*)::int AS users FROM users')).toEqual({ users: 1 + 200 + 5 + 1 });
+    expect(await one('SELECT count(*)::int AS posts FROM posts')).toEqual({ posts: 2101 });
+    expect(await one('SELECT count(*)::int AS comments FROM comments')).toEqual({ comments: 4151 });
     expect(second).toMatchObject({ users: 5, posts: 100, comments: 150, userIds: [202, 206], postIds: [2001, 2100] });
     const res = await t.app.inject({ method: 'GET', url: `/users/${existing.user.id}` });
     expect(res.json()).toEqual({
@@ -48,7 +51,7 @@ describe('npm run seed', () => {
       await one(`SELECT
         (SELECT n FROM counters WHERE name = 'posts')::int AS "postsCounter", (SELECT count(*) FROM posts)::int AS posts,
         (SELECT n FROM counters WHERE name = 'users')::int AS "usersCounter", (SELECT count(*) FROM users)::int AS users`),
-    ).toEqual({ postsCounter: 2100, posts: 2100, usersCounter: 206, users: 206 });
+    ).toEqual({ postsCounter: 2101, posts: 2101, usersCounter: 207, users: 207 });
     expect(
       await one(`SELECT count(*)::int AS wrong FROM users u
         WHERE COALESCE((SELECT n FROM author_post_counts a WHERE a.author_id = u.id), 0) <> (SELECT count(*) FROM posts p WHERE p.author_id = u.id)`),
@@ -68,7 +71,7 @@ describe('npm run seed', () => {
       await one(
         `SELECT (SELECT n FROM counters WHERE name = 'users')::int AS counter, (SELECT count(*) FROM users)::int AS users`,
       ),
-    ).toEqual({ counter: 207, users: 207 });
+    ).toEqual({ counter: 208, users: 208 });
     expect(await one(`SELECT tgenabled AS enabled FROM pg_trigger WHERE tgname = 'posts_after_insert'`)).toEqual({
       enabled: 'O',
     });
@@ -76,8 +79,8 @@ describe('npm run seed', () => {
 
   it('gives unique e-mails and realistic timestamps', async () => {
     expect(await one(`SELECT count(*)::int AS users, count(DISTINCT lower(email))::int AS emails FROM users`)).toEqual({
-      users: 207,
-      emails: 207,
+      users: 208,
+      emails: 208,
     });
     expect(
       await one(`SELECT
@@ -96,9 +99,9 @@ describe('npm run seed', () => {
     ).toEqual({ editedBeforeCreated: 0, olderThanPost: 0 });
   });
 
-  it('prints a password a seeded user logs in with through POST /tokens', async () => {
-    const [, password, email] = /password is "([^"]+)"; e\.g\. log in with (\S+)/.exec(printed) ?? [];
-    expect(email).toMatch(/^[a-z-]+\.[a-z-]+\.2@example\.com$/);
+  it('prints a password a seeded user logs in with through POST /tokens: the demo account, whatever ran before', async () => {
+    const [, password, email] = /password is "([^"]+)"; e\.g\. log in with ([^\s,]+)/.exec(printed) ?? [];
+    expect(email).toBe('demo@example.com');
     const res = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email, password } });
     expect(res.statusCode).toBe(201);
     expect(res.json()).toEqual({
@@ -106,9 +109,26 @@ describe('npm run seed', () => {
       token: expect.any(String),
       tokenType: 'Bearer',
       expiresAt: iso,
-      user: { id: 2, name: expect.any(String), role: 'user', email, createdAt: iso },
+      user: { id: DEMO_ID, name: 'Demo User', role: 'user', email, createdAt: iso },
     });
     const wrong = await t.app.inject({ method: 'POST', url: '/tokens', payload: { email, password: `${password}x` } });
     expect(wrong.statusCode).toBe(401);
   });
+
+  it('makes the demo webhook disabled: it sends nothing to its host, which does not answer, until enabled', async () => {
+    const hooks = await t.app.inject({ method: 'GET', url: `/webhooks/${DEMO_ID}`, headers: await demoAuth() });
+    expect(hooks.json()).toMatchObject({ id: DEMO_ID, userId: DEMO_ID, status: 'disabled' });
+    expect(await one(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE next_attempt_at IS NOT NULL`)).toEqual({
+      n: 0,
+    });
+  });
 });
+
+async function demoAuth() {
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/tokens',
+    payload: { email: 'demo@example.com', password: 'demo-password' },
+  });
+  return { authorization: `Bearer ${res.json<{ token: string }>().token}` };
+}

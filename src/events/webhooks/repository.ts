@@ -143,18 +143,27 @@ export function webhooksRepository(db: Queryable) {
 }
 
 /**
- * The seed's demo webhook, so that /docs's examples work: an address that does not exist, taking only post.deleted
- * (which a seed never makes), with one given-up delivery for the retry example.
+ * The seed's demo webhook and one given-up delivery for /docs's retry example, both with id `id` and owned by user
+ * `id`, made once. Created disabled: its address does not exist, and an active one would retry for a day.
  */
-export async function seedWebhook(db: Queryable, userId: number): Promise<void> {
-  const url = 'https://hooks.example.com/posts-api';
-  const fields = { url, types: ['post.deleted' as const], description: 'demo: an endpoint that does not exist' };
-  const webhook = await webhooksRepository(db).create(userId, fields, undefined, 1);
+export async function seedWebhook(db: Queryable, id: number): Promise<void> {
+  const { secret, sealed } = sealSecret(newSecret().bytes, id, undefined);
+  const { rowCount } = await db.query(
+    prepared(
+      `INSERT INTO webhooks (id, user_id, url, types, description, status, secret, secret_sealed, cursor)
+       OVERRIDING SYSTEM VALUE
+       VALUES ($1, $1, 'https://hooks.example.com/posts-api', '{post.deleted}', 'demo: an endpoint that does not exist',
+         'disabled', $2, $3, (SELECT coalesce(max(id), 0) FROM events))
+       ON CONFLICT (id) DO NOTHING`,
+      [id, secret, sealed],
+    ),
+  );
+  if (!rowCount) return;
   await db.query(
     prepared(
-      `INSERT INTO webhook_deliveries (webhook_id, event_id, status, error)
-       VALUES ($1, (SELECT coalesce(max(id), 1) FROM events), 'given_up', 'a seeded example, never sent')`,
-      [webhook!.id],
+      `INSERT INTO webhook_deliveries (id, webhook_id, event_id, status, error) OVERRIDING SYSTEM VALUE
+       VALUES ($1, $1, (SELECT coalesce(max(id), 1) FROM events), 'given_up', 'a seeded example, never sent')`,
+      [id],
     ),
   );
 }

@@ -27,7 +27,7 @@ import {
   selectList,
   viewSource,
 } from '../db/views.js';
-import { findOne } from '../db/lookups.js';
+import { lookup } from '../db/lookups.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
 
 export interface Post {
@@ -67,10 +67,10 @@ const FIELDS: Columns<PostField> = {
 // The list envelope is a union, whose serializer rejects items with extra members.
 const LIST_COLUMNS = selectList(FIELDS);
 const COLUMNS = `${LIST_COLUMNS}, version`;
-const ONE = {
+const findPost = lookup<VersionedPost>({
   byId: `SELECT ${COLUMNS} FROM posts WHERE id = $1`,
   byIds: `SELECT ${COLUMNS} FROM posts WHERE id = ANY($1::bigint[])`,
-};
+});
 
 /** A word once counted past the threshold is shown to the planner, which then counts it by a cheap walk. */
 const commonOn = perDatabase<true>(1_000);
@@ -185,14 +185,12 @@ const updatePosts = batchedWrite<
 });
 
 export function postsRepository(db: Queryable, primary: Queryable = db) {
-  const findById = (id: number) => findOne<VersionedPost>(db, ONE, id);
-
   return {
     async create(authorId: number, input: { title: string; body: string }): Promise<VersionedPost> {
       return (await createPosts(db, { authorId, title: input.title, body: input.body }))!;
     },
 
-    findById,
+    findById: (id: number) => findPost(db, id),
 
     async read(id: number, view: View<PostField>): Promise<Viewed<Post> | undefined> {
       const { rows } = await db.query<Viewed<Post>>(

@@ -34,7 +34,6 @@ interface Replica {
 
 export interface ReadRouter {
   readonly maxLagMs: number;
-  /** A replica within the lag bound, else the primary. */
   reader(): Queryable;
   status(): { replayed: number; lagMs: number }[];
   close(): Promise<void>;

@@ -76,7 +76,6 @@ export function toQuery(root: SqlFragment, named = true): Statement {
   return named ? prepared(text, values) : { text, values };
 }
 
-/** The first row a prepared statement answers, if any. */
 export async function firstRow<T extends object>(
   db: Queryable,
   text: string,
@@ -85,7 +84,6 @@ export async function firstRow<T extends object>(
   return (await db.query<T & pg.QueryResultRow>(prepared(text, values))).rows[0];
 }
 
-/** How many rows a prepared statement wrote. */
 export async function written(db: Queryable, text: string, values: unknown[]): Promise<number> {
   return (await db.query(prepared(text, values))).rowCount ?? 0;
 }

@@ -45,7 +45,6 @@ export const searchMatches = (q: string, shown = false) =>
     ? sql`search @@ websearch_to_tsquery('posts_search', ${q})`
     : sql`search @@ (SELECT websearch_to_tsquery('posts_search', ${q}))`;
 
-/** One row as `view` shows it. */
 export function readView<T extends { id: number }, F extends string>(
   db: Queryable,
   columns: Columns<F>,

@@ -16,9 +16,7 @@ export interface IdempotencyRecord extends Omit<StoredResponse, 'body'> {
   scope: string;
   key: string;
   requestHash: Buffer;
-  /** e.g. `post:42` */
   resource: string | null;
-  /** A sign-up's password hash. */
   secretHash: string | null;
   /** null once the resource has been deleted (a trigger drops the copy). */
   body: string | null;

@@ -13,7 +13,6 @@ export interface Token {
 export interface AuthUser {
   id: number;
   role: 'user' | 'admin';
-  /** The token this request authenticated with. */
   tokenId: number;
 }
 
@@ -39,7 +38,6 @@ export function tokensRepository(db: Queryable) {
       return (await firstRow<Token>(db, text, [userId, hash, ttlSeconds]))!;
     },
 
-    /** undefined for unknown, expired and revoked tokens. */
     authenticate: (hash: Buffer) =>
       firstRow<AuthUser & { expiresAtMs: number }>(
         db,

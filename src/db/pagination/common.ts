@@ -106,7 +106,6 @@ export function planList<F extends string, Filter>(
     scope,
     listed,
     narrow,
-    /** Narrowed by a search. */
     unsure: search !== undefined,
     hints: options.hints ?? [],
     // A hidden word gives every search the same plan; a range's bounds decide theirs (a week or a year).

@@ -21,32 +21,24 @@ function migrationsDir(): string {
   return dir;
 }
 
-/**
- * A direct connection, not a pooler: the runner holds a session-level advisory
- * lock. No statement timeout: a migration may rewrite a large table.
- */
-export async function migrate(databaseUrl: string, log?: (msg: string) => void): Promise<void> {
+/** A direct connection (the runner holds a session-level advisory lock), no statement timeout. */
+export async function migrate(databaseUrl: string, log: (msg: string) => void = () => {}): Promise<void> {
   const dbClient = new pg.Client({ connectionString: databaseUrl, options: '-c statement_timeout=0' });
   await dbClient.connect();
   try {
-    await runMigrations(dbClient, log);
+    // Never a half-migrated schema; instances starting together queue up.
+    const options = { singleTransaction: true, advisoryLockMode: 'wait', checkOrder: true } as const;
+    await runner({
+      dbClient,
+      dir: migrationsDir(),
+      direction: 'up',
+      migrationsTable: MIGRATIONS_TABLE,
+      log,
+      ...options,
+    });
   } finally {
     await dbClient.end();
   }
-}
-
-async function runMigrations(dbClient: pg.Client, log?: (msg: string) => void): Promise<void> {
-  await runner({
-    dbClient,
-    dir: migrationsDir(),
-    direction: 'up',
-    migrationsTable: MIGRATIONS_TABLE,
-    checkOrder: true,
-    // Never a half-migrated schema; instances starting together queue up.
-    singleTransaction: true,
-    advisoryLockMode: 'wait',
-    log: log ?? (() => {}),
-  });
 }
 
 export function shippedMigrations(): string[] {

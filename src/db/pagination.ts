@@ -1,8 +1,6 @@
 /**
- * Lists in SQL, one round trip each (docs/api.md §5): offset pages with totals
- * (pagination/offset.ts), keyset cursors that page both ways and survive edits
- * and deletes of their anchor (pagination/cursor.ts), on a ListSource and the
- * SQL pieces both share (pagination/common.ts).
+ * Lists in SQL, one round trip each (docs/api.md §5, docs/architecture.md "Lists"): offset pages
+ * with totals, and keyset cursors that page both ways and survive edits and deletes of their anchor.
  */
 import type { Queryable } from './pool.js';
 import {
@@ -16,17 +14,7 @@ import {
 import { runOffset } from './pagination/offset.js';
 import { runCursor } from './pagination/cursor.js';
 
-export {
-  type ListOptions,
-  type ListResult,
-  type ListSource,
-  type PageRequest,
-  type Sort,
-  counter,
-  idColumn,
-  textColumn,
-  timestampColumn,
-} from './pagination/common.js';
+export * from './pagination/common.js';
 
 export async function runList<T extends { id: number }, F extends string, Filter>(
   db: Queryable,

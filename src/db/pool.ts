@@ -1,16 +1,9 @@
-/**
- * The PostgreSQL pool and withTransaction (docs/architecture.md, "The database").
- * A transaction is re-run whole after a conflict, so its function must only touch
- * the database through the client it is given.
- */
+/** The pool and withTransaction, re-run whole after a conflict: its function touches only its client. */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { LRUCache } from 'lru-cache';
 
-/**
- * Tells the change triggers that these sessions NOTIFY after commit themselves;
- * PgBouncer passes application_name on, so this works behind it.
- */
+/** Tells the change triggers these sessions NOTIFY after commit themselves (PgBouncer passes it on). */
 export const APPLICATION_NAME = 'posts-api';
 
 // `posts_api.notifies` is the same signal for tools that can only set options (pgbench).
@@ -37,7 +30,6 @@ const types = {
 };
 
 export interface PoolOptions {
-  /** Longest a statement may run (ms) before PostgreSQL cancels it (SQLSTATE 57014). */
   statementTimeoutMs?: number;
   onIdleError?: (error: Error) => void;
   /** False for a pooler that cannot follow statement names; true still falls back on LOST_STATEMENT. */
@@ -56,22 +48,11 @@ export const codeOf = (error: unknown): string => {
 /** A wait for a free client timed out while the database answers (every client busy). */
 export const POOL_EXHAUSTED = 'POOL_EXHAUSTED';
 
-type Named = { name: unknown; text: string };
-const isNamed = (config: unknown): config is Named =>
-  typeof config === 'object' &&
-  config !== null &&
-  'name' in config &&
-  'text' in config &&
-  Boolean((config as Named).name);
-function unnamed(config: Named): unknown {
-  const { name: _name, ...rest } = config;
-  return rest;
-}
+type Named = { name?: unknown; text: string };
+const isNamed = (config: unknown): config is Named => Boolean((config as Named | null)?.name);
+const unnamed = ({ name: _name, ...rest }: Named) => rest;
 
-/**
- * Drops statement names once `named` is false. A statement lost outside a
- * transaction block is re-sent here; inside one, withTransaction re-runs it all.
- */
+/** Drops statement names once `named` is false. A lost statement outside a transaction block is re-sent. */
 function clientClass(named: boolean, onLost: (error: Error) => void): typeof pg.Client {
   return class extends pg.Client {
     private retriable(error: unknown): boolean {
@@ -173,7 +154,7 @@ export function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) =>
   return retryingConflicts(() => transactionOnce(pool, fn));
 }
 
-/** Also for single autocommit statements, which PostgreSQL aborts for conflicts too. */
+/** Also for single autocommit statements. */
 export async function retryingConflicts<T>(unit: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {

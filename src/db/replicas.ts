@@ -1,12 +1,10 @@
 /**
- * Reads on streaming replicas within a lag bound: a replica that replayed the
- * primary's position sampled at time t holds every commit before t. Positions,
- * not pg_last_xact_replay_timestamp(), which grows old on a quiet primary.
- * A read that fails on a replica runs again on the primary.
+ * Reads on replicas within a lag bound: one that replayed the primary's position sampled at t holds
+ * every commit before t (a replay timestamp grows old on a quiet primary). Failed reads go to the primary.
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import type { Queryable } from './pool.js';
+import { codeOf, type Queryable } from './pool.js';
 
 /** A fraction of the lag bound, so a healthy replica never drops out between checks. */
 export const checkInterval = (maxLagMs: number) => Math.min(250, Math.floor(maxLagMs / 4));
@@ -20,8 +18,8 @@ export function parseLsn(text: string): number {
 
 /** The replica's trouble, not the statement's (40001 on a standby: a conflict with recovery). */
 function worthRetrying(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code !== 'string' || !/^[0-9A-Z]{5}$/.test(code)) return true;
+  const code = codeOf(error);
+  if (!/^[0-9A-Z]{5}$/.test(code)) return true;
   return code.startsWith('08') || code.startsWith('53') || code.startsWith('57P') || code === '40001';
 }
 
@@ -36,7 +34,6 @@ interface Replica {
 
 export interface ReadRouter {
   readonly maxLagMs: number;
-  /** A replica within the lag bound, else the primary. */
   reader(): Queryable;
   status(): { replayed: number; lagMs: number }[];
   close(): Promise<void>;

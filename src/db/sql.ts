@@ -1,8 +1,7 @@
-/**
- * The `sql` tagged template: interpolated values are always bound parameters;
- * only fragments made here are spliced as text, so user input never becomes SQL.
- */
+/** The `sql` tagged template: values are bound parameters; only fragments made here are spliced as text. */
 import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import type { Queryable } from './pool.js';
 
 export interface SqlFragment {
   readonly strings: readonly string[];
@@ -50,10 +49,7 @@ export interface Statement {
 const MAX_PREPARED_STATEMENTS = 500;
 const names = new Map<string, string>();
 
-/**
- * Named by a digest of its text, not a counter, so instances behind one pooler
- * never give one name to two texts.
- */
+/** Named by a digest of its text, so instances behind one pooler never give one name to two texts. */
 export function prepared(text: string, values: unknown[]): Statement {
   if (values.length === 0) return { text, values };
   let name = names.get(text);
@@ -78,4 +74,16 @@ export function toQuery(root: SqlFragment, named = true): Statement {
   };
   const text = walk(root);
   return named ? prepared(text, values) : { text, values };
+}
+
+export async function firstRow<T extends object>(
+  db: Queryable,
+  text: string,
+  values: unknown[],
+): Promise<T | undefined> {
+  return (await db.query<T & pg.QueryResultRow>(prepared(text, values))).rows[0];
+}
+
+export async function written(db: Queryable, text: string, values: unknown[]): Promise<number> {
+  return (await db.query(prepared(text, values))).rowCount ?? 0;
 }

@@ -1,5 +1,6 @@
 /** The SQL of richer reads (docs/api.md §10); identifiers only from constant allow-lists. */
-import { sql, type SqlFragment } from './sql.js';
+import type { Queryable } from './pool.js';
+import { firstRow, sql, type SqlFragment } from './sql.js';
 
 export type Columns<F extends string> = Record<F | 'id', string>;
 
@@ -26,37 +27,35 @@ export interface CreatedRange {
   createdBefore?: string | undefined;
 }
 
-/**
- * Exclusive bounds against created_at as shown (milliseconds), written on the
- * bare column so the (…, created_at, id) indexes serve them.
- */
-export function createdBetween({ createdAfter, createdBefore }: CreatedRange): SqlFragment[] {
-  const conditions: SqlFragment[] = [];
-  if (createdAfter !== undefined) {
-    conditions.push(
-      sql`created_at >= date_trunc('milliseconds', ${createdAfter}::timestamptz) + interval '1 millisecond'`,
-    );
-  }
-  if (createdBefore !== undefined) {
-    conditions.push(
-      sql`created_at < date_trunc('milliseconds', ${createdBefore}::timestamptz - interval '1 microsecond') + interval '1 millisecond'`,
-    );
-  }
-  return conditions;
-}
+/** Exclusive bounds on created_at as shown (milliseconds), on the bare column so its indexes serve them. */
+export const createdBetween = ({ createdAfter, createdBefore }: CreatedRange): SqlFragment[] => [
+  ...(createdAfter === undefined
+    ? []
+    : [sql`created_at >= date_trunc('milliseconds', ${createdAfter}::timestamptz) + interval '1 millisecond'`]),
+  ...(createdBefore === undefined
+    ? []
+    : [
+        sql`created_at < date_trunc('milliseconds', ${createdBefore}::timestamptz - interval '1 microsecond') + interval '1 millisecond'`,
+      ]),
+];
 
-/**
- * Hidden (a sub-select), the word does not reach the planner, so the statement
- * keeps one generic plan; a word known to be common is shown, which makes its
- * count cheaper (docs/architecture.md, "Lists").
- */
+/** Hidden (a sub-select), the word keeps one generic plan; a word known to be common is shown, for a cheaper count. */
 export const searchMatches = (q: string, shown = false) =>
   shown
     ? sql`search @@ websearch_to_tsquery('posts_search', ${q})`
     : sql`search @@ (SELECT websearch_to_tsquery('posts_search', ${q}))`;
 
-export const viewSource = (table: string, view: View<string>) =>
-  view.author ? `${table} ${authorJoin(table)}` : table;
+export function readView<T extends { id: number }, F extends string>(
+  db: Queryable,
+  columns: Columns<F>,
+  table: string,
+  view: View<F>,
+  where: string,
+  values: unknown[],
+): Promise<Viewed<T> | undefined> {
+  const from = view.author ? `${table} ${authorJoin(table)}` : table;
+  return firstRow<Viewed<T>>(db, `SELECT ${selectList(columns, view)} FROM ${from} WHERE ${where}`, values);
+}
 
 export function listView<F extends string>(
   columns: Columns<F>,

@@ -1,21 +1,17 @@
-/**
- * All SQL about comments, always addressed through their post. Writes that touch both lock the post first, then the
- * comment, so concurrent writers queue instead of deadlocking.
- */
+/** All SQL about comments, addressed through their post. Writes that touch both lock the post first: no deadlocks. */
 import type { Queryable } from '../db/pool.js';
 import type { CommentField, CommentSortField } from '../schemas/comments.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
-import { sql, prepared } from '../db/sql.js';
+import { firstRow, sql, prepared, written } from '../db/sql.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
 import {
   type Columns,
   type CreatedRange,
   type View,
-  type Viewed,
   createdBetween,
   listView,
+  readView,
   selectList,
-  viewSource,
 } from '../db/views.js';
 
 export interface Comment {
@@ -64,10 +60,7 @@ const list: ListSource<CommentSortField, CommentFilter> = {
   parentExists: ({ postId }) => sql`EXISTS (SELECT 1 FROM posts WHERE id = ${postId})`,
 };
 
-/**
- * Posts are locked first, so a concurrent post delete either waits or has happened (no row). Ids grow in the inputs'
- * order, and a post is locked or not for the whole statement: each input's row is the next one with its post.
- */
+/** Posts locked first: a post delete waits or has happened. Ids grow in the inputs' order, so each input's row is the next with its post. */
 const createComments = batchedWrite<{ postId: number; authorId: number; body: string }, VersionedComment>({
   async run(db, inputs, wait) {
     const { rows } = await db.query<VersionedComment>(
@@ -87,12 +80,11 @@ const createComments = batchedWrite<{ postId: number; authorId: number; body: st
 });
 
 export function commentsRepository(db: Queryable) {
-  async function find(postId: number, id: number, lock = ''): Promise<VersionedComment | undefined> {
-    const { rows } = await db.query<VersionedComment>(
-      prepared(`SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2${lock}`, [id, postId]),
-    );
-    return rows[0];
-  }
+  const find = (postId: number, id: number, lock = '') =>
+    firstRow<VersionedComment>(db, `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2${lock}`, [
+      id,
+      postId,
+    ]);
 
   return {
     /** undefined when the post does not exist. */
@@ -100,27 +92,22 @@ export function commentsRepository(db: Queryable) {
 
     find: (postId: number, id: number) => find(postId, id),
 
-    async read(postId: number, id: number, view: View<CommentField>): Promise<Viewed<Comment> | undefined> {
-      const { rows } = await db.query<Viewed<Comment>>(
-        prepared(
-          `SELECT ${selectList(FIELDS, view)} FROM ${viewSource('comments', view)} WHERE id = $1 AND post_id = $2`,
-          [id, postId],
-        ),
-      );
-      return rows[0];
-    },
+    read: (postId: number, id: number, view: View<CommentField>) =>
+      readView<Comment, CommentField>(db, FIELDS, 'comments', view, 'id = $1 AND post_id = $2', [id, postId]),
 
     /** For a change of its own columns: the post is not involved. */
     lockForUpdate: (postId: number, id: number) => find(postId, id, ' FOR NO KEY UPDATE'),
 
     /** The post first, then the comment; carries the post's author for the delete rule. */
     async lockForDelete(postId: number, id: number) {
-      const post = await db.query<{ authorId: number }>(
-        prepared('SELECT author_id AS "authorId" FROM posts WHERE id = $1 FOR NO KEY UPDATE', [postId]),
+      const post = await firstRow<{ authorId: number }>(
+        db,
+        'SELECT author_id AS "authorId" FROM posts WHERE id = $1 FOR NO KEY UPDATE',
+        [postId],
       );
-      if (!post.rows[0]) return undefined;
+      if (!post) return undefined;
       const comment = await find(postId, id, ' FOR UPDATE');
-      return comment && { ...comment, postAuthorId: post.rows[0].authorId };
+      return comment && { ...comment, postAuthorId: post.authorId };
     },
 
     /** A change to the body already stored leaves the comment as it is. */
@@ -130,22 +117,17 @@ export function commentsRepository(db: Queryable) {
       changes: { body?: string | undefined },
     ): Promise<VersionedComment | undefined> {
       if (changes.body === undefined) return find(postId, id);
-      const { rows } = await db.query<VersionedComment>(
-        prepared(
-          `UPDATE comments SET body = $3, version = version + 1, updated_at = now()
-           WHERE id = $1 AND post_id = $2 AND body IS DISTINCT FROM $3 RETURNING ${COLUMNS}`,
-          [id, postId, changes.body],
-        ),
+      const row = await firstRow<VersionedComment>(
+        db,
+        `UPDATE comments SET body = $3, version = version + 1, updated_at = now()
+         WHERE id = $1 AND post_id = $2 AND body IS DISTINCT FROM $3 RETURNING ${COLUMNS}`,
+        [id, postId, changes.body],
       );
-      return rows[0] ?? find(postId, id);
+      return row ?? find(postId, id);
     },
 
-    async delete(postId: number, id: number): Promise<boolean> {
-      const { rowCount } = await db.query(
-        prepared('DELETE FROM comments WHERE id = $1 AND post_id = $2', [id, postId]),
-      );
-      return rowCount === 1;
-    },
+    delete: async (postId: number, id: number) =>
+      (await written(db, 'DELETE FROM comments WHERE id = $1 AND post_id = $2', [id, postId])) === 1,
 
     list(
       filter: CommentFilter & CreatedRange,

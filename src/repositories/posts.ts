@@ -1,7 +1,4 @@
-/**
- * All SQL about posts. Totals are rows the triggers keep (`counters`,
- * `author_post_counts`, `comment_counts`), never a count of rows.
- */
+/** All SQL about posts. Totals are rows the triggers keep (`counters`, `author_post_counts`, `comment_counts`). */
 import { perDatabase, type Queryable } from '../db/pool.js';
 import type { PostField, PostSortField } from '../schemas/posts.js';
 import {
@@ -15,19 +12,18 @@ import {
   textColumn,
   timestampColumn,
 } from '../db/pagination.js';
-import { join, raw, sql, prepared, type SqlFragment } from '../db/sql.js';
+import { firstRow, join, raw, sql, prepared, written, type SqlFragment } from '../db/sql.js';
 import {
   type Columns,
   type CreatedRange,
   type View,
-  type Viewed,
   createdBetween,
   listView,
+  readView,
   searchMatches,
   selectList,
-  viewSource,
 } from '../db/views.js';
-import { findOne } from '../db/lookups.js';
+import { lookup } from '../db/lookups.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
 
 export interface Post {
@@ -67,19 +63,15 @@ const FIELDS: Columns<PostField> = {
 // The list envelope is a union, whose serializer rejects items with extra members.
 const LIST_COLUMNS = selectList(FIELDS);
 const COLUMNS = `${LIST_COLUMNS}, version`;
-const ONE = {
+const findPost = lookup<VersionedPost>({
   byId: `SELECT ${COLUMNS} FROM posts WHERE id = $1`,
   byIds: `SELECT ${COLUMNS} FROM posts WHERE id = ANY($1::bigint[])`,
-};
+});
 
 /** A word once counted past the threshold is shown to the planner, which then counts it by a cheap walk. */
 const commonOn = perDatabase<true>(1_000);
 
-/**
- * The planner does not know ids grow with created_at: sorted by id, the range's
- * smallest (or largest) id, read from the created_at index, starts the walk of
- * the primary key where the range's posts are.
- */
+/** Ids grow with created_at, which the planner does not know: sorted by id, the range's bound id starts the walk. */
 function idBound(range: CreatedRange, sort: Sort<PostSortField>): SqlFragment[] {
   const within = createdBetween(range);
   if (sort.field !== 'id' || within.length === 0) return [];
@@ -88,19 +80,18 @@ function idBound(range: CreatedRange, sort: Sort<PostSortField>): SqlFragment[] 
   return [sort.descending ? sql`id <= (SELECT max(id) FROM ${ids})` : sql`id >= (SELECT min(id) FROM ${ids})`];
 }
 
-function narrowing(
+function listOptions(
   filter: Omit<PostFilter, 'author'>,
   sort: Sort<PostSortField>,
+  view: View<PostField>,
   primary: Queryable,
-): Pick<ListOptions, 'narrow' | 'hints' | 'search'> {
+): ListOptions {
   const { q } = filter;
-  const narrow = createdBetween(filter);
-  const hints = idBound(filter, sort);
-  if (q === undefined) return { narrow, hints };
+  const options = { ...listView(FIELDS, 'posts', view), narrow: createdBetween(filter), hints: idBound(filter, sort) };
+  if (q === undefined) return options;
   const shown = commonOn(primary).has(q);
   return {
-    narrow,
-    hints,
+    ...options,
     search: {
       matches: searchMatches(q, shown),
       shown,
@@ -158,10 +149,7 @@ const createPosts = batchedWrite<{ authorId: number; title: string; body: string
   },
 });
 
-/**
- * A post whose fields already hold the values, or another author's, is not
- * written. Locked first, so a shared statement can skip posts locked elsewhere.
- */
+/** Posts already so, or another author's, are not written; locked first, so a shared statement can skip some. */
 const updatePosts = batchedWrite<
   { id: number; author: number | undefined; title: string | undefined; body: string | undefined },
   VersionedPost
@@ -185,28 +173,17 @@ const updatePosts = batchedWrite<
 });
 
 export function postsRepository(db: Queryable, primary: Queryable = db) {
-  const findById = (id: number) => findOne<VersionedPost>(db, ONE, id);
-
   return {
     async create(authorId: number, input: { title: string; body: string }): Promise<VersionedPost> {
       return (await createPosts(db, { authorId, title: input.title, body: input.body }))!;
     },
 
-    findById,
+    findById: (id: number) => findPost(db, id),
 
-    async read(id: number, view: View<PostField>): Promise<Viewed<Post> | undefined> {
-      const { rows } = await db.query<Viewed<Post>>(
-        prepared(`SELECT ${selectList(FIELDS, view)} FROM ${viewSource('posts', view)} WHERE id = $1`, [id]),
-      );
-      return rows[0];
-    },
+    read: (id: number, view: View<PostField>) => readView<Post, PostField>(db, FIELDS, 'posts', view, 'id = $1', [id]),
 
-    async lock(id: number, purpose: keyof typeof LOCKS): Promise<VersionedPost | undefined> {
-      const { rows } = await db.query<VersionedPost>(
-        prepared(`SELECT ${COLUMNS} FROM posts WHERE id = $1 ${LOCKS[purpose]}`, [id]),
-      );
-      return rows[0];
-    },
+    lock: (id: number, purpose: keyof typeof LOCKS) =>
+      firstRow<VersionedPost>(db, `SELECT ${COLUMNS} FROM posts WHERE id = $1 ${LOCKS[purpose]}`, [id]),
 
     /** undefined when nothing changes, the post is missing, or it is not `author`'s. */
     async update(id: number, changes: PostChanges, author?: number): Promise<VersionedPost | undefined> {
@@ -214,16 +191,11 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
       return updatePosts(db, { id, author, title: changes.title, body: changes.body });
     },
 
-    async delete(id: number): Promise<boolean> {
-      const { rowCount } = await db.query(prepared('DELETE FROM posts WHERE id = $1', [id]));
-      return rowCount === 1;
-    },
+    delete: async (id: number) => (await written(db, 'DELETE FROM posts WHERE id = $1', [id])) === 1,
 
     list(filter: PostFilter, sort: Sort<PostSortField>, page: PageRequest, view: View<PostField> = {}) {
-      return runList<Post, PostSortField, number | undefined>(db, allPosts, filter.author, sort, page, {
-        ...listView(FIELDS, 'posts', view),
-        ...narrowing(filter, sort, primary),
-      });
+      const options = listOptions(filter, sort, view, primary);
+      return runList<Post, PostSortField, number | undefined>(db, allPosts, filter.author, sort, page, options);
     },
 
     listOfUser(
@@ -233,10 +205,14 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
       page: PageRequest,
       view: View<PostField> = {},
     ) {
-      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, {
-        ...listView(FIELDS, 'posts', view),
-        ...narrowing(filter, sort, primary),
-      });
+      return runList<Post, PostSortField, number>(
+        db,
+        postsOfUser,
+        userId,
+        sort,
+        page,
+        listOptions(filter, sort, view, primary),
+      );
     },
   };
 }

@@ -2,7 +2,7 @@
 import type { Queryable } from '../db/pool.js';
 import type { TokenSortField } from '../schemas/tokens.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
-import { sql, prepared } from '../db/sql.js';
+import { firstRow, sql, written } from '../db/sql.js';
 
 export interface Token {
   id: number;
@@ -13,7 +13,6 @@ export interface Token {
 export interface AuthUser {
   id: number;
   role: 'user' | 'admin';
-  /** The token this request authenticated with. */
   tokenId: number;
 }
 
@@ -34,48 +33,32 @@ const list: ListSource<TokenSortField, number> = {
 export function tokensRepository(db: Queryable) {
   return {
     async create(userId: number, hash: Buffer, ttlSeconds: number): Promise<Token> {
-      const { rows } = await db.query<Token>(
-        prepared(
-          `INSERT INTO tokens (user_id, token_hash, expires_at)
-           VALUES ($1, $2, now() + make_interval(secs => $3)) RETURNING ${COLUMNS}`,
-          [userId, hash, ttlSeconds],
-        ),
-      );
-      return rows[0]!;
+      const text = `INSERT INTO tokens (user_id, token_hash, expires_at)
+           VALUES ($1, $2, now() + make_interval(secs => $3)) RETURNING ${COLUMNS}`;
+      return (await firstRow<Token>(db, text, [userId, hash, ttlSeconds]))!;
     },
 
-    /** undefined for unknown, expired and revoked tokens. */
-    async authenticate(hash: Buffer): Promise<(AuthUser & { expiresAtMs: number }) | undefined> {
-      const { rows } = await db.query<AuthUser & { expiresAtMs: number }>(
-        prepared(
-          `SELECT u.id, u.role, t.id AS "tokenId", extract(epoch FROM t.expires_at)::float8 * 1000 AS "expiresAtMs"
+    authenticate: (hash: Buffer) =>
+      firstRow<AuthUser & { expiresAtMs: number }>(
+        db,
+        `SELECT u.id, u.role, t.id AS "tokenId", extract(epoch FROM t.expires_at)::float8 * 1000 AS "expiresAtMs"
            FROM tokens t JOIN users u ON u.id = t.user_id
            WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > now()`,
-          [hash],
-        ),
-      );
-      return rows[0];
-    },
+        [hash],
+      ),
 
     /** false when there is none (another user's included). */
-    async revoke(userId: number, tokenId: number): Promise<boolean> {
-      const { rowCount } = await db.query(
-        prepared(
-          'UPDATE tokens SET revoked_at = now() WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now()',
-          [tokenId, userId],
-        ),
-      );
-      return rowCount === 1;
-    },
+    revoke: async (userId: number, tokenId: number) =>
+      (await written(
+        db,
+        'UPDATE tokens SET revoked_at = now() WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now()',
+        [tokenId, userId],
+      )) === 1,
 
     /** After a password change: every other session of that user ends. */
     async revokeAllExcept(userId: number, keepTokenId: number): Promise<void> {
-      await db.query(
-        prepared('UPDATE tokens SET revoked_at = now() WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL', [
-          userId,
-          keepTokenId,
-        ]),
-      );
+      const text = 'UPDATE tokens SET revoked_at = now() WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL';
+      await written(db, text, [userId, keepTokenId]);
     },
 
     list(userId: number, sort: Sort<TokenSortField>, page: PageRequest) {

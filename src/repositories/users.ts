@@ -1,7 +1,7 @@
 /** All SQL about users. */
 import type { Queryable } from '../db/pool.js';
 import type { UserField, UserSortField } from '../schemas/users.js';
-import { type Columns, type View, type Viewed, listView, selectList } from '../db/views.js';
+import { type Columns, type View, listView, readView, selectList } from '../db/views.js';
 import {
   type ListSource,
   type PageRequest,
@@ -12,7 +12,7 @@ import {
   textColumn,
   timestampColumn,
 } from '../db/pagination.js';
-import { join, raw, sql, toQuery, prepared } from '../db/sql.js';
+import { firstRow, join, raw, sql, toQuery } from '../db/sql.js';
 
 export interface User {
   id: number;
@@ -40,50 +40,32 @@ const list: ListSource<UserSortField, void> = {
 };
 
 export function usersRepository(db: Queryable) {
-  async function findById(id: number, lock = ''): Promise<User | undefined> {
-    const { rows } = await db.query<User>(prepared(`SELECT ${COLUMNS} FROM users WHERE id = $1${lock}`, [id]));
-    return rows[0];
-  }
+  const findById = (id: number, lock = '') =>
+    firstRow<User>(db, `SELECT ${COLUMNS} FROM users WHERE id = $1${lock}`, [id]);
 
   return {
-    async create(input: { name: string; email: string; passwordHash: string }): Promise<User> {
-      const { rows } = await db.query<User>(
-        prepared(`INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`, [
-          input.name,
-          input.email,
-          input.passwordHash,
-        ]),
-      );
-      return rows[0]!;
+    async create({ name, email, passwordHash }: { name: string; email: string; passwordHash: string }) {
+      const text = `INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`;
+      return (await firstRow<User>(db, text, [name, email, passwordHash]))!;
     },
 
     findById: (id: number) => findById(id),
 
-    async read(id: number, view: View<UserField>): Promise<Viewed<User> | undefined> {
-      const { rows } = await db.query<Viewed<User>>(
-        prepared(`SELECT ${selectList(FIELDS, view)} FROM users WHERE id = $1`, [id]),
-      );
-      return rows[0];
-    },
+    read: (id: number, view: View<UserField>) => readView<User, UserField>(db, FIELDS, 'users', view, 'id = $1', [id]),
 
     lock: (id: number) => findById(id, ' FOR NO KEY UPDATE'),
 
-    async findCredentials(email: string): Promise<{ id: number; passwordHash: string } | undefined> {
-      const { rows } = await db.query<{ id: number; passwordHash: string }>(
-        prepared('SELECT id, password_hash AS "passwordHash" FROM users WHERE lower(email) = lower($1)', [email]),
-      );
-      return rows[0];
-    },
+    findCredentials: (email: string) =>
+      firstRow<{ id: number; passwordHash: string }>(
+        db,
+        'SELECT id, password_hash AS "passwordHash" FROM users WHERE lower(email) = lower($1)',
+        [email],
+      ),
 
     /** Compared as the unique index does. */
     async emailTaken(email: string, exceptId = 0): Promise<boolean> {
-      const { rows } = await db.query<{ taken: boolean }>(
-        prepared('SELECT EXISTS (SELECT 1 FROM users WHERE lower(email) = lower($1) AND id <> $2) AS taken', [
-          email,
-          exceptId,
-        ]),
-      );
-      return rows[0]!.taken;
+      const text = 'SELECT EXISTS (SELECT 1 FROM users WHERE lower(email) = lower($1) AND id <> $2) AS taken';
+      return (await firstRow<{ taken: boolean }>(db, text, [email, exceptId]))!.taken;
     },
 
     /** A change to the values already stored writes nothing (a new password hash always differs). */
@@ -103,15 +85,12 @@ export function usersRepository(db: Queryable) {
       return rows[0] ?? findById(id);
     },
 
-    async setRole(email: string, role: 'user' | 'admin'): Promise<User | undefined> {
-      const { rows } = await db.query<User>(
-        prepared(
-          `UPDATE users SET role = $2, version = version + 1, updated_at = now() WHERE lower(email) = lower($1) RETURNING ${COLUMNS}`,
-          [email, role],
-        ),
-      );
-      return rows[0];
-    },
+    setRole: (email: string, role: 'user' | 'admin') =>
+      firstRow<User>(
+        db,
+        `UPDATE users SET role = $2, version = version + 1, updated_at = now() WHERE lower(email) = lower($1) RETURNING ${COLUMNS}`,
+        [email, role],
+      ),
 
     list(sort: Sort<UserSortField>, page: PageRequest, view: View<UserField> = {}) {
       return runList<User, UserSortField, void>(db, list, undefined, sort, page, listView(FIELDS, 'users', view));

@@ -1,7 +1,4 @@
-/**
- * The one write sequence for what belongs to someone: lock, 404, 403, 412, write.
- * If-Match sees the locked row, so of several same-ETag writers exactly one wins.
- */
+/** The one write sequence for what belongs to someone: lock, 404, 403, 412 (on the locked row), write. */
 import type { FastifyRequest } from 'fastify';
 import type { AuthUser } from '../repositories/tokens.js';
 import { retryingConflicts, withTransaction, type Queryable } from '../db/pool.js';
@@ -41,10 +38,7 @@ export async function loadForChange<T>(
 export interface OwnedChange<T, R> extends OwnedCheck<T> {
   lock(tx: Queryable): Promise<T | undefined>;
   write(tx: Queryable, current: T): Promise<R>;
-  /**
-   * Without If-Match: one statement writing only a row `ownerId` owns (undefined:
-   * any); when it wrote nothing, `read` tells 404 from 403 from "already so".
-   */
+  /** Without If-Match: one statement writing a row `ownerId` (undefined: any) owns; else `read` tells 404, 403, "already so". */
   direct?: {
     write(ownerId: number | undefined): Promise<R | undefined>;
     read(): Promise<(T & R) | undefined>;

@@ -21,12 +21,10 @@ export interface CreatedResource {
 export interface Creation {
   /** The resource's singular: its record is `<kind>:<id>`, the word its table's forget trigger passes. */
   kind: string;
-  /** The body members the operation uses, flat. */
   input: Record<string, string | number | boolean | null | undefined>;
   password?: string;
   /** Cheap checks that must pass before the password is hashed. */
   precheck?: () => Promise<void>;
-  /** One statement: without a key it runs in autocommit on the pool. */
   create(db: Queryable, passwordHash: string | undefined): Promise<CreatedResource>;
 }
 
@@ -89,7 +87,6 @@ export async function createOnce(
 
   const key = request.headers['idempotency-key'] as string | undefined;
   if (key === undefined) {
-    // No record to keep with it: the create is one statement, committed on its own.
     const passwordHash = await prepare();
     return send((await retryingConflicts(() => respond(db, passwordHash))).response);
   }

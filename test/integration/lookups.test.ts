@@ -1,23 +1,23 @@
 /**
- * Coalescing point lookups (src/db/lookups.ts): lookups arriving together run
+ * Batched point lookups (src/db/lookups.ts, dataloader): lookups arriving together run
  * as one statement, each gets its own row (or undefined), a failure reaches
- * every one of them, and a transaction's client never batches.
+ * every one of them, and a transaction's client sees its own rows.
  */
 import type pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createPool } from '../../src/db/pool.js';
-import { findOne } from '../../src/db/lookups.js';
+import { lookup } from '../../src/db/lookups.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 
 let db: TestDatabase;
 let pool: pg.Pool;
 let acquired = 0;
 
-const ITEMS = {
+type Item = { id: number; label: string };
+const findItem = lookup<Item>({
   byId: 'SELECT id, label FROM lookup_items WHERE id = $1',
   byIds: 'SELECT id, label FROM lookup_items WHERE id = ANY($1::bigint[])',
-};
-type Item = { id: number; label: string };
+});
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -38,7 +38,7 @@ afterAll(async () => {
 it('answers lookups made together with one statement, each with its own row', async () => {
   const before = acquired;
   const ids = [3, 7, 42, 3, 1, 10];
-  const rows = await Promise.all(ids.map((id) => findOne<Item>(pool, ITEMS, id)));
+  const rows = await Promise.all(ids.map((id) => findItem(pool, id)));
   expect(rows).toEqual([
     { id: 3, label: 'item 3' },
     { id: 7, label: 'item 7' },
@@ -51,32 +51,31 @@ it('answers lookups made together with one statement, each with its own row', as
 });
 
 it('answers a lookup alone, and a missing id with undefined', async () => {
-  expect(await findOne<Item>(pool, ITEMS, 5)).toEqual({ id: 5, label: 'item 5' });
-  expect(await findOne<Item>(pool, ITEMS, 99)).toBeUndefined();
+  expect(await findItem(pool, 5)).toEqual({ id: 5, label: 'item 5' });
+  expect(await findItem(pool, 99)).toBeUndefined();
 });
 
-it('gathers the lookups arriving while every connection is taken into the next batch', async () => {
+it('answers the lookups of one turn with one statement while every connection is taken, and later ones too', async () => {
   const held = await Promise.all([pool.connect(), pool.connect()]);
   const before = acquired;
-  const first = findOne<Item>(pool, ITEMS, 1);
+  const first = [findItem(pool, 1), findItem(pool, 2)];
   await new Promise((resolve) => setImmediate(resolve));
-  // The first batch is waiting for a connection: later lookups join it.
-  const later = [findOne<Item>(pool, ITEMS, 2), findOne<Item>(pool, ITEMS, 4)];
+  const later = [findItem(pool, 4)];
   await new Promise((resolve) => setTimeout(resolve, 20));
   for (const client of held) client.release();
-  expect((await Promise.all([first, ...later])).map((row) => row?.id)).toEqual([1, 2, 4]);
-  expect(acquired - before).toBe(1); // one statement for the three
+  expect((await Promise.all([...first, ...later])).map((row) => row?.id)).toEqual([1, 2, 4]);
+  expect(acquired - before).toBe(2); // one statement per turn of the event loop
 });
 
 it('rejects every lookup of a failed batch, and the pool serves the next ones', async () => {
-  const broken = {
+  const broken = lookup<Item>({
     byId: 'SELECT id FROM no_such_table WHERE id = $1',
     byIds: 'SELECT id FROM no_such_table WHERE id = ANY($1::bigint[])',
-  };
-  const results = await Promise.allSettled([1, 2].map((id) => findOne<Item>(pool, broken, id)));
+  });
+  const results = await Promise.allSettled([1, 2].map((id) => broken(pool, id)));
   expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
   expect((results[0] as PromiseRejectedResult).reason).toMatchObject({ code: '42P01' });
-  expect(await findOne<Item>(pool, ITEMS, 6)).toEqual({ id: 6, label: 'item 6' });
+  expect(await findItem(pool, 6)).toEqual({ id: 6, label: 'item 6' });
 });
 
 it('runs on a transaction client as a plain statement, seeing its uncommitted rows', async () => {
@@ -84,7 +83,7 @@ it('runs on a transaction client as a plain statement, seeing its uncommitted ro
   try {
     await client.query('BEGIN');
     await client.query("INSERT INTO lookup_items VALUES (11, 'item 11')");
-    expect(await findOne<Item>(client, ITEMS, 11)).toEqual({ id: 11, label: 'item 11' });
+    expect(await findItem(client, 11)).toEqual({ id: 11, label: 'item 11' });
     await client.query('ROLLBACK');
   } finally {
     client.release();

@@ -12,33 +12,29 @@ export type PageRequest =
       limit: number;
     };
 
-/** Filtered lists count their matches exactly up to this many, past it the planner estimates (docs/api.md §10). */
+/** Narrowed lists count exactly up to this many, past it the planner estimates (docs/api.md §10). */
 export const EXACT_TOTAL_UP_TO = 10_000;
 
 export interface ListOptions {
-  /** Constant SQL replacing ListSource.columns (sparse fields). */
+  /** Constant SQL: sparse fields, the embedded author's join. */
   columns?: string;
-  /** Constant SQL joined to the table (the embedded author). */
   join?: string;
-  /** Conditions on the listed items only, not on anchors; their total is counted, or estimated past the threshold. */
+  /** On the listed items only, not on anchors; counted, or estimated past the threshold. */
   narrow?: SqlFragment[];
-  /** Conditions every narrowed item meets anyway, only to steer the page's plan; left out of the count. */
+  /** Met by every narrowed item anyway: they steer the page's plan and stay out of the count. */
   hints?: SqlFragment[];
   search?: ListSearch;
 }
 
-/** A full-text search, whose pages are read in ways that do not trust the planner's estimate. */
+/** A full-text search: its pages are read in ways that do not trust the planner's estimate. */
 export interface ListSearch {
   matches: SqlFragment;
-  /** Whether the planner sees the word; hidden, the statement keeps one generic plan. */
+  /** Whether the planner sees the word (hidden: one generic plan); `planned` shows it, for the estimate. */
   shown: boolean;
-  /** `matches` with the word shown, for the planner's estimate. */
   planned: SqlFragment;
-  /** Told when more match than are counted exactly. */
   pastThreshold(): void;
 }
 
-/** How a sort column's values travel in `afterKey`. */
 export interface SortColumn {
   column: string;
   key: 'id' | 'timestamp' | 'text';
@@ -55,13 +51,12 @@ export interface Sort<F extends string> {
 export interface ListSource<F extends string, Filter> {
   table: string;
   tombstones?: string;
-  /** Must not use the bookkeeping names that `strip` removes. */
+  /** Not the bookkeeping names `strip` removes. */
   columns: string;
   /** The allow-list: only these constants reach the SQL text. */
   sortColumns: Record<F, SortColumn>;
-  /** Conditions that make an item part of this list, ever (checked on rows and tombstones). */
+  /** What makes an item part of this list, ever (rows and tombstones); `live`: listed now. */
   scope(filter: Filter): SqlFragment[];
-  /** Extra conditions for items listed now (e.g. tokens not yet revoked). */
   live?: SqlFragment[];
   /** NULL when the parent resource does not exist. */
   total(filter: Filter): SqlFragment;
@@ -85,37 +80,13 @@ export type CursorResult<T> = {
 /** null: the parent resource does not exist. */
 export type ListResult<T> = OffsetResult<T> | CursorResult<T> | null;
 
-export interface ListPlan {
-  sortColumn: SortColumn;
-  column: SqlFragment;
-  descending: boolean;
-  order(descending: boolean): SqlFragment;
-  keyColumns: SqlFragment;
-  scope: SqlFragment[];
-  /** Scope and live conditions: the list itself, without narrowing. */
-  listed: SqlFragment[];
-  narrow: SqlFragment[];
-  hints: SqlFragment[];
-  /** Narrowed by a search. */
-  unsure: boolean;
-  named: boolean;
-  conditions: SqlFragment;
-  pageConditions: SqlFragment;
-  /** The conditions as the planner's estimate should see them (the words shown). */
-  planned: SqlFragment;
-  from: SqlFragment;
-  joined: SqlFragment;
-  columns: SqlFragment;
-  parent: SqlFragment;
-}
-
 export function planList<F extends string, Filter>(
   source: ListSource<F, Filter>,
   filter: Filter,
   sort: Sort<F>,
   options: ListOptions,
-): ListPlan {
-  const sortColumn = source.sortColumns[sort.field];
+) {
+  const sortColumn: SortColumn = source.sortColumns[sort.field];
   const column = raw(sortColumn.column);
   const order = (descending: boolean) => {
     const dir = raw(descending ? 'DESC' : 'ASC');
@@ -136,8 +107,8 @@ export function planList<F extends string, Filter>(
     listed,
     narrow,
     unsure: search !== undefined,
-    // A hidden word gives every search the same plan; a range's bounds decide theirs (a week or a year).
     hints: options.hints ?? [],
+    // A hidden word gives every search the same plan; a range's bounds decide theirs (a week or a year).
     named: narrow.length === 0 || (search !== undefined && !search.shown && narrow.length === 1),
     conditions,
     pageConditions: options.hints?.length ? where([...listed, ...narrow, ...options.hints]) : conditions,
@@ -148,6 +119,7 @@ export function planList<F extends string, Filter>(
     parent: source.parentExists ? source.parentExists(filter) : raw('TRUE'),
   };
 }
+export type ListPlan = ReturnType<typeof planList>;
 
 /** Written into the SQL text, not bound: a bound LIMIT never gets a reusable generic plan. */
 export function pageSize(n: number): SqlFragment {

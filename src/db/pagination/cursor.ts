@@ -1,8 +1,4 @@
-/**
- * Cursor pages: a keyset after (or, mirrored, before) an anchor, limit + 1 rows.
- * `afterKey`/`beforeKey` keep a walk in place when its anchor is edited
- * (docs/architecture.md, "Lists").
- */
+/** Cursor pages: a keyset after (or, mirrored, before) an anchor, limit + 1 rows; a key survives an edited anchor. */
 import { raw, sql, toQuery, type SqlFragment } from '../sql.js';
 import type { Queryable } from '../pool.js';
 import { validation } from '../../errors.js';
@@ -94,9 +90,8 @@ function anchorOf<F extends string, Filter>(
 }
 
 /**
- * A searched page: walk the sort index for up to WALK_LIMIT items (the last one
- * kept as a marker); if that found too few, read all the matches (fenced by
- * OFFSET 0) instead. Either way the same items; the walk decides the cost only.
+ * A searched page: walk the sort index for up to WALK_LIMIT items (the last kept as a marker); if
+ * that found too few, read all the matches (fenced by OFFSET 0) instead. The same items either way.
  */
 function walkedIds(plan: ListPlan, after: SqlFragment, pageOrder: SqlFragment, size: SqlFragment): SqlFragment {
   const { from } = plan;
@@ -124,28 +119,16 @@ function cursorResult<T extends { id: number }>(
   anchored: boolean,
 ): CursorResult<T> {
   if (backward) read.reverse();
-  const first = read[0];
-  const last = read.at(-1);
-  const items = read.map(strip<T>);
-  if (backward) {
-    return {
-      kind: 'cursor',
-      items,
-      hasMore: last !== undefined,
-      nextCursor: last?.id ?? null,
-      nextKey: last?.cursor_key ?? null,
-      prevCursor: more ? first!.id : null,
-      prevKey: more ? (first!.cursor_key ?? null) : null,
-    };
-  }
-  const preceded = anchored && first !== undefined;
+  const [first, last] = [read[0], read.at(-1)];
+  const next = backward || more ? last : undefined;
+  const prev = (backward ? more : anchored) ? first : undefined;
   return {
     kind: 'cursor',
-    items,
-    hasMore: more,
-    nextCursor: more ? last!.id : null,
-    nextKey: more ? (last!.cursor_key ?? null) : null,
-    prevCursor: preceded ? first.id : null,
-    prevKey: preceded ? (first.cursor_key ?? null) : null,
+    items: read.map(strip<T>),
+    hasMore: backward ? last !== undefined : more,
+    nextCursor: next?.id ?? null,
+    nextKey: next?.cursor_key ?? null,
+    prevCursor: prev?.id ?? null,
+    prevKey: prev?.cursor_key ?? null,
   };
 }

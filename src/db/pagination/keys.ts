@@ -10,7 +10,7 @@ export function keyText({ column, key }: SortColumn): SqlFragment {
     : raw(column);
 }
 
-const KEY_TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.\d{1,6})?Z$/;
+const KEY_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?Z$/;
 
 /** afterKey (beforeKey) as a typed SQL value; anything PostgreSQL would not read back as that key is a 422. */
 export function parseKey(key: SortColumn['key'], value: string, name: 'afterKey' | 'beforeKey'): SqlFragment {
@@ -23,26 +23,8 @@ export function parseKey(key: SortColumn['key'], value: string, name: 'afterKey'
 
 /** The calendar and clock fields exist as written (no 24:00, no 31 February, no year 0). */
 function isExactTimestamp(value: string): boolean {
-  const m = KEY_TIMESTAMP.exec(value);
-  if (!m) return false;
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
-  const date = new Date(0);
-  date.setUTCFullYear(year, month - 1, day);
-  date.setUTCHours(hour, minute, second);
+  const time = KEY_TIMESTAMP.test(value) ? Date.parse(value) : NaN;
   return (
-    year >= 1 &&
-    date.getUTCFullYear() === year &&
-    date.getUTCMonth() === month - 1 &&
-    date.getUTCDate() === day &&
-    date.getUTCHours() === hour &&
-    date.getUTCMinutes() === minute &&
-    date.getUTCSeconds() === second
+    !Number.isNaN(time) && !value.startsWith('0000') && new Date(time).toISOString().startsWith(value.slice(0, 19))
   );
 }

@@ -1,8 +1,4 @@
-/**
- * Offset pages: totals from counters the database keeps; a narrowed list counts
- * its matches exactly up to EXACT_TOTAL_UP_TO and past it takes the planner's
- * estimate of the same query, as PostgREST's `count=estimated` does.
- */
+/** Offset pages: kept totals; a narrowed list counts up to EXACT_TOTAL_UP_TO, past it the planner estimates. */
 import { raw, sql, toQuery, type SqlFragment } from '../sql.js';
 import type { Queryable } from '../pool.js';
 import {
@@ -10,12 +6,13 @@ import {
   type ListPlan,
   type ListSource,
   type OffsetResult,
+  type PageRequest,
   EXACT_TOTAL_UP_TO,
   pageSize,
   strip,
 } from './common.js';
 
-type OffsetPage = { page: number; perPage: number };
+type OffsetPage = Extract<PageRequest, { kind: 'offset' }>;
 
 export async function runOffset<T, F extends string, Filter>(
   db: Queryable,
@@ -68,9 +65,8 @@ function offsetQuery<F extends string, Filter>(
   const narrowed = (total: SqlFragment) =>
     sql`(SELECT (CASE WHEN ${parent} THEN (${total}) END)::int8 AS total OFFSET 0) h`;
   if (plan.unsure) {
-    // Up to the threshold the page is sorted from the matches, past it the sort
-    // index is walked; h.total runs one branch. No bound OFFSET on a first page:
-    // it would keep the generic plan from ever being chosen.
+    // Up to the threshold the page is sorted from the matches, past it the sort index is walked.
+    // No bound OFFSET on a first page: it would keep the generic plan from ever being chosen.
     const skip = offset === 0 ? sql`` : sql` OFFSET ${offset}`;
     const sorted = sql`SELECT ${columns} FROM ${joined} WHERE h.total <= ${cap} AND id IN (
           SELECT id FROM matches ${orderBy} LIMIT ${pageSize(page.perPage)}${skip}

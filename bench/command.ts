@@ -4,7 +4,7 @@ import { parseCommandLine, type CommandSpec } from '../src/command-line.js';
 const BENCH = {
   scripts: ['bench', 'bench:smoke'],
   synopsis:
-    '[--smoke] [--rounds N] [--seconds S] [--only ids] [--variant name=ref[:cache]]… [--peer | --no-peer] [--profile]',
+    '[--smoke] [--rounds N] [--seconds S] [--only ids] [--variant "name=ref[:cache] [KEY=value]…"]… [--peer | --no-peer] [--profile]',
   help: `Runs the benchmark (figures, not tests) and writes bench/RESULTS.md (a smoke run: bench/out/).
 
   --smoke              a few thousand rows, one short round, no peer (CI)

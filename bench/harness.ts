@@ -125,8 +125,12 @@ async function setUp(r: Run): Promise<{ ctx: Context; peerText: string }> {
     v.dataset = await variantDataset(v, r.server, big, log);
   }
 
-  const service = (name: string, dataset: Dataset, root?: string) =>
-    freePort().then((port) => startService(name, dataset.url, port, { root, nodeArgs: nodeArgs(name) }));
+  // This checkout's services expose their metrics as deployed, each on a port of its own; a variant takes its own settings.
+  const service = async (name: string, dataset: Dataset, variant?: Variant) => {
+    const port = await freePort();
+    const env = variant ? variant.env : { METRICS_PORT: String(await freePort()) };
+    return startService(name, dataset.url, port, { root: variant?.dir, nodeArgs: nodeArgs(name), env });
+  };
   const bigService = await service('service', big);
   const smallService = await service('service-10k', small);
   r.children.push(bigService, smallService);
@@ -139,7 +143,7 @@ async function setUp(r: Run): Promise<{ ctx: Context; peerText: string }> {
   const baseline = await startBaseline(bigService);
   r.children.push(baseline);
   for (const v of r.variants) {
-    v.child = await service(`variant-${v.name}`, v.dataset!, v.dir);
+    v.child = await service(`variant-${v.name}`, v.dataset!, v);
     r.children.push(v.child);
     log(`variant ${v.name} up: pid ${v.child.pid} (${v.dataset!.name})`);
   }

@@ -21,6 +21,8 @@ export interface VariantSpec {
   ref: string;
   /** `:cache`: runs the edge's scenarios (a build with its own response cache, e.g. b9065ea); else those straight to the service. */
   cache: boolean;
+  /** Settings of its own (`METRICS_PORT=0`: the same build without metrics). */
+  env: Record<string, string>;
 }
 
 export interface Variant extends VariantSpec {
@@ -31,11 +33,20 @@ export interface Variant extends VariantSpec {
   child?: Child;
 }
 
-/** `name=ref` or `name=ref:cache` (a git ref cannot contain a colon). */
+/** `name=ref[:cache] [KEY=value]…` (a git ref cannot contain a colon or a space). */
 export function parseVariant(text: string): VariantSpec {
-  const match = /^([a-z0-9][a-z0-9-]{0,30})=([^:]+)(:cache)?$/.exec(text);
-  if (!match) throw new Error(`--variant ${text}: expected name=git-ref or name=git-ref:cache (name: a-z, 0-9 and -)`);
-  return { name: match[1]!, ref: match[2]!, cache: match[3] !== undefined };
+  const match = /^([a-z0-9][a-z0-9-]{0,30})=([^:\s]+)(:cache)?((?:\s+[A-Z][A-Z0-9_]*=\S*)*)$/.exec(text.trim());
+  if (!match) {
+    throw new Error(`--variant ${text}: expected name=git-ref[:cache] [KEY=value]… (name: a-z, 0-9 and -)`);
+  }
+  const env = Object.fromEntries(
+    match[4]!
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map((kv) => kv.split(/=(.*)/s, 2)),
+  );
+  return { name: match[1]!, ref: match[2]!, cache: match[3] !== undefined, env };
 }
 
 const git = (args: string[]) => execFileSync('git', args, { cwd: ROOT, encoding: 'utf8' }).trim();

@@ -4,7 +4,7 @@ import { trace } from '@opentelemetry/api';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { DestinationStream } from 'pino';
-import type { Config } from './config.js';
+import type { AppConfig } from './config.js';
 import { createValidatorCompiler } from './validation.js';
 import errors, { MAX_PARAM_LENGTH, sendError, toHttpError } from './plugins/errors.js';
 import gracefulClose from './plugins/graceful-close.js';
@@ -30,8 +30,6 @@ import commentsRoutes from './routes/comments.js';
 import webhookWorker from './events/webhooks/worker.js';
 import webhookRoutes from './events/webhooks/routes.js';
 import metrics from './plugins/metrics.js';
-
-export type AppConfig = Config & { databaseUrl: string };
 
 // Short and plain, so a client's X-Request-Id can neither forge log lines nor bloat them.
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;

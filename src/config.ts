@@ -244,6 +244,8 @@ export function loadConfig(source: Record<string, string | undefined> = process.
 }
 
 export type Config = ReturnType<typeof loadConfig>;
+/** What the app runs with: the settings and the database they resolved to (the embedded one when DATABASE_URL is unset). */
+export type AppConfig = Config & { databaseUrl: string };
 
 // A line of a .env file: blank, a comment, or NAME=value (`export ` allowed, as shells write it).
 const ENV_LINE = /^\s*(#.*)?$|^\s*(export\s+)?[A-Za-z_][A-Za-z0-9_]*\s*=/;

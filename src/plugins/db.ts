@@ -5,7 +5,7 @@ import { APPLICATION_NAME, createPool } from '../db/pool.js';
 import { schemaState, shippedMigrations, type SchemaState } from '../db/migrate.js';
 import { createReadRouter, type ReadRouter } from '../db/replicas.js';
 import { databaseCause } from './errors.js';
-import type { AppConfig } from '../app.js';
+import type { AppConfig } from '../config.js';
 
 declare module 'fastify' {
   interface FastifyInstance {

@@ -3,7 +3,7 @@
  * a shared cache may keep an anonymous public read briefly, an answer to a request with credentials never.
  */
 import fp from 'fastify-plugin';
-import type { AppConfig } from '../app.js';
+import type { AppConfig } from '../config.js';
 import type { FastifyReply } from 'fastify';
 import { PRIVATE, bodyEtag, namesEtag } from '../http/conditional.js';
 

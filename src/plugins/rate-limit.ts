@@ -5,7 +5,7 @@ import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { AppConfig } from '../app.js';
+import type { AppConfig } from '../config.js';
 import { HttpError } from '../errors.js';
 
 declare module 'fastify' {

@@ -1,6 +1,6 @@
 /** Purges expired rows on a timer in every instance, in small SKIP LOCKED batches (docs/architecture.md, "Retention"). */
 import fp from 'fastify-plugin';
-import type { AppConfig } from '../app.js';
+import type { AppConfig } from '../config.js';
 import { idempotencyKeysRepository } from '../repositories/idempotency-keys.js';
 import { tombstonesRepository } from '../repositories/tombstones.js';
 import { eventsRepository } from '../events/repository.js';

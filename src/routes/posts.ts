@@ -1,6 +1,6 @@
 /** /posts and /users/{userId}/posts (docs/api.md §4, §5). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { BODY_ERRORS, COMMON_ERRORS, errorResponses } from '../schemas/common.js';
+import { BODY_ERRORS, COMMON_ERRORS, errorResponses, secured } from '../schemas/common.js';
 import {
   PostBody,
   PostList,
@@ -22,7 +22,7 @@ import { rangeOf, viewOf } from '../http/view-params.js';
 import { changeOwned, type OwnershipRule } from '../use-cases/change-owned.js';
 import { postEtag, withEtag } from '../http/conditional.js';
 import { ConditionalWriteHeaders, WithEtag } from '../schemas/conditional.js';
-import { Created, createRoute, deleteRoute, itemRoute, listRoute, secured, type Api } from './resource-routes.js';
+import { Created, createRoute, deleteRoute, itemRoute, listRoute, type Api } from './resource-routes.js';
 
 const tags = ['posts'];
 const Post = WithEtag(PostSchema, 'the post');

@@ -6,7 +6,7 @@ import type { ListResult, PageRequest } from '../db/pagination.js';
 import type { Queryable } from '../db/pool.js';
 import { isFull, type View } from '../db/views.js';
 import { notFound } from '../errors.js';
-import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
+import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses, secured } from '../schemas/common.js';
 import { ConditionalGetHeaders, ConditionalWriteHeaders, NotModified, listResponses } from '../schemas/conditional.js';
 import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
 import { changeOwned, type OwnershipRule } from '../use-cases/change-owned.js';
@@ -16,7 +16,6 @@ import { listResponse, pageRequest } from '../http/lists.js';
 import { viewOf } from '../http/view-params.js';
 
 export type Api = Parameters<FastifyPluginAsyncTypebox>[0];
-export const secured = [{ bearerAuth: [] }];
 
 interface Operation {
   tags: string[];

@@ -1,6 +1,6 @@
 /** /tokens: log in (issue a token), list own tokens, revoke one (docs/api.md §4, §6). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses } from '../schemas/common.js';
+import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses, secured } from '../schemas/common.js';
 import {
   CreateTokenBody,
   IssuedTokenSchema,
@@ -16,7 +16,7 @@ import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
 import { sortOf } from '../http/lists.js';
 import { PRIVATE } from '../http/conditional.js';
-import { listRoute, secured } from './resource-routes.js';
+import { listRoute } from './resource-routes.js';
 
 const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = async (app, { tokenTtlSeconds }) => {
   app.addSchema(TokenSchema);

@@ -1,7 +1,7 @@
 /** /users: sign-up, profiles, own profile, profile changes (docs/api.md §4). */
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { BODY_ERRORS, COMMON_ERRORS, errorResponses } from '../schemas/common.js';
+import { BODY_ERRORS, COMMON_ERRORS, errorResponses, secured } from '../schemas/common.js';
 import {
   CreateUserBody,
   UpdateUserBody,
@@ -21,7 +21,7 @@ import { hashPassword } from '../security.js';
 import { sortOf } from '../http/lists.js';
 import { viewOf } from '../http/view-params.js';
 import { conditionalGet, withEtag, userEtag, PRIVATE } from '../http/conditional.js';
-import { itemRoute, listRoute, secured } from './resource-routes.js';
+import { itemRoute, listRoute } from './resource-routes.js';
 import { changeOwned, loadForChange, type OwnedCheck } from '../use-cases/change-owned.js';
 import { createOnce } from '../use-cases/create-once.js';
 import { Created, IdempotentHeaders } from '../schemas/idempotency.js';

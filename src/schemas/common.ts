@@ -279,3 +279,6 @@ export const ListValidationError = Type.Ref(ErrorSchema, {
     'and when after or before names no item of this list',
 });
 export const BODY_ERRORS = [400, 413, 415, 422];
+
+/** The OpenAPI security requirement of a route that takes a bearer token. */
+export const secured = [{ bearerAuth: [] }];

@@ -5,8 +5,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll } from 'vitest';
-import { buildApp, type AppConfig } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { buildApp } from '../../src/app.js';
+import { loadConfig, type AppConfig } from '../../src/config.js';
 import { usersRepository } from '../../src/repositories/users.js';
 import type { Comment } from '../../src/repositories/comments.js';
 import type { Post } from '../../src/repositories/posts.js';

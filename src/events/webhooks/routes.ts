@@ -15,6 +15,7 @@ import {
   ListQuery,
   NoContent,
   errorResponses,
+  secured,
 } from '../../schemas/common.js';
 import { ConditionalGetHeaders, NotModified, WithEtag, listResponses } from '../../schemas/conditional.js';
 import { conflict, notFound, validation } from '../../errors.js';
@@ -23,7 +24,6 @@ import { linkTo } from '../../http/links.js';
 import { withTransaction } from '../../db/pool.js';
 import { PRIVATE } from '../../http/conditional.js';
 import { listResponse, pageRequest, sortOf } from '../../http/lists.js';
-import { secured } from '../../routes/resource-routes.js';
 import { webhooksRepository } from './repository.js';
 import {
   BacklogSchema,

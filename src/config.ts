@@ -4,8 +4,9 @@ import { parseEnv } from 'node:util';
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Value } from '@sinclair/typebox/value';
 
-const PositiveInt = (def: number, max: number, description: string) =>
-  Type.Integer({ minimum: 1, maximum: max, default: def, description });
+const Int = (def: number, minimum: number, maximum: number, description: string) =>
+  Type.Integer({ minimum, maximum, default: def, description });
+const PositiveInt = (def: number, max: number, description: string) => Int(def, 1, max, description);
 const PostgresUrl = (description: string) =>
   Type.String({
     pattern: '^postgres(ql)?://',
@@ -45,13 +46,8 @@ export const EnvSchema = Type.Object({
     default: '127.0.0.1',
     description: 'address to listen on; 0.0.0.0 = every interface',
   }),
-  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000, description: 'port to listen on' }),
-  METRICS_PORT: Type.Integer({
-    minimum: 0,
-    maximum: 65535,
-    default: 9464,
-    description: 'port of GET /metrics (Prometheus) on HOST, never the API port; 0 = no metrics',
-  }),
+  PORT: Int(3000, 0, 65535, 'port to listen on'),
+  METRICS_PORT: Int(9464, 0, 65535, 'port of GET /metrics (Prometheus) on HOST, never the API port; 0 = no metrics'),
   API_PREFIX: Type.String({
     pattern: '^(/[A-Za-z0-9._~-]+)*$',
     default: '',
@@ -90,12 +86,12 @@ export const EnvSchema = Type.Object({
       'must be *, or comma-separated origins scheme://host[:port] without a path (e.g. https://app.example.com)',
   }),
   PG_POOL_MAX: PositiveInt(10, 1000, 'PostgreSQL connections per instance'),
-  PG_STATEMENT_TIMEOUT_MS: Type.Integer({
-    minimum: 100,
-    maximum: 600_000,
-    default: 10_000,
-    description: 'longest a database statement may run (lock waits included), ms; past it the request is a 503',
-  }),
+  PG_STATEMENT_TIMEOUT_MS: Int(
+    10_000,
+    100,
+    600_000,
+    'longest a database statement may run (lock waits included), ms; past it the request is a 503',
+  ),
   PUBLIC_BASE_URL: Type.Optional(
     Type.String({
       pattern: '^https?://[^/?#\\s]+(/[^?#\\s]*[^/?#\\s])?$',
@@ -109,13 +105,12 @@ export const EnvSchema = Type.Object({
     10 * 365 * 86_400,
     'how long events are kept (GET /events, its streams, webhooks); an older cursor is a 410, seconds',
   ),
-  SHARED_CACHE_SECONDS: Type.Integer({
-    minimum: 0,
-    maximum: 5,
-    default: 1,
-    description:
-      'how long a shared cache (nginx, a CDN) may keep an anonymous public read, seconds (s-maxage); 0 = no-cache',
-  }),
+  SHARED_CACHE_SECONDS: Int(
+    1,
+    0,
+    5,
+    'how long a shared cache (nginx, a CDN) may keep an anonymous public read, seconds (s-maxage); 0 = no-cache',
+  ),
   MAX_STREAMS: PositiveInt(
     1_000,
     100_000,
@@ -140,19 +135,9 @@ export const EnvSchema = Type.Object({
     'false',
     'deliver webhooks to private, loopback and link-local addresses (tests, private networks)',
   ),
-  WEBHOOK_CONCURRENCY: Type.Integer({
-    minimum: 0,
-    maximum: 1000,
-    default: 10,
-    description: 'webhook deliveries this instance sends at once; 0 = this instance sends none',
-  }),
+  WEBHOOK_CONCURRENCY: Int(10, 0, 1000, 'webhook deliveries this instance sends at once; 0 = this instance sends none'),
   WEBHOOK_MAX_PER_USER: PositiveInt(20, 10_000, 'webhooks a user may have; past it creating one is a 409'),
-  EMBEDDED_PG_PORT: Type.Integer({
-    minimum: 1,
-    maximum: 65535,
-    default: 54329,
-    description: 'port of the embedded development PostgreSQL (only without DATABASE_URL)',
-  }),
+  EMBEDDED_PG_PORT: Int(54329, 1, 65535, 'port of the embedded development PostgreSQL (only without DATABASE_URL)'),
   EMBEDDED_PG_DATA: Type.String({
     minLength: 1,
     default: '.data/pg',

@@ -46,7 +46,6 @@ function sh(cmd: string, args: string[], opts: { input?: Buffer; timeoutMs?: num
   });
 }
 
-/** What Compose interpolates: only these, so a developer's shell or CI's variables do not leak in. */
 /** `docker compose exec` of a shell command in the db container, its stdin and stdout the caller's. */
 const inDb = (script: string) => [
   'compose',
@@ -62,6 +61,7 @@ const inDb = (script: string) => [
   script,
 ];
 
+/** What Compose interpolates: only these, so a developer's shell or CI's variables do not leak in. */
 function composeEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const keep = ['PATH', 'HOME', 'DOCKER_HOST', 'DOCKER_CONFIG', 'DOCKER_BUILDKIT'];
   const env: NodeJS.ProcessEnv = {};
@@ -213,8 +213,11 @@ const get = (path: string, token?: string) => () =>
     return r.status;
   });
 
-async function psql(sql: string): Promise<string> {
-  return (await compose(['exec', '-T', 'db', 'psql', '-U', 'posts', '-d', 'posts', '-Atc', sql])).trim();
+/** One statement's rows in `service` (the primary, or the replica of the scale profile), as psql -At prints them. */
+async function psql(sql: string, service = 'db', profiles?: string[]): Promise<string> {
+  return (
+    await compose(['exec', '-T', service, 'psql', '-U', 'posts', '-d', 'posts', '-Atc', sql], { profiles })
+  ).trim();
 }
 
 async function walk(): Promise<Result> {
@@ -499,22 +502,14 @@ step('2.7 --profile scale: writes through PgBouncer, reads from the replica', as
   const waited = await waitHealthy({ db: 1, 'db-replica': 1, pgbouncer: 1, redis: 1, api: 1, lb: 1 }, 240_000, SCALE);
   const w = await walk();
   // Reads of posts, counted where they ran (a standby keeps its own scan statistics).
-  const scans = (service: string) =>
-    compose(
-      [
-        'exec',
-        '-T',
-        service,
-        'psql',
-        '-U',
-        'posts',
-        '-d',
-        'posts',
-        '-Atc',
+  const scans = async (service: string) =>
+    Number(
+      await psql(
         "SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'posts'",
-      ],
-      { profiles: SCALE },
-    ).then((out) => Number(out.trim()));
+        service,
+        SCALE,
+      ),
+    );
   const [r0, p0] = [await scans('db-replica'), await scans('db')];
   for (let i = 1; i <= 40; i++) await http('GET', `/posts?perPage=${i}`);
   await sleep(11_000); // an idle backend flushes its statistics within 10 s
@@ -531,20 +526,10 @@ step('2.7 --profile scale: writes through PgBouncer, reads from the replica', as
       .trim()
       .split(' ');
   const bouncer = await ip('pgbouncer');
-  const rows = await compose(
-    [
-      'exec',
-      '-T',
-      'db',
-      'psql',
-      '-U',
-      'posts',
-      '-d',
-      'posts',
-      '-Atc',
-      "SELECT host(client_addr) || ' ' || count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND client_addr IS NOT NULL GROUP BY host(client_addr)",
-    ],
-    { profiles: SCALE },
+  const rows = await psql(
+    "SELECT host(client_addr) || ' ' || count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND client_addr IS NOT NULL GROUP BY host(client_addr)",
+    'db',
+    SCALE,
   );
   const fromBouncer = rows
     .split('\n')

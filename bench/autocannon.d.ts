@@ -41,6 +41,10 @@ declare module 'autocannon' {
     latency: Histogram;
     requests: Histogram & { sent: number };
   }
-  function autocannon(options: Options): Promise<Result>;
+  /** The running load: a promise of its result that also reports each failed request (a socket error or a timeout). */
+  export interface Instance extends Promise<Result> {
+    on(event: 'reqError', listener: (error: Error & { code?: string }) => void): this;
+  }
+  function autocannon(options: Options): Instance;
   export default autocannon;
 }

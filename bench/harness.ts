@@ -191,7 +191,7 @@ function describe(id: string, sample: Sample, round: number): string {
   if (sample.background)
     line += `  background ${sample.background.perSecond.toFixed(1)}/s ${JSON.stringify(sample.background.statusCodes)}`;
   if (sample.errors || sample.non2xx)
-    line += `  ERRORS ${sample.errors} non-2xx ${sample.non2xx} ${JSON.stringify(sample.statusCodes)}`;
+    line += `  ERRORS ${sample.errors} ${JSON.stringify(sample.errorKinds)} non-2xx ${sample.non2xx} ${JSON.stringify(sample.statusCodes)}`;
   if (sample.background?.unexpected) line += `  UNEXPECTED background answers ${sample.background.unexpected}`;
   return line;
 }

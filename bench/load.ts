@@ -148,6 +148,11 @@ export async function drive(
     // Only the edge has a cache: the others' loads stay as lean as before.
     ...(target === main.edge ? { setupClient: countCacheStatus(edge) } : {}),
   });
+  const errorKinds: Record<string, number> = {};
+  load.on('reqError', (error) => {
+    const kind = error.code ?? error.message;
+    errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
+  });
   const writes = s.background ? background(s.background, ctx, target.url, load) : undefined;
   const result = await load;
   const sent = await writes;
@@ -162,7 +167,9 @@ export async function drive(
     p50: result.latency.p50,
     p99: result.latency.p99,
     requests,
-    errors: result.errors + result.timeouts,
+    // autocannon's errors already count its timeouts.
+    errors: result.errors,
+    errorKinds,
     non2xx: result.non2xx,
     statusCodes,
     cpuMsPerRequest: requests ? (cpu * 1000) / requests : 0,

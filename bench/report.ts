@@ -60,6 +60,8 @@ export interface Sample {
   p99: number;
   requests: number;
   errors: number;
+  /** The errors by their code (ECONNRESET…) or message ("request timed out"). */
+  errorKinds: Record<string, number>;
   non2xx: number;
   statusCodes: Record<string, number>;
   cpuMsPerRequest: number;

@@ -43,7 +43,7 @@ declare module 'autocannon' {
   }
   /** The running load: a promise of its result that also reports each failed request (a socket error or a timeout). */
   export interface Instance extends Promise<Result> {
-    on(event: 'reqError', listener: (error: Error & { code?: string }) => void): this;
+    on(event: 'reqError', listener: (error: Error & { code?: string }) => void): void;
   }
   function autocannon(options: Options): Instance;
   export default autocannon;

@@ -185,20 +185,18 @@ function swaggerOptions(prefix: string): FastifyDynamicSwaggerOptions {
 
 /** Each encoding made once, on demand, with its own strong ETag (a different representation of one document). */
 function documentServer(document: () => unknown) {
-  const made = new Map<Encoding | 'identity', { body: Buffer; etag: string }>();
-  const documentIn = (encoding: Encoding | 'identity'): { body: Buffer; etag: string } => {
-    let doc = made.get(encoding);
-    if (doc) return doc;
+  type Representation = { body: Buffer; etag: string };
+  const make = (encoding: Encoding | 'identity'): Representation => {
     if (encoding === 'identity') {
       const json = JSON.stringify(document());
-      doc = { body: Buffer.from(json), etag: bodyEtag(json) };
-    } else {
-      const { body, etag } = documentIn('identity');
-      doc = { body: ENCODINGS[encoding](body), etag: `${etag.slice(0, -1)}-${encoding}"` };
+      return { body: Buffer.from(json), etag: bodyEtag(json) };
     }
-    made.set(encoding, doc);
-    return doc;
+    const { body, etag } = documentIn('identity');
+    return { body: ENCODINGS[encoding](body), etag: `${etag.slice(0, -1)}-${encoding}"` };
   };
+  const made = new Map<Encoding | 'identity', Representation>();
+  const documentIn = (encoding: Encoding | 'identity'): Representation =>
+    made.get(encoding) ?? made.set(encoding, make(encoding)).get(encoding)!;
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const encoding = chooseEncoding(request.headers['accept-encoding']) ?? 'identity';
     const { body, etag } = documentIn(encoding);

@@ -45,13 +45,8 @@ export async function startEmbeddedPostgres(opts: {
   if (asRoot) await assertReachableByPostgresUser(dataDir);
   const output: string[] = []; // the server's last lines: a failed start's reason is only there
   const record = (chunk: unknown) => {
-    const text = chunk instanceof Error ? chunk.message : String(chunk);
-    output.push(
-      ...text
-        .split('\n')
-        .map((line) => line.trimEnd())
-        .filter(Boolean),
-    );
+    for (const line of (chunk instanceof Error ? chunk.message : String(chunk)).split('\n'))
+      if (line.trimEnd()) output.push(line.trimEnd());
     output.splice(0, output.length - 30);
   };
   const pg = new EmbeddedPostgres({

@@ -63,11 +63,10 @@ export default fp<{ config: AppConfig }>(
     // A known token's owner, and addresses over their budget until their window ends: neither is looked up.
     const tokenOwners = new LRUCache<string, number>({ max: MAX_REMEMBERED });
     const limitedIps = new LRUCache<string, true>({ max: MAX_REMEMBERED });
-    const ipKey = (request: FastifyRequest) => `${policyOf(request).name}:ip:${normalizeIP(request.ip)}`;
     const keyGenerator = (request: FastifyRequest): string | Promise<string> => {
-      const ip = ipKey(request);
-      if (request.headers.authorization === undefined) return ip;
       const policy = policyOf(request).name;
+      const ip = `${policy}:ip:${normalizeIP(request.ip)}`;
+      if (request.headers.authorization === undefined) return ip;
       const credential = request.credential();
       const owner = credential === null ? undefined : tokenOwners.get(credential);
       if (owner !== undefined) return `${policy}:user:${owner}`;

@@ -55,7 +55,6 @@ const COMMANDS: Record<string, Command> = {
     help: `Applies pending migrations to DATABASE_LISTEN_URL, else DATABASE_URL (a direct connection:
 it holds a session-level advisory lock, so several runs at once queue up).
 ${WITHOUT_DATABASE_URL}`,
-    // The runner holds a session-level advisory lock: a direct connection, not a pooler in transaction mode.
     run: () =>
       withDatabase(async (url) => (await import('./db/migrate.js')).migrate(url, log), {
         direct: true,

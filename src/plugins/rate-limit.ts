@@ -23,12 +23,10 @@ const MAX_REMEMBERED = 10_000;
 export default fp<{ config: AppConfig }>(
   async (app, { config: { rateLimit: limits, redisUrl, databaseUrl } }) => {
     const { windowSeconds } = limits;
-    const policies = {
-      default: { name: 'default', max: limits.max },
-      auth: { name: 'auth', max: limits.authMax },
-    } as const satisfies Record<string, Policy>;
-    const policyOf = (request: FastifyRequest): Policy =>
-      request.routeOptions.config.authRateLimit ? policies.auth : policies.default;
+    const defaultPolicy: Policy = { name: 'default', max: limits.max };
+    const authPolicy: Policy = { name: 'auth', max: limits.authMax };
+    const policyOf = (request: FastifyRequest) =>
+      request.routeOptions.config.authRateLimit ? authPolicy : defaultPolicy;
 
     // Redis errors serve requests unlimited, with a warning at most every REDIS_WARNING_INTERVAL_MS.
     let lastWarning = -Infinity;

@@ -51,9 +51,7 @@ const refs = (...names: HeaderName[]) =>
   Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
 
 const EVERY_RESPONSE: HeaderName[] = ['X-Request-Id', 'Access-Control-Allow-Origin'];
-const RATE_LIMITED = 'RateLimit-Limit RateLimit-Remaining RateLimit-Reset RateLimit-Policy RateLimit'.split(
-  ' ',
-) as HeaderName[];
+const RATE_LIMITED = (Object.keys(HEADERS) as HeaderName[]).filter((name) => name.startsWith('RateLimit'));
 const BY_STATUS: Record<string, HeaderName[]> = {
   401: ['WWW-Authenticate'],
   429: ['Retry-After'],
@@ -144,7 +142,7 @@ function completeDocument(documentObject: DocumentObject) {
 }
 
 function swaggerOptions(prefix: string): FastifyDynamicSwaggerOptions {
-  // Public, not an internal-only deployment (OWASP API9 inventory).
+  // Public, not an internal-only deployment (OWASP API9 inventory); a variable, as the typings lack x- fields.
   const server = { url: prefix || '/', 'x-internal': false };
   return {
     openapi: {

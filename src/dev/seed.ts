@@ -134,9 +134,8 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     };
 
     await inBatches('users', users, INSERT_USERS, { hash, first: FIRST_NAMES, last: LAST_NAMES });
-    const corpus = { corpus: CORPUS, starts: WORD_STARTS };
-    await client.query(bind(POST_TEXTS, corpus));
-    await client.query(bind(COMMENT_TEXTS, corpus));
+    for (const texts of [POST_TEXTS, COMMENT_TEXTS])
+      await client.query(bind(texts, { corpus: CORPUS, starts: WORD_STARTS }));
     await client.query('ANALYZE seed_post_texts, seed_comment_texts');
     const rebuild = await dropIndexesOfDoubledTables(client, { posts, comments });
     await inBatches('posts', posts, INSERT_POSTS, { adjectives: ADJECTIVES, nouns: NOUNS });

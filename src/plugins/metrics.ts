@@ -80,12 +80,11 @@ export default fp<{ config: AppConfig }>(
         this.inc(head);
       },
     });
-    gauge('posts_api_events_unnumbered', 'committed events not numbered yet', async (set) =>
-      set((await sequencer())[1].unnumbered),
-    );
-    gauge('posts_api_events_unnumbered_oldest_seconds', 'age of the oldest unnumbered event', async (set) =>
-      set((await sequencer())[1].oldestSeconds),
-    );
+    for (const [name, key, help] of [
+      ['unnumbered', 'unnumbered', 'committed events not numbered yet'],
+      ['unnumbered_oldest_seconds', 'oldestSeconds', 'age of the oldest unnumbered event'],
+    ] as const)
+      gauge(`posts_api_events_${name}`, help, async (set) => set((await sequencer())[1][key]));
     const backlog = perScrape(() => app.webhooks.backlog());
     for (const [name, key, help] of [
       ['deliveries_due', 'due', 'deliveries due and not in flight'],

@@ -40,11 +40,12 @@ async function withDatabase(
   }
 }
 
-async function withPool(url: string, work: (pool: Pool) => Promise<void>): Promise<void> {
-  const { createPool } = await import('./db/pool.js');
-  const pool = createPool(url, 1);
-  await work(pool).finally(() => pool.end());
-}
+const withPool = (work: (pool: Pool) => Promise<void>) =>
+  withDatabase(async (url) => {
+    const { createPool } = await import('./db/pool.js');
+    const pool = createPool(url, 1);
+    await work(pool).finally(() => pool.end());
+  });
 
 type Command = Omit<CommandSpec, 'scripts' | 'subcommand'> & {
   run(parsed: ReturnType<typeof parseCommandLine>, spec: CommandSpec): Promise<void>;
@@ -68,14 +69,12 @@ ${WITHOUT_DATABASE_URL}`,
 ${WITHOUT_DATABASE_URL}`,
     run: ({ positionals: [email = ''] }, spec) => {
       if (!/^[^@\s]+@[^@\s]+$/.test(email)) exitWithUsage(spec, `'${email}' is not an e-mail address`);
-      return withDatabase((url) =>
-        withPool(url, async (pool) => {
-          const { usersRepository } = await import('./repositories/users.js');
-          const user = await usersRepository(pool).setRole(email, 'admin');
-          if (!user) throw new Error(`no user with e-mail ${email}`);
-          console.log(`user ${user.id} (${user.email}) is now an admin`);
-        }),
-      );
+      return withPool(async (pool) => {
+        const { usersRepository } = await import('./repositories/users.js');
+        const user = await usersRepository(pool).setRole(email, 'admin');
+        if (!user) throw new Error(`no user with e-mail ${email}`);
+        console.log(`user ${user.id} (${user.email}) is now an admin`);
+      });
     },
   },
   seed: {
@@ -101,9 +100,7 @@ options:
       };
       const posts = count('posts') ?? exitWithUsage(spec, '--posts N is required');
       const options = { posts, comments: count('comments'), users: count('users') };
-      return withDatabase((url) =>
-        withPool(url, async (pool) => (await import('./dev/seed.js')).seedCommand(pool, options)),
-      );
+      return withPool(async (pool) => (await import('./dev/seed.js')).seedCommand(pool, options));
     },
   },
 };

@@ -142,8 +142,7 @@ function mustBe(schema: TSchema): string {
 const withoutPassword = (value: string) => value.replace(/\/\/([^:@/,\s]*):[^@,\s]*@/g, '//$1:***@');
 
 function parseTrustProxy(raw: string): boolean | number | string[] {
-  if (raw === 'true') return true;
-  if (raw === 'false') return false;
+  if (raw === 'true' || raw === 'false') return raw === 'true';
   if (/^[0-9]+$/.test(raw)) return Number(raw);
   return raw.split(',').map((s) => s.trim());
 }

@@ -1,7 +1,7 @@
 /** The whole HTTP application. It never listens and never exits; server.ts and the tests do that. */
 import { randomUUID } from 'node:crypto';
 import { trace } from '@opentelemetry/api';
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { DestinationStream } from 'pino';
 import type { AppConfig } from './config.js';
@@ -33,11 +33,6 @@ import metrics from './plugins/metrics.js';
 
 // Short and plain, so a client's X-Request-Id can neither forge log lines nor bloat them.
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-// Fastify's typings expect Ajv's compile signature; it calls our compiler as a schema compiler.
-type ValidatorBuilder = NonNullable<
-  NonNullable<NonNullable<FastifyServerOptions['schemaController']>['compilersFactory']>['buildValidator']
->;
 
 export async function buildApp(config: AppConfig, options: { logStream?: DestinationStream } = {}) {
   const validator = createValidatorCompiler();
@@ -76,8 +71,9 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
     frameworkErrors: (error, request, reply) =>
       void sendError(reply, request, toHttpError(error, request) ?? badRequest('the request is malformed')),
     ajv: { customOptions: {} },
-    // setValidatorCompiler would give way to Ajv's default in scopes that add shared schemas.
-    schemaController: { compilersFactory: { buildValidator: (() => validator) as unknown as ValidatorBuilder } },
+    // setValidatorCompiler would give way to Ajv's default in scopes that add shared schemas. Fastify's typings
+    // expect Ajv's compile signature; it calls our compiler as a schema compiler.
+    schemaController: { compilersFactory: { buildValidator: (() => validator) as never } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   await registerPlugins(app, config);

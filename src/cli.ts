@@ -9,39 +9,6 @@ const WITHOUT_DATABASE_URL = `Without DATABASE_URL it works on the embedded deve
 (EMBEDDED_PG_DATA): the running one, else it starts it for the command and stops it after;
 pending migrations are applied to it first.`;
 
-const MIGRATE: CommandSpec = {
-  scripts: ['migrate'],
-  subcommand: 'migrate',
-  help: `Applies pending migrations to DATABASE_LISTEN_URL, else DATABASE_URL (a direct connection:
-it holds a session-level advisory lock, so several runs at once queue up).
-${WITHOUT_DATABASE_URL}`,
-};
-
-const ADMIN_GRANT: CommandSpec = {
-  scripts: ['admin:grant'],
-  subcommand: 'admin:grant',
-  synopsis: '<email>',
-  positionals: 1,
-  help: `Makes the user with that e-mail address an admin.
-${WITHOUT_DATABASE_URL}`,
-};
-
-const SEED: CommandSpec = {
-  scripts: ['seed'],
-  subcommand: 'seed',
-  synopsis: '--posts N [--comments N] [--users N]',
-  options: { posts: { type: 'string' }, comments: { type: 'string' }, users: { type: 'string' } },
-  help: `Adds demo data to what is there (nothing is wiped), in one transaction, and prints the
-password every seeded user logs in with.
-${WITHOUT_DATABASE_URL}
-
-options:
-  --posts N      posts to add (required)
-  --comments N   comments to add in all (default: 2 per post)
-  --users N      users to add (default: one per ten posts, at least 1, at most 1000)
-  -h, --help     print this help and exit`,
-};
-
 /** What the commands read: another setting's bad value is the server's concern, not theirs. */
 const SETTINGS = ['DATABASE_URL', 'DATABASE_LISTEN_URL', 'EMBEDDED_PG_PORT', 'EMBEDDED_PG_DATA'] as const;
 
@@ -63,11 +30,8 @@ async function withDatabase(
       : `DATABASE_URL is unset: started the embedded PostgreSQL of ${config.embeddedPg.dataDir} on port ${config.embeddedPg.port} (stopped when done)`,
   );
   // A signal stops the command; the embedded server's exit hook then stops the server too.
-  for (const [signal, code] of [
-    ['SIGINT', 130],
-    ['SIGTERM', 143],
-  ] as const)
-    process.once(signal, () => process.exit(code));
+  process.once('SIGINT', () => process.exit(130));
+  process.once('SIGTERM', () => process.exit(143));
   try {
     if (migrateFirst) await migrate(embedded.url, log);
     await work(embedded.url);
@@ -76,25 +40,22 @@ async function withDatabase(
   }
 }
 
-async function withPool(url: string, work: (pool: Pool) => Promise<void>): Promise<void> {
-  const { createPool } = await import('./db/pool.js');
-  const pool = createPool(url, 1);
-  await work(pool).finally(() => pool.end());
-}
+const withPool = (work: (pool: Pool) => Promise<void>) =>
+  withDatabase(async (url) => {
+    const { createPool } = await import('./db/pool.js');
+    const pool = createPool(url, 1);
+    await work(pool).finally(() => pool.end());
+  });
 
-function count(name: string, raw: unknown): number | undefined {
-  if (raw === undefined) return undefined;
-  if (typeof raw !== 'string' || !/^[0-9]+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
-    exitWithUsage(SEED, `--${name} must be a non-negative integer, not '${String(raw)}'`);
-  }
-  return Number(raw);
-}
-
-type Parsed = ReturnType<typeof parseCommandLine>;
-const COMMANDS: Record<string, { spec: CommandSpec; run: (parsed: Parsed) => Promise<void> }> = {
-  // The runner holds a session-level advisory lock: a direct connection, not a pooler in transaction mode.
+type Command = Omit<CommandSpec, 'scripts' | 'subcommand'> & {
+  run(parsed: ReturnType<typeof parseCommandLine>, spec: CommandSpec): Promise<void>;
+};
+/** Each is `npm run <name>`, or `cli.ts <name>` without npm. */
+const COMMANDS: Record<string, Command> = {
   migrate: {
-    spec: MIGRATE,
+    help: `Applies pending migrations to DATABASE_LISTEN_URL, else DATABASE_URL (a direct connection:
+it holds a session-level advisory lock, so several runs at once queue up).
+${WITHOUT_DATABASE_URL}`,
     run: () =>
       withDatabase(async (url) => (await import('./db/migrate.js')).migrate(url, log), {
         direct: true,
@@ -102,27 +63,44 @@ const COMMANDS: Record<string, { spec: CommandSpec; run: (parsed: Parsed) => Pro
       }),
   },
   'admin:grant': {
-    spec: ADMIN_GRANT,
-    run: ({ positionals: [email = ''] }) => {
-      if (!/^[^@\s]+@[^@\s]+$/.test(email)) exitWithUsage(ADMIN_GRANT, `'${email}' is not an e-mail address`);
-      return withDatabase((url) =>
-        withPool(url, async (pool) => {
-          const { usersRepository } = await import('./repositories/users.js');
-          const user = await usersRepository(pool).setRole(email, 'admin');
-          if (!user) throw new Error(`no user with e-mail ${email}`);
-          console.log(`user ${user.id} (${user.email}) is now an admin`);
-        }),
-      );
+    synopsis: '<email>',
+    positionals: 1,
+    help: `Makes the user with that e-mail address an admin.
+${WITHOUT_DATABASE_URL}`,
+    run: ({ positionals: [email = ''] }, spec) => {
+      if (!/^[^@\s]+@[^@\s]+$/.test(email)) exitWithUsage(spec, `'${email}' is not an e-mail address`);
+      return withPool(async (pool) => {
+        const { usersRepository } = await import('./repositories/users.js');
+        const user = await usersRepository(pool).setRole(email, 'admin');
+        if (!user) throw new Error(`no user with e-mail ${email}`);
+        console.log(`user ${user.id} (${user.email}) is now an admin`);
+      });
     },
   },
   seed: {
-    spec: SEED,
-    run: ({ values }) => {
-      const posts = count('posts', values.posts) ?? exitWithUsage(SEED, '--posts N is required');
-      const options = { posts, comments: count('comments', values.comments), users: count('users', values.users) };
-      return withDatabase((url) =>
-        withPool(url, async (pool) => (await import('./dev/seed.js')).seedCommand(pool, options)),
-      );
+    synopsis: '--posts N [--comments N] [--users N]',
+    options: { posts: { type: 'string' }, comments: { type: 'string' }, users: { type: 'string' } },
+    help: `Adds demo data to what is there (nothing is wiped), in one transaction, and prints the
+password every seeded user logs in with.
+${WITHOUT_DATABASE_URL}
+
+options:
+  --posts N      posts to add (required)
+  --comments N   comments to add in all (default: 2 per post)
+  --users N      users to add (default: one per ten posts, at least 1, at most 1000)
+  -h, --help     print this help and exit`,
+    run: ({ values }, spec) => {
+      const count = (name: string): number | undefined => {
+        const raw = values[name];
+        if (raw === undefined) return undefined;
+        if (typeof raw !== 'string' || !/^[0-9]+$/.test(raw) || !Number.isSafeInteger(Number(raw))) {
+          exitWithUsage(spec, `--${name} must be a non-negative integer, not '${String(raw)}'`);
+        }
+        return Number(raw);
+      };
+      const posts = count('posts') ?? exitWithUsage(spec, '--posts N is required');
+      const options = { posts, comments: count('comments'), users: count('users') };
+      return withPool(async (pool) => (await import('./dev/seed.js')).seedCommand(pool, options));
     },
   },
 };
@@ -138,7 +116,8 @@ if (command === undefined) {
   console.error(`${name === undefined ? 'missing command' : `unknown command '${name}'`}\n${usage}`);
   process.exit(64);
 }
-command.run(parseCommandLine(command.spec, args)).catch((error: unknown) => {
+const spec = { ...command, scripts: [name!], subcommand: name };
+command.run(parseCommandLine(spec, args), spec).catch((error: unknown) => {
   console.error(error instanceof Error ? error.message : error);
   process.exit(1);
 });

@@ -7,33 +7,33 @@ import { Value } from '@sinclair/typebox/value';
 const Int = (def: number, minimum: number, maximum: number, description: string) =>
   Type.Integer({ minimum, maximum, default: def, description });
 const PositiveInt = (def: number, max: number, description: string) => Int(def, 1, max, description);
+const NonEmpty = (def: string, description: string) => Type.String({ minLength: 1, default: def, description });
+const Text = (def: string, pattern: string, description: string, errorMessage: string) =>
+  Type.String({ pattern, default: def, description, errorMessage });
+/** Unset is allowed; a value must match `pattern`. */
+const OptionalText = (pattern: string, description: string, errorMessage: string) =>
+  Type.Optional(Type.String({ pattern, description, errorMessage }));
 const PostgresUrl = (description: string) =>
-  Type.String({
-    pattern: '^postgres(ql)?://',
-    description,
-    errorMessage: 'must be a postgres:// or postgresql:// URL',
-  });
+  OptionalText('^postgres(ql)?://', description, 'must be a postgres:// or postgresql:// URL');
 const Choice = <T extends string>(values: T[], def: T, description: string) =>
   Type.Union(
     values.map((v) => Type.Literal(v)),
     { default: def, description },
   );
+const Flag = (description: string) => Choice(['true', 'false'], 'false', description);
 
 // scheme://host[:port], what a browser sends in Origin: no path, not even a trailing slash.
 const ORIGIN = '[A-Za-z][A-Za-z0-9+.-]*://(\\[[0-9A-Fa-f:.]+\\]|[^\\s/?#,:@\\[\\]]+)(:[0-9]{1,5})?';
 
 export const EnvSchema = Type.Object({
-  DATABASE_URL: Type.Optional(PostgresUrl('PostgreSQL URL; unset = the embedded development server (EMBEDDED_PG_*)')),
-  DATABASE_LISTEN_URL: Type.Optional(
-    PostgresUrl('direct PostgreSQL URL (not through a pooler) for LISTEN and migrations; unset = DATABASE_URL'),
+  DATABASE_URL: PostgresUrl('PostgreSQL URL; unset = the embedded development server (EMBEDDED_PG_*)'),
+  DATABASE_LISTEN_URL: PostgresUrl(
+    'direct PostgreSQL URL (not through a pooler) for LISTEN and migrations; unset = DATABASE_URL',
   ),
-  DATABASE_READ_URL: Type.Optional(
-    Type.String({
-      pattern: '^postgres(ql)?://[^,\\s]+(,\\s*postgres(ql)?://[^,\\s]+)*$',
-      description:
-        'comma-separated URLs of streaming replicas that take the public reads; unset = all reads on DATABASE_URL',
-      errorMessage: 'must be postgres:// or postgresql:// URLs separated by commas',
-    }),
+  DATABASE_READ_URL: OptionalText(
+    '^postgres(ql)?://[^,\\s]+(,\\s*postgres(ql)?://[^,\\s]+)*$',
+    'comma-separated URLs of streaming replicas that take the public reads; unset = all reads on DATABASE_URL',
+    'must be postgres:// or postgresql:// URLs separated by commas',
   ),
   DATABASE_PREPARED_STATEMENTS: Choice(
     ['on', 'off'],
@@ -41,19 +41,15 @@ export const EnvSchema = Type.Object({
     'named prepared statements; off behind PgBouncer < 1.21 (or without max_prepared_statements) in transaction mode ' +
       '(left on there, the service notices, goes on without names and warns once)',
   ),
-  HOST: Type.String({
-    minLength: 1,
-    default: '127.0.0.1',
-    description: 'address to listen on; 0.0.0.0 = every interface',
-  }),
+  HOST: NonEmpty('127.0.0.1', 'address to listen on; 0.0.0.0 = every interface'),
   PORT: Int(3000, 0, 65535, 'port to listen on'),
   METRICS_PORT: Int(9464, 0, 65535, 'port of GET /metrics (Prometheus) on HOST, never the API port; 0 = no metrics'),
-  API_PREFIX: Type.String({
-    pattern: '^(/[A-Za-z0-9._~-]+)*$',
-    default: '',
-    description: 'prefix of every path, e.g. /v1; empty = none',
-    errorMessage: 'must be empty or a path such as /v1, without a trailing slash',
-  }),
+  API_PREFIX: Text(
+    '',
+    '^(/[A-Za-z0-9._~-]+)*$',
+    'prefix of every path, e.g. /v1; empty = none',
+    'must be empty or a path such as /v1, without a trailing slash',
+  ),
   LOG_LEVEL: Choice(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
     'info',
@@ -64,27 +60,23 @@ export const EnvSchema = Type.Object({
   RATE_LIMIT_MAX: PositiveInt(300, 1_000_000, 'requests per window per client'),
   RATE_LIMIT_WINDOW: PositiveInt(60, 86_400, 'rate limit window, seconds'),
   RATE_LIMIT_AUTH_MAX: PositiveInt(10, 1_000_000, 'requests per window per client on POST /tokens and POST /users'),
-  REDIS_URL: Type.Optional(
-    Type.String({
-      pattern: '^rediss?://',
-      description: 'Redis for rate limit counters shared by every instance; unset = in memory',
-      errorMessage: 'must be a redis:// or rediss:// URL',
-    }),
+  REDIS_URL: OptionalText(
+    '^rediss?://',
+    'Redis for rate limit counters shared by every instance; unset = in memory',
+    'must be a redis:// or rediss:// URL',
   ),
-  TRUST_PROXY: Type.String({
-    pattern: '^(true|false|[0-9]{1,2}|[0-9A-Fa-f:.]+(/[0-9]{1,3})?(,\\s*[0-9A-Fa-f:.]+(/[0-9]{1,3})?)*)$',
-    default: 'false',
-    description: 'whose X-Forwarded-* headers count for the client address',
-    errorMessage:
-      'must be false, true, a hop count (e.g. 1), or comma-separated IP addresses or CIDRs of trusted proxies',
-  }),
-  CORS_ORIGINS: Type.String({
-    pattern: `^(\\*|${ORIGIN}(\\s*,\\s*${ORIGIN})*)?$`,
-    default: '',
-    description: 'origins allowed by CORS; empty = CORS off',
-    errorMessage:
-      'must be *, or comma-separated origins scheme://host[:port] without a path (e.g. https://app.example.com)',
-  }),
+  TRUST_PROXY: Text(
+    'false',
+    '^(true|false|[0-9]{1,2}|[0-9A-Fa-f:.]+(/[0-9]{1,3})?(,\\s*[0-9A-Fa-f:.]+(/[0-9]{1,3})?)*)$',
+    'whose X-Forwarded-* headers count for the client address',
+    'must be false, true, a hop count (e.g. 1), or comma-separated IP addresses or CIDRs of trusted proxies',
+  ),
+  CORS_ORIGINS: Text(
+    '',
+    `^(\\*|${ORIGIN}(\\s*,\\s*${ORIGIN})*)?$`,
+    'origins allowed by CORS; empty = CORS off',
+    'must be *, or comma-separated origins scheme://host[:port] without a path (e.g. https://app.example.com)',
+  ),
   PG_POOL_MAX: PositiveInt(10, 1000, 'PostgreSQL connections per instance'),
   PG_STATEMENT_TIMEOUT_MS: Int(
     10_000,
@@ -92,13 +84,10 @@ export const EnvSchema = Type.Object({
     600_000,
     'longest a database statement may run (lock waits included), ms; past it the request is a 503',
   ),
-  PUBLIC_BASE_URL: Type.Optional(
-    Type.String({
-      pattern: '^https?://[^/?#\\s]+(/[^?#\\s]*[^/?#\\s])?$',
-      description: 'scheme, host and path prefix clients reach the service at; unset = relative links',
-      errorMessage:
-        'must be an http:// or https:// URL without a query, fragment or trailing slash (e.g. https://api.example.com)',
-    }),
+  PUBLIC_BASE_URL: OptionalText(
+    '^https?://[^/?#\\s]+(/[^?#\\s]*[^/?#\\s])?$',
+    'scheme, host and path prefix clients reach the service at; unset = relative links',
+    'must be an http:// or https:// URL without a query, fragment or trailing slash (e.g. https://api.example.com)',
   ),
   EVENT_RETENTION: PositiveInt(
     604_800,
@@ -116,33 +105,22 @@ export const EnvSchema = Type.Object({
     100_000,
     'open event streams (GET /events/stream) per instance; past it a new one is a 503',
   ),
-  WEBHOOK_SECRET_KEY: Type.Optional(
-    Type.String({
-      pattern: '^[A-Za-z0-9+/]{43}=$',
-      description:
-        'base64 of 32 random bytes: webhook signing secrets are stored sealed with it (AES-256-GCM); unset = stored as they are',
-      errorMessage:
-        'must be the base64 of 32 bytes (44 characters ending in =), e.g. the output of `openssl rand -base64 32`',
-    }),
+  WEBHOOK_SECRET_KEY: OptionalText(
+    '^[A-Za-z0-9+/]{43}=$',
+    'base64 of 32 random bytes: webhook signing secrets are stored sealed with it (AES-256-GCM); unset = stored as they are',
+    'must be the base64 of 32 bytes (44 characters ending in =), e.g. the output of `openssl rand -base64 32`',
   ),
-  WEBHOOK_ALLOW_HTTP: Choice(
-    ['true', 'false'],
-    'false',
-    'accept http:// webhook URLs (tests, private networks); false = https only',
-  ),
-  WEBHOOK_ALLOW_PRIVATE: Choice(
-    ['true', 'false'],
-    'false',
+  WEBHOOK_ALLOW_HTTP: Flag('accept http:// webhook URLs (tests, private networks); false = https only'),
+  WEBHOOK_ALLOW_PRIVATE: Flag(
     'deliver webhooks to private, loopback and link-local addresses (tests, private networks)',
   ),
   WEBHOOK_CONCURRENCY: Int(10, 0, 1000, 'webhook deliveries this instance sends at once; 0 = this instance sends none'),
   WEBHOOK_MAX_PER_USER: PositiveInt(20, 10_000, 'webhooks a user may have; past it creating one is a 409'),
   EMBEDDED_PG_PORT: Int(54329, 1, 65535, 'port of the embedded development PostgreSQL (only without DATABASE_URL)'),
-  EMBEDDED_PG_DATA: Type.String({
-    minLength: 1,
-    default: '.data/pg',
-    description: 'data folder of the embedded development PostgreSQL, relative to the working directory',
-  }),
+  EMBEDDED_PG_DATA: NonEmpty(
+    '.data/pg',
+    'data folder of the embedded development PostgreSQL, relative to the working directory',
+  ),
 });
 export type Env = Static<typeof EnvSchema>;
 
@@ -164,8 +142,7 @@ function mustBe(schema: TSchema): string {
 const withoutPassword = (value: string) => value.replace(/\/\/([^:@/,\s]*):[^@,\s]*@/g, '//$1:***@');
 
 function parseTrustProxy(raw: string): boolean | number | string[] {
-  if (raw === 'true') return true;
-  if (raw === 'false') return false;
+  if (raw === 'true' || raw === 'false') return raw === 'true';
   if (/^[0-9]+$/.test(raw)) return Number(raw);
   return raw.split(',').map((s) => s.trim());
 }

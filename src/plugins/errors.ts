@@ -131,8 +131,8 @@ const headerCased = (fieldErrors: Record<string, string[]>) =>
   );
 
 function fromValidation(errors: readonly FastifySchemaValidationError[], context: string | undefined): HttpError {
-  const rootType = errors.find((e) => e.instancePath === '' && e.keyword === 'type');
-  if (context === 'body' && rootType) return badRequest('body must be a JSON object');
+  if (context === 'body' && errors.some((e) => e.instancePath === '' && e.keyword === 'type'))
+    return badRequest('body must be a JSON object');
   const fieldErrors = toFieldErrors(errors as ErrorObject[]);
   return validation(context === 'headers' ? headerCased(fieldErrors) : fieldErrors);
 }
@@ -208,14 +208,11 @@ export default fp(
 
     // Mirrors every route so a known path's 405 matches parameters as Fastify would (CORS's '*' is no path).
     const paths = FindMyWay({ ignoreTrailingSlash: false, maxParamLength: MAX_PARAM_LENGTH });
-    const methodsByPath = new Map<string, Set<string>>();
     app.addHook('onRoute', (route) => {
       if (route.url === '*') return;
-      let methods = methodsByPath.get(route.url);
-      if (!methods) {
-        methodsByPath.set(route.url, (methods = new Set()));
-        paths.on('GET', route.url, () => undefined, { methods });
-      }
+      const known = paths.findRoute('GET', route.url)?.store as { methods: Set<string> } | undefined;
+      const methods = known?.methods ?? new Set<string>();
+      if (!known) paths.on('GET', route.url, () => undefined, { methods });
       for (const m of [route.method].flat()) methods.add(m);
     });
 

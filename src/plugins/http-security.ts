@@ -8,14 +8,10 @@ import helmet, { type HelmetOptions } from 'helmet';
 import cors from '@fastify/cors';
 
 function helmetHeaders(options: HelmetOptions): Record<string, string> {
-  const headers: Record<string, string> = {};
+  const headers = new Map<string, string>();
   const response = {
-    setHeader: (name: string, value: unknown) => {
-      headers[name.toLowerCase()] = String(value);
-    },
-    removeHeader: (name: string) => {
-      delete headers[name.toLowerCase()];
-    },
+    setHeader: (name: string, value: unknown) => headers.set(name.toLowerCase(), String(value)),
+    removeHeader: (name: string) => headers.delete(name.toLowerCase()),
   };
   let done = false;
   helmet(options)({} as IncomingMessage, response as unknown as ServerResponse, (error?: unknown) => {
@@ -24,7 +20,7 @@ function helmetHeaders(options: HelmetOptions): Record<string, string> {
   });
   // Only directives that are functions of the request would make helmet asynchronous or request-dependent.
   if (!done) throw new Error('helmet did not set its headers synchronously');
-  return headers;
+  return Object.fromEntries(headers);
 }
 
 const EXPOSED_HEADERS =

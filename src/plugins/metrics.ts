@@ -57,12 +57,9 @@ export default fp<{ config: AppConfig }>(
 
     const pool = app.db as typeof app.db & { options: { max: number } };
     gauge('posts_api_db_pool_connections', 'connections of the pool: open, idle, max', (set) => {
-      for (const [state, n] of [
-        ['open', pool.totalCount],
-        ['idle', pool.idleCount],
-        ['max', pool.options.max],
-      ] as const)
-        set(n, { state });
+      set(pool.totalCount, { state: 'open' });
+      set(pool.idleCount, { state: 'idle' });
+      set(pool.options.max, { state: 'max' });
     });
     gauge('posts_api_db_pool_waiting', 'queries waiting for a free connection', (set) => set(pool.waitingCount));
     gauge('posts_api_db_replica_lag_seconds', 'age of the newest primary position a replica replayed', (set) =>
@@ -77,21 +74,17 @@ export default fp<{ config: AppConfig }>(
       registers,
       // A failed read keeps the last value: a drop to 0 would read as a counter reset.
       async collect() {
-        const head = await sequencer().then(
-          ([id]) => id,
-          () => undefined,
-        );
+        const head = (await sequencer().catch(() => undefined))?.[0];
         if (head === undefined) return;
         this.reset();
         this.inc(head);
       },
     });
-    gauge('posts_api_events_unnumbered', 'committed events not numbered yet', async (set) =>
-      set((await sequencer())[1].unnumbered),
-    );
-    gauge('posts_api_events_unnumbered_oldest_seconds', 'age of the oldest unnumbered event', async (set) =>
-      set((await sequencer())[1].oldestSeconds),
-    );
+    for (const [name, key, help] of [
+      ['unnumbered', 'unnumbered', 'committed events not numbered yet'],
+      ['unnumbered_oldest_seconds', 'oldestSeconds', 'age of the oldest unnumbered event'],
+    ] as const)
+      gauge(`posts_api_events_${name}`, help, async (set) => set((await sequencer())[1][key]));
     const backlog = perScrape(() => app.webhooks.backlog());
     for (const [name, key, help] of [
       ['deliveries_due', 'due', 'deliveries due and not in flight'],

@@ -15,47 +15,43 @@ import { bodyEtag, namesEtag } from '../http/conditional.js';
 // Bounds as config.ts allows them: RATE_LIMIT_MAX ≤ 1 000 000, RATE_LIMIT_WINDOW ≤ 86 400 s.
 const count = { type: 'integer', format: 'int32', minimum: 0, maximum: 1_000_000 };
 const seconds = { type: 'integer', format: 'int32', minimum: 0, maximum: 86_400 };
+const text = (pattern: string, maxLength: number) => ({ type: 'string', pattern, maxLength });
 
 const HEADERS = {
   'X-Request-Id': {
-    schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$', maxLength: 128 },
+    schema: text('^[A-Za-z0-9._:-]{1,128}$', 128),
     description: "the client's X-Request-Id if it was sane, else a generated one",
   },
   'Access-Control-Allow-Origin': {
-    schema: { type: 'string', pattern: '^(\\*|https?://[^\\t\\n\\r ]+)$', maxLength: 2048 },
+    schema: text('^(\\*|https?://[^\\t\\n\\r ]+)$', 2048),
     description: "only when CORS_ORIGINS allows the request's Origin (CORS is off by default)",
   },
   'RateLimit-Limit': { schema: count, description: 'requests allowed in the window' },
   'RateLimit-Remaining': { schema: count, description: 'requests left in the window' },
   'RateLimit-Reset': { schema: seconds, description: 'seconds until the window resets' },
   'RateLimit-Policy': {
-    schema: { type: 'string', pattern: '^"(default|auth)";q=[0-9]+;w=[0-9]+$', maxLength: 64 },
+    schema: text('^"(default|auth)";q=[0-9]+;w=[0-9]+$', 64),
     description:
       'the quota policy this request spent (draft-ietf-httpapi-ratelimit-headers-11), e.g. "default";q=300;w=60',
   },
   RateLimit: {
-    schema: { type: 'string', pattern: '^"(default|auth)";r=[0-9]+;t=[0-9]+$', maxLength: 64 },
+    schema: text('^"(default|auth)";r=[0-9]+;t=[0-9]+$', 64),
     description: 'requests left and seconds until the window resets under that policy, e.g. "default";r=299;t=42',
   },
   'Retry-After': { schema: seconds, description: 'seconds to wait before trying again' },
   'WWW-Authenticate': {
-    schema: { type: 'string', pattern: '^Bearer( error="invalid_token")?$', maxLength: 64 },
+    schema: text('^Bearer( error="invalid_token")?$', 64),
     description:
       'Bearer; with error="invalid_token" when the request sent a token that is malformed, unknown, expired or revoked',
   },
-  Allow: {
-    schema: { type: 'string', pattern: '^[A-Z]+(, [A-Z]+)*$', maxLength: 128 },
-    description: 'the methods this path supports',
-  },
+  Allow: { schema: text('^[A-Z]+(, [A-Z]+)*$', 128), description: 'the methods this path supports' },
 } as const;
 type HeaderName = keyof typeof HEADERS;
 const refs = (...names: HeaderName[]) =>
   Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
 
 const EVERY_RESPONSE: HeaderName[] = ['X-Request-Id', 'Access-Control-Allow-Origin'];
-const RATE_LIMITED = 'RateLimit-Limit RateLimit-Remaining RateLimit-Reset RateLimit-Policy RateLimit'.split(
-  ' ',
-) as HeaderName[];
+const RATE_LIMITED = (Object.keys(HEADERS) as HeaderName[]).filter((name) => name.startsWith('RateLimit'));
 const BY_STATUS: Record<string, HeaderName[]> = {
   401: ['WWW-Authenticate'],
   429: ['Retry-After'],
@@ -146,7 +142,7 @@ function completeDocument(documentObject: DocumentObject) {
 }
 
 function swaggerOptions(prefix: string): FastifyDynamicSwaggerOptions {
-  // Public, not an internal-only deployment (OWASP API9 inventory).
+  // Public, not an internal-only deployment (OWASP API9 inventory); a variable, as the typings lack x- fields.
   const server = { url: prefix || '/', 'x-internal': false };
   return {
     openapi: {
@@ -185,20 +181,18 @@ function swaggerOptions(prefix: string): FastifyDynamicSwaggerOptions {
 
 /** Each encoding made once, on demand, with its own strong ETag (a different representation of one document). */
 function documentServer(document: () => unknown) {
-  const made = new Map<Encoding | 'identity', { body: Buffer; etag: string }>();
-  const documentIn = (encoding: Encoding | 'identity'): { body: Buffer; etag: string } => {
-    let doc = made.get(encoding);
-    if (doc) return doc;
+  type Representation = { body: Buffer; etag: string };
+  const make = (encoding: Encoding | 'identity'): Representation => {
     if (encoding === 'identity') {
       const json = JSON.stringify(document());
-      doc = { body: Buffer.from(json), etag: bodyEtag(json) };
-    } else {
-      const { body, etag } = documentIn('identity');
-      doc = { body: ENCODINGS[encoding](body), etag: `${etag.slice(0, -1)}-${encoding}"` };
+      return { body: Buffer.from(json), etag: bodyEtag(json) };
     }
-    made.set(encoding, doc);
-    return doc;
+    const { body, etag } = documentIn('identity');
+    return { body: ENCODINGS[encoding](body), etag: `${etag.slice(0, -1)}-${encoding}"` };
   };
+  const made = new Map<Encoding | 'identity', Representation>();
+  const documentIn = (encoding: Encoding | 'identity'): Representation =>
+    made.get(encoding) ?? made.set(encoding, make(encoding)).get(encoding)!;
   return async (request: FastifyRequest, reply: FastifyReply) => {
     const encoding = chooseEncoding(request.headers['accept-encoding']) ?? 'identity';
     const { body, etag } = documentIn(encoding);

@@ -23,12 +23,10 @@ const MAX_REMEMBERED = 10_000;
 export default fp<{ config: AppConfig }>(
   async (app, { config: { rateLimit: limits, redisUrl, databaseUrl } }) => {
     const { windowSeconds } = limits;
-    const policies = {
-      default: { name: 'default', max: limits.max },
-      auth: { name: 'auth', max: limits.authMax },
-    } as const satisfies Record<string, Policy>;
-    const policyOf = (request: FastifyRequest): Policy =>
-      request.routeOptions.config.authRateLimit ? policies.auth : policies.default;
+    const defaultPolicy: Policy = { name: 'default', max: limits.max };
+    const authPolicy: Policy = { name: 'auth', max: limits.authMax };
+    const policyOf = (request: FastifyRequest) =>
+      request.routeOptions.config.authRateLimit ? authPolicy : defaultPolicy;
 
     // Redis errors serve requests unlimited, with a warning at most every REDIS_WARNING_INTERVAL_MS.
     let lastWarning = -Infinity;
@@ -63,11 +61,10 @@ export default fp<{ config: AppConfig }>(
     // A known token's owner, and addresses over their budget until their window ends: neither is looked up.
     const tokenOwners = new LRUCache<string, number>({ max: MAX_REMEMBERED });
     const limitedIps = new LRUCache<string, true>({ max: MAX_REMEMBERED });
-    const ipKey = (request: FastifyRequest) => `${policyOf(request).name}:ip:${normalizeIP(request.ip)}`;
     const keyGenerator = (request: FastifyRequest): string | Promise<string> => {
-      const ip = ipKey(request);
-      if (request.headers.authorization === undefined) return ip;
       const policy = policyOf(request).name;
+      const ip = `${policy}:ip:${normalizeIP(request.ip)}`;
+      if (request.headers.authorization === undefined) return ip;
       const credential = request.credential();
       const owner = credential === null ? undefined : tokenOwners.get(credential);
       if (owner !== undefined) return `${policy}:user:${owner}`;

@@ -13,15 +13,11 @@ const MAX_BATCHES_PER_TICK = 100;
 
 export default fp<{ config: AppConfig }>(
   async (app, { config: { tombstoneRetentionSeconds, eventRetentionSeconds } }) => {
-    const keys = idempotencyKeysRepository(app.db);
-    const tombstones = tombstonesRepository(app.db);
-    const events = eventsRepository(app.db);
-    const deliveries = webhookQueue(app.db);
     const purges: [string, () => Promise<number>][] = [
-      ['expired idempotency keys', () => keys.purgeExpired(BATCH)],
-      ['expired tombstones', () => tombstones.purgeExpired(tombstoneRetentionSeconds, BATCH)],
-      ['expired events', () => events.purgeExpired(eventRetentionSeconds, BATCH)],
-      ['finished webhook deliveries', () => deliveries.purgeFinished(eventRetentionSeconds, BATCH)],
+      ['expired idempotency keys', () => idempotencyKeysRepository(app.db).purgeExpired(BATCH)],
+      ['expired tombstones', () => tombstonesRepository(app.db).purgeExpired(tombstoneRetentionSeconds, BATCH)],
+      ['expired events', () => eventsRepository(app.db).purgeExpired(eventRetentionSeconds, BATCH)],
+      ['finished webhook deliveries', () => webhookQueue(app.db).purgeFinished(eventRetentionSeconds, BATCH)],
     ];
     let closing = false;
     let running: Promise<void> | undefined;

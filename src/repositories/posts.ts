@@ -205,14 +205,8 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
       page: PageRequest,
       view: View<PostField> = {},
     ) {
-      return runList<Post, PostSortField, number>(
-        db,
-        postsOfUser,
-        userId,
-        sort,
-        page,
-        listOptions(filter, sort, view, primary),
-      );
+      const options = listOptions(filter, sort, view, primary);
+      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, options);
     },
   };
 }

@@ -1,5 +1,5 @@
 /** The route shapes resources share; each states only what differs (docs/architecture.md, "Adding a resource"). */
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ListResult, PageRequest } from '../db/pagination.js';
@@ -16,6 +16,13 @@ import { listResponse, pageRequest } from '../http/lists.js';
 import { viewOf } from '../http/view-params.js';
 
 export type Api = Parameters<FastifyPluginAsyncTypebox>[0];
+
+/** Routes that need a bearer token, in a scope of their own. */
+export const authenticated = (app: Api, routes: (r: Api) => void) =>
+  app.register(async (authed) => {
+    authed.addHook('onRequest', app.requireUser);
+    routes(authed.withTypeProvider<TypeBoxTypeProvider>());
+  });
 
 interface Operation {
   tags: string[];

@@ -1,6 +1,7 @@
 /** All SQL about comments, addressed through their post. Writes that touch both lock the post first: no deadlocks. */
 import type { Queryable } from '../db/pool.js';
-import type { CommentField, CommentSortField } from '../schemas/comments.js';
+import type { Static } from '@sinclair/typebox';
+import type { CommentField, CommentSchema, CommentSortField } from '../schemas/comments.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
 import { firstRow, sql, prepared, written } from '../db/sql.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
@@ -14,14 +15,7 @@ import {
   selectList,
 } from '../db/views.js';
 
-export interface Comment {
-  id: number;
-  postId: number;
-  authorId: number;
-  body: string;
-  createdAt: string;
-  updatedAt: string;
-}
+export type Comment = Static<typeof CommentSchema>;
 
 /** `version` is internal (ETags), never serialized. */
 export type VersionedComment = Comment & { version: number };

@@ -1,6 +1,7 @@
 /** All SQL about users. */
 import type { Queryable } from '../db/pool.js';
-import type { UserField, UserSortField } from '../schemas/users.js';
+import type { Static } from '@sinclair/typebox';
+import type { UserField, UserSchema, UserSortField } from '../schemas/users.js';
 import { type Columns, type View, listView, readView, selectList } from '../db/views.js';
 import {
   type ListSource,
@@ -14,13 +15,8 @@ import {
 } from '../db/pagination.js';
 import { firstRow, join, raw, sql, toQuery } from '../db/sql.js';
 
-export interface User {
-  id: number;
-  name: string;
-  role: 'user' | 'admin';
-  email: string;
-  createdAt: string;
-}
+/** With e-mail: the schema's is optional, for the views that hide it. */
+export type User = Static<typeof UserSchema> & { email: string };
 
 const FIELDS: Columns<UserField> = {
   id: 'id',

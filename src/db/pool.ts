@@ -104,14 +104,8 @@ class ServicePool extends pg.Pool {
   }
 
   private explain(error: unknown): unknown {
-    if (
-      error instanceof Error &&
-      error.message === 'timeout exceeded when trying to connect' &&
-      this.connected.size > 0
-    ) {
-      Object.assign(error, { code: POOL_EXHAUSTED });
-    }
-    return error;
+    const timedOut = error instanceof Error && error.message === 'timeout exceeded when trying to connect';
+    return timedOut && this.connected.size > 0 ? Object.assign(error, { code: POOL_EXHAUSTED }) : error;
   }
 
   override connect(...args: unknown[]): never {

@@ -10,12 +10,6 @@ export const WALK_LIMIT = 2_000;
 
 type CursorPage = Extract<PageRequest, { kind: 'cursor' }>;
 
-interface Anchor {
-  anchor: SqlFragment;
-  found: SqlFragment;
-  after: SqlFragment;
-}
-
 export async function runCursor<T extends { id: number }>(
   db: Queryable,
   plan: ListPlan,
@@ -50,7 +44,7 @@ function anchorOf(
   page: CursorPage,
   backward: boolean,
   [idName, keyName]: readonly ['after', 'afterKey'] | readonly ['before', 'beforeKey'],
-): Anchor {
+): Record<'anchor' | 'found' | 'after', SqlFragment> {
   const [anchorId, anchorKey] = [page[idName], page[keyName]];
   const { column, from, tombstones: tomb } = plan;
   const cmp = raw(plan.descending !== backward ? '<' : '>');

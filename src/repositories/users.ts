@@ -66,11 +66,8 @@ export function usersRepository(db: Queryable) {
 
     /** A change to the values already stored writes nothing (a new password hash always differs). */
     async update(id: number, changes: { name?: string; email?: string; passwordHash?: string }) {
-      const fields = [
-        ['name', changes.name],
-        ['email', changes.email],
-        ['password_hash', changes.passwordHash],
-      ].filter((field): field is [string, string] => field[1] !== undefined);
+      const columns = { name: changes.name, email: changes.email, password_hash: changes.passwordHash };
+      const fields = Object.entries(columns).filter((field): field is [string, string] => field[1] !== undefined);
       if (fields.length === 0) return findById(id);
       const sets = fields.map(([column, value]) => sql`${raw(column)} = ${value}`);
       const differs = fields.map(([column, value]) => sql`${raw(column)} IS DISTINCT FROM ${value}`);

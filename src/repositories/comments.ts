@@ -74,11 +74,10 @@ const createComments = batchedWrite<{ postId: number; authorId: number; body: st
 });
 
 export function commentsRepository(db: Queryable) {
-  const find = (postId: number, id: number, lock = '') =>
-    firstRow<VersionedComment>(db, `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2${lock}`, [
-      id,
-      postId,
-    ]);
+  const find = (postId: number, id: number, lock = '') => {
+    const text = `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2${lock}`;
+    return firstRow<VersionedComment>(db, text, [id, postId]);
+  };
 
   return {
     /** undefined when the post does not exist. */
@@ -105,11 +104,7 @@ export function commentsRepository(db: Queryable) {
     },
 
     /** A change to the body already stored leaves the comment as it is. */
-    async update(
-      postId: number,
-      id: number,
-      changes: { body?: string | undefined },
-    ): Promise<VersionedComment | undefined> {
+    async update(postId: number, id: number, changes: { body?: string | undefined }) {
       if (changes.body === undefined) return find(postId, id);
       const row = await firstRow<VersionedComment>(
         db,

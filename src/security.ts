@@ -16,16 +16,18 @@ function derive(password: string, salt: Buffer, o: ScryptOptions): Promise<Buffe
   });
 }
 
-export async function hashPassword(password: string): Promise<string> {
-  const salt = randomBytes(16);
+function encode(salt: Buffer, key: Buffer): string {
   const { N, r, p } = PASSWORD_COST;
-  const key = await derive(password, salt, PASSWORD_COST);
   return `scrypt$${N}$${r}$${p}$${salt.toString('base64')}$${key.toString('base64')}`;
 }
 
+export async function hashPassword(password: string): Promise<string> {
+  const salt = randomBytes(16);
+  return encode(salt, await derive(password, salt, PASSWORD_COST));
+}
+
 // For an unknown e-mail, so a failed log-in takes the same time whether or not the account exists.
-const dummyHash = () =>
-  `scrypt$${PASSWORD_COST.N}$${PASSWORD_COST.r}$${PASSWORD_COST.p}$${Buffer.alloc(16).toString('base64')}$${Buffer.alloc(KEY_LENGTH).toString('base64')}`;
+const dummyHash = () => encode(Buffer.alloc(16), Buffer.alloc(KEY_LENGTH));
 
 export async function verifyPassword(password: string, stored: string | undefined): Promise<boolean> {
   const [scheme, n, r, p, salt, key] = (stored ?? dummyHash()).split('$');

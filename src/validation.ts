@@ -52,13 +52,6 @@ function urlPart(validate: Validate, schema: { properties?: Properties }, splitL
   const integers = named((s) => s.type === 'integer');
   const lists = splitLists ? named((s) => s.type === 'array') : [];
   if (integers.length + lists.length === 0) return validate;
-  const refuse = (name: string, keyword: string, message: string): ErrorObject => ({
-    instancePath: `/${name}`,
-    schemaPath: `#/properties/${name}`,
-    keyword,
-    params: {},
-    message,
-  });
   const checked: Validate = (data) => {
     const values = (data ?? {}) as Record<string, unknown>;
     const refused: ErrorObject[] = [];
@@ -69,7 +62,13 @@ function urlPart(validate: Validate, schema: { properties?: Properties }, splitL
     for (const name of integers) {
       const value = values[name];
       if (typeof value === 'string' && !CANONICAL_INTEGER.test(value) && Number.isInteger(Number(value)))
-        refused.push(refuse(name, 'canonical', NOT_CANONICAL));
+        refused.push({
+          instancePath: `/${name}`,
+          schemaPath: `#/properties/${name}`,
+          keyword: 'canonical',
+          params: {},
+          message: NOT_CANONICAL,
+        });
     }
     const valid = validate(data);
     const errors = (validate.errors ?? []).filter(

@@ -81,14 +81,9 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
         links: others.flatMap((span) => (span ? [{ context: span }] : [])),
       };
       const parent = first ? trace.setSpanContext(ROOT_CONTEXT, first) : ROOT_CONTEXT;
+      const inputs = batch.map((waiting) => waiting.input);
       const rows = await tracer.startActiveSpan('group commit', options, parent, (span) =>
-        spec
-          .run(
-            db,
-            batch.map((waiting) => waiting.input),
-            false,
-          )
-          .finally(() => span.end()),
+        spec.run(db, inputs, false).finally(() => span.end()),
       );
       for (const [i, waiting] of batch.entries()) {
         // Not made: its row may be locked elsewhere, so it runs again alone, outside the lane.

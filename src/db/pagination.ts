@@ -25,6 +25,5 @@ export async function runList<T extends { id: number }, F extends string, Filter
   options: ListOptions = {},
 ): Promise<ListResult<T>> {
   const plan = planList(source, filter, sort, options);
-  if (page.kind === 'offset') return runOffset<T, F, Filter>(db, source, filter, plan, page, options);
-  return runCursor<T, F, Filter>(db, source, plan, page);
+  return page.kind === 'offset' ? runOffset<T>(db, plan, page) : runCursor<T>(db, plan, page);
 }

@@ -68,26 +68,25 @@ function clientClass(named: boolean, onLost: (error: Error) => void): typeof pg.
       const send = super.query as (...a: unknown[]) => never;
       const config = args[0];
       if (!isNamed(config)) return send.apply(this, args);
-      if (!named) {
+      const sendUnnamed = () => {
         args[0] = unnamed(config);
         return send.apply(this, args);
-      }
+      };
+      if (!named) return sendUnnamed();
       const last = args.length - 1;
       const callback = args[last];
       // pg-pool's query() passes a callback; a checked-out client's caller awaits the promise.
       if (typeof callback === 'function') {
         args[last] = (error: unknown, result: unknown) => {
           if (!this.retriable(error)) return (callback as (e: unknown, r: unknown) => void)(error, result);
-          args[0] = unnamed(config);
           args[last] = callback;
-          send.apply(this, args);
+          sendUnnamed();
         };
         return send.apply(this, args);
       }
       return (send.apply(this, args) as Promise<unknown>).catch((error: unknown) => {
         if (!this.retriable(error)) throw error;
-        args[0] = unnamed(config);
-        return send.apply(this, args);
+        return sendUnnamed();
       }) as never;
     }
   };
@@ -104,14 +103,8 @@ class ServicePool extends pg.Pool {
   }
 
   private explain(error: unknown): unknown {
-    if (
-      error instanceof Error &&
-      error.message === 'timeout exceeded when trying to connect' &&
-      this.connected.size > 0
-    ) {
-      Object.assign(error, { code: POOL_EXHAUSTED });
-    }
-    return error;
+    const timedOut = error instanceof Error && error.message === 'timeout exceeded when trying to connect';
+    return timedOut && this.connected.size > 0 ? Object.assign(error, { code: POOL_EXHAUSTED }) : error;
   }
 
   override connect(...args: unknown[]): never {

@@ -8,17 +8,14 @@ export const postEtag = (post: { id: number; version: number; commentCount: numb
 
 export const commentEtag = (comment: { id: number; version: number }) => `"c${comment.id}-${comment.version}"`;
 
+const digest = (text: string) => createHash('sha256').update(text).digest('base64url').slice(0, 22);
+
 export function userEtag(user: { id: number; name: string; role: string; email?: string; createdAt: string }): string {
-  const digest = createHash('sha256')
-    .update(JSON.stringify([user.id, user.name, user.role, user.email ?? null, user.createdAt]))
-    .digest('base64url')
-    .slice(0, 22);
-  return `"u${user.id}-${digest}"`;
+  const shown = [user.id, user.name, user.role, user.email ?? null, user.createdAt];
+  return `"u${user.id}-${digest(JSON.stringify(shown))}"`;
 }
 
-export function bodyEtag(payload: string): string {
-  return `"b${createHash('sha256').update(payload).digest('base64url').slice(0, 22)}"`;
-}
+export const bodyEtag = (payload: string) => `"b${digest(payload)}"`;
 
 const ENTITY_TAG = /(W\/)?("[^"]*")/g;
 

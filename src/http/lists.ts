@@ -34,9 +34,8 @@ export function pageRequest(query: PageQuery): PageRequest {
 /** The schema's enum has already allow-listed the value. */
 export function sortOf<F extends string>(query: PageQuery): Sort<F> {
   const sort = query.sort ?? 'id';
-  return sort.startsWith('-')
-    ? { field: sort.slice(1) as F, descending: true }
-    : { field: sort as F, descending: false };
+  const descending = sort.startsWith('-');
+  return { field: (descending ? sort.slice(1) : sort) as F, descending };
 }
 
 /** Params set to null are removed from the request's query. */

@@ -1,6 +1,7 @@
 /** All SQL about comments, addressed through their post. Writes that touch both lock the post first: no deadlocks. */
 import type { Queryable } from '../db/pool.js';
-import type { CommentField, CommentSortField } from '../schemas/comments.js';
+import type { Static } from '@sinclair/typebox';
+import type { CommentField, CommentSchema, CommentSortField } from '../schemas/comments.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
 import { firstRow, sql, prepared, written } from '../db/sql.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
@@ -14,14 +15,7 @@ import {
   selectList,
 } from '../db/views.js';
 
-export interface Comment {
-  id: number;
-  postId: number;
-  authorId: number;
-  body: string;
-  createdAt: string;
-  updatedAt: string;
-}
+export type Comment = Static<typeof CommentSchema>;
 
 /** `version` is internal (ETags), never serialized. */
 export type VersionedComment = Comment & { version: number };
@@ -80,11 +74,10 @@ const createComments = batchedWrite<{ postId: number; authorId: number; body: st
 });
 
 export function commentsRepository(db: Queryable) {
-  const find = (postId: number, id: number, lock = '') =>
-    firstRow<VersionedComment>(db, `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2${lock}`, [
-      id,
-      postId,
-    ]);
+  const find = (postId: number, id: number, lock = '') => {
+    const text = `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2${lock}`;
+    return firstRow<VersionedComment>(db, text, [id, postId]);
+  };
 
   return {
     /** undefined when the post does not exist. */
@@ -111,11 +104,7 @@ export function commentsRepository(db: Queryable) {
     },
 
     /** A change to the body already stored leaves the comment as it is. */
-    async update(
-      postId: number,
-      id: number,
-      changes: { body?: string | undefined },
-    ): Promise<VersionedComment | undefined> {
+    async update(postId: number, id: number, changes: { body?: string | undefined }) {
       if (changes.body === undefined) return find(postId, id);
       const row = await firstRow<VersionedComment>(
         db,

@@ -1,6 +1,7 @@
 /** All SQL about posts. Totals are rows the triggers keep (`counters`, `author_post_counts`, `comment_counts`). */
 import { perDatabase, type Queryable } from '../db/pool.js';
-import type { PostField, PostSortField } from '../schemas/posts.js';
+import type { Static } from '@sinclair/typebox';
+import type { PostField, PostSchema, PostSortField } from '../schemas/posts.js';
 import {
   type ListOptions,
   type ListSource,
@@ -26,15 +27,7 @@ import {
 import { lookup } from '../db/lookups.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
 
-export interface Post {
-  id: number;
-  title: string;
-  body: string;
-  authorId: number;
-  commentCount: number;
-  createdAt: string;
-  updatedAt: string;
-}
+export type Post = Static<typeof PostSchema>;
 
 /** `version` is internal (ETags), never serialized. */
 export type VersionedPost = Post & { version: number };
@@ -205,14 +198,8 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
       page: PageRequest,
       view: View<PostField> = {},
     ) {
-      return runList<Post, PostSortField, number>(
-        db,
-        postsOfUser,
-        userId,
-        sort,
-        page,
-        listOptions(filter, sort, view, primary),
-      );
+      const options = listOptions(filter, sort, view, primary);
+      return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, options);
     },
   };
 }

@@ -1,14 +1,11 @@
 /** All SQL about access tokens. Only SHA-256 hashes of the secrets are stored. */
 import type { Queryable } from '../db/pool.js';
-import type { TokenSortField } from '../schemas/tokens.js';
+import type { Static } from '@sinclair/typebox';
+import type { TokenSchema, TokenSortField } from '../schemas/tokens.js';
 import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
 import { firstRow, sql, written } from '../db/sql.js';
 
-export interface Token {
-  id: number;
-  createdAt: string;
-  expiresAt: string;
-}
+export type Token = Static<typeof TokenSchema>;
 
 export interface AuthUser {
   id: number;

@@ -1,6 +1,7 @@
 /** All SQL about users. */
 import type { Queryable } from '../db/pool.js';
-import type { UserField, UserSortField } from '../schemas/users.js';
+import type { Static } from '@sinclair/typebox';
+import type { UserField, UserSchema, UserSortField } from '../schemas/users.js';
 import { type Columns, type View, listView, readView, selectList } from '../db/views.js';
 import {
   type ListSource,
@@ -14,13 +15,8 @@ import {
 } from '../db/pagination.js';
 import { firstRow, join, raw, sql, toQuery } from '../db/sql.js';
 
-export interface User {
-  id: number;
-  name: string;
-  role: 'user' | 'admin';
-  email: string;
-  createdAt: string;
-}
+/** With e-mail: the schema's is optional, for the views that hide it. */
+export type User = Static<typeof UserSchema> & { email: string };
 
 const FIELDS: Columns<UserField> = {
   id: 'id',
@@ -70,11 +66,8 @@ export function usersRepository(db: Queryable) {
 
     /** A change to the values already stored writes nothing (a new password hash always differs). */
     async update(id: number, changes: { name?: string; email?: string; passwordHash?: string }) {
-      const fields = [
-        ['name', changes.name],
-        ['email', changes.email],
-        ['password_hash', changes.passwordHash],
-      ].filter((field): field is [string, string] => field[1] !== undefined);
+      const columns = { name: changes.name, email: changes.email, password_hash: changes.passwordHash };
+      const fields = Object.entries(columns).filter((field): field is [string, string] => field[1] !== undefined);
       if (fields.length === 0) return findById(id);
       const sets = fields.map(([column, value]) => sql`${raw(column)} = ${value}`);
       const differs = fields.map(([column, value]) => sql`${raw(column)} IS DISTINCT FROM ${value}`);

@@ -1,5 +1,5 @@
 /** /posts/{postId}/comments (docs/api.md §4, §5): comments exist only under their post. */
-import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, errorResponses, secured } from '../schemas/common.js';
 import {
   CommentBody,
@@ -22,7 +22,7 @@ import { rangeOf, viewOf } from '../http/view-params.js';
 import { changeOwned } from '../use-cases/change-owned.js';
 import { commentEtag, withEtag } from '../http/conditional.js';
 import { ConditionalWriteHeaders, WithEtag } from '../schemas/conditional.js';
-import { Created, createRoute, deleteRoute, itemRoute, listRoute, type Api } from './resource-routes.js';
+import { Created, authenticated, createRoute, deleteRoute, itemRoute, listRoute, type Api } from './resource-routes.js';
 
 const missingComment = ({ postId, commentId }: { postId: number; commentId: number }) =>
   `comment ${commentId} of post ${postId} does not exist`;
@@ -65,10 +65,7 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     missing: missingComment,
   });
 
-  await app.register(async (authed) => {
-    authed.addHook('onRequest', app.requireUser);
-    writeRoutes(authed.withTypeProvider<TypeBoxTypeProvider>());
-  });
+  await authenticated(app, writeRoutes);
 };
 
 function writeRoutes(r: Api) {

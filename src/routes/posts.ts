@@ -1,5 +1,5 @@
 /** /posts and /users/{userId}/posts (docs/api.md §4, §5). */
-import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, errorResponses, secured } from '../schemas/common.js';
 import {
   PostBody,
@@ -22,7 +22,7 @@ import { rangeOf, viewOf } from '../http/view-params.js';
 import { changeOwned, type OwnershipRule } from '../use-cases/change-owned.js';
 import { postEtag, withEtag } from '../http/conditional.js';
 import { ConditionalWriteHeaders, WithEtag } from '../schemas/conditional.js';
-import { Created, createRoute, deleteRoute, itemRoute, listRoute, type Api } from './resource-routes.js';
+import { Created, authenticated, createRoute, deleteRoute, itemRoute, listRoute, type Api } from './resource-routes.js';
 
 const tags = ['posts'];
 const Post = WithEtag(PostSchema, 'the post');
@@ -41,11 +41,7 @@ const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(PostSchema);
   app.addSchema(PostViewSchema);
   readRoutes(app);
-  await app.register(async (authed) => {
-    authed.addHook('onRequest', app.requireUser);
-    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
-    changeRoutes(r);
-  });
+  await authenticated(app, changeRoutes);
 };
 
 function readRoutes(app: Api) {

@@ -1,5 +1,5 @@
 /** The route shapes resources share; each states only what differs (docs/architecture.md, "Adding a resource"). */
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ListResult, PageRequest } from '../db/pagination.js';
@@ -16,6 +16,13 @@ import { listResponse, pageRequest } from '../http/lists.js';
 import { viewOf } from '../http/view-params.js';
 
 export type Api = Parameters<FastifyPluginAsyncTypebox>[0];
+
+/** Routes that need a bearer token, in a scope of their own. */
+export const authenticated = (app: Api, routes: (r: Api) => void) =>
+  app.register(async (authed) => {
+    authed.addHook('onRequest', app.requireUser);
+    routes(authed.withTypeProvider<TypeBoxTypeProvider>());
+  });
 
 interface Operation {
   tags: string[];
@@ -101,11 +108,14 @@ export function itemRoute<P extends TSchema, Q extends TSchema, T, F extends str
   );
 }
 
-/** An authenticated create, replayed for a repeated Idempotency-Key; `errors` beyond the common ones. */
+type CreateRequest<P extends TSchema, B extends TSchema> = FastifyRequest<{ Params: Static<P>; Body: Static<B> }>;
+/** A create, replayed for a repeated Idempotency-Key; `errors` beyond the common ones. `security: null`: a sign-up. */
 export function createRoute<P extends TSchema, B extends TSchema>(
   r: Api,
   url: string,
-  spec: Operation & {
+  spec: Omit<Operation, 'security'> & {
+    security?: null;
+    config?: object;
     params?: P;
     body: B;
     created: TSchema;
@@ -113,16 +123,20 @@ export function createRoute<P extends TSchema, B extends TSchema>(
     kind: string;
     /** The body members the create uses (what a replay's fingerprint compares). */
     input(body: Static<B>): Creation['input'];
-    create(db: Queryable, request: FastifyRequest<{ Params: Static<P>; Body: Static<B> }>): Promise<CreatedResource>;
+    password?(body: Static<B>): string;
+    precheck?(request: CreateRequest<P, B>): Promise<void>;
+    create(db: Queryable, request: CreateRequest<P, B>, passwordHash: string | undefined): Promise<CreatedResource>;
   },
 ): void {
-  const { params, body, created, errors, kind, input, create, ...doc } = spec;
+  const { params, body, created, errors, kind, input, password, precheck, create, config, ...doc } = spec;
+  const { security = secured, ...operation } = doc;
   r.post(
     url,
     {
+      config,
       schema: {
-        ...doc,
-        security: secured,
+        ...operation,
+        ...(security && { security }),
         ...(params && { params }),
         headers: IdempotentHeaders,
         body,
@@ -130,8 +144,14 @@ export function createRoute<P extends TSchema, B extends TSchema>(
       },
     },
     async (request, reply) => {
-      const typed = request as FastifyRequest<{ Params: Static<P>; Body: Static<B> }>;
-      return createOnce(request, reply, { kind, input: input(typed.body), create: (db) => create(db, typed) });
+      const typed = request as CreateRequest<P, B>;
+      const creation = { kind, input: input(typed.body), password: password?.(typed.body) };
+      const prechecked = precheck && (() => precheck(typed));
+      return createOnce(request, reply, {
+        ...creation,
+        precheck: prechecked,
+        create: (db, hash) => create(db, typed, hash),
+      });
     },
   );
 }

@@ -1,5 +1,5 @@
 /** /tokens: log in (issue a token), list own tokens, revoke one (docs/api.md §4, §6). */
-import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { BODY_ERRORS, COMMON_ERRORS, NoContent, errorResponses, secured } from '../schemas/common.js';
 import {
   CreateTokenBody,
@@ -16,7 +16,7 @@ import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
 import { sortOf } from '../http/lists.js';
 import { PRIVATE } from '../http/conditional.js';
-import { listRoute } from './resource-routes.js';
+import { authenticated, listRoute } from './resource-routes.js';
 
 const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = async (app, { tokenTtlSeconds }) => {
   app.addSchema(TokenSchema);
@@ -50,9 +50,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
     },
   );
 
-  await app.register(async (authed) => {
-    authed.addHook('onRequest', app.requireUser);
-    const r = authed.withTypeProvider<TypeBoxTypeProvider>();
+  await authenticated(app, (r) => {
     listRoute(r, '/tokens', {
       tags: ['tokens'],
       operationId: 'listTokens',

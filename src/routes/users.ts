@@ -21,10 +21,8 @@ import { hashPassword } from '../security.js';
 import { sortOf } from '../http/lists.js';
 import { viewOf } from '../http/view-params.js';
 import { conditionalGet, withEtag, userEtag, PRIVATE } from '../http/conditional.js';
-import { itemRoute, listRoute } from './resource-routes.js';
+import { Created, createRoute, itemRoute, listRoute } from './resource-routes.js';
 import { changeOwned, loadForChange, type OwnedCheck } from '../use-cases/change-owned.js';
-import { createOnce } from '../use-cases/create-once.js';
-import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
 import { keepPrivate } from '../plugins/http-caching.js';
 import { ConditionalGetHeaders, ConditionalWriteHeaders, NotModified, WithEtag } from '../schemas/conditional.js';
 
@@ -51,38 +49,26 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.addSchema(UserViewSchema);
   const users = usersRepository(app.db);
 
-  app.post(
-    '/users',
-    {
-      config: { authRateLimit: true, cacheControl: PRIVATE },
-      schema: {
-        tags: ['users'],
-        operationId: 'createUser',
-        summary: 'Sign up',
-        headers: IdempotentHeaders,
-        body: CreateUserBody,
-        response: {
-          201: Created(UserSchema, 'the new user, with e-mail'),
-          ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 409),
-        },
-      },
+  createRoute(app, '/users', {
+    tags: ['users'],
+    operationId: 'createUser',
+    summary: 'Sign up',
+    security: null,
+    config: { authRateLimit: true, cacheControl: PRIVATE },
+    body: CreateUserBody,
+    created: Created(UserSchema, 'the new user, with e-mail'),
+    errors: [409],
+    kind: 'user',
+    input: ({ name, email }) => ({ name, email }),
+    password: ({ password }) => password,
+    precheck: async ({ body }) => {
+      if (await users.emailTaken(body.email)) throw emailTaken();
     },
-    async (request, reply) => {
-      const { name, email, password } = request.body;
-      return createOnce(request, reply, {
-        kind: 'user',
-        input: { name, email },
-        password,
-        precheck: async () => {
-          if (await users.emailTaken(email)) throw emailTaken();
-        },
-        create: async (db, passwordHash) => {
-          const user = await usersRepository(db).create({ name, email, passwordHash: passwordHash! });
-          return { id: user.id, etag: userEtag(user), body: user };
-        },
-      });
+    create: async (db, { body: { name, email } }, passwordHash) => {
+      const user = await usersRepository(db).create({ name, email, passwordHash: passwordHash! });
+      return { id: user.id, etag: userEtag(user), body: user };
     },
-  );
+  });
 
   const reads = { tags: ['users'], config: {}, present: visible };
   listRoute(app, '/users', {

@@ -1,5 +1,5 @@
 /** Shared TypeBox contracts: ids, timestamps, the error body, list parameters and envelopes. */
-import { Type, type TSchema, type TObject, type TOptional, type TProperties } from '@sinclair/typebox';
+import { Type, type TSchema, type TOptional, type TProperties } from '@sinclair/typebox';
 import { ERROR_CODES } from '../errors.js';
 import { WELL_FORMED } from '../validation.js';
 
@@ -116,7 +116,7 @@ export function ListQuery<F extends string, E extends TProperties = {}>(sortFiel
 }
 
 /** A list: comma-separated, or the parameter repeated (`explode: true`); validation.ts makes either one array. */
-export function FieldsParam<F extends string>(names: readonly F[], example: F[]) {
+function FieldsParam<F extends string>(names: readonly F[], example: F[]) {
   return {
     fields: Type.Optional(
       Type.Array(StringEnum([...names]), {
@@ -133,7 +133,7 @@ export function FieldsParam<F extends string>(names: readonly F[], example: F[])
   };
 }
 
-export const IncludeParam = {
+const IncludeParam = {
   include: Type.Optional(
     StringEnum(['author'], {
       description: 'author: each item gains author { id, name }, read in the same query',
@@ -165,26 +165,7 @@ export const SearchParam = {
   ),
 };
 
-type OptionalButId<P extends TProperties> = { [K in keyof P]: K extends 'id' ? P[K] : TOptional<P[K]> };
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- no extra members: TypeBox's own spelling
-export function ReadView<P extends TProperties, E extends TProperties = {}>(
-  schema: TObject<P>,
-  id: string,
-  extra: E = {} as E,
-) {
-  const properties = Object.fromEntries(
-    Object.entries(schema.properties).map(([name, property]) => [
-      name,
-      name === 'id' ? property : Type.Optional(property),
-    ]),
-  ) as OptionalButId<P>;
-  return Type.Object(
-    { ...properties, ...extra },
-    { $id: id, additionalProperties: false, description: 'all fields, or only id and those named by fields' },
-  );
-}
-
-export const EmbeddedAuthor = {
+const EmbeddedAuthor = {
   author: Type.Optional(
     Type.Object(
       { id: Id, name: Type.String({ maxLength: 100 }) },
@@ -247,6 +228,41 @@ export function ListEnvelope<T extends TSchema>(item: T) {
     // Read by @fastify/swagger into the response's documented headers (docs/api.md §5).
     headers: { ETag, Link: LinkHeader },
   });
+}
+
+type OptionalButId<P extends TProperties> = { [K in keyof P]: K extends 'id' ? P[K] : TOptional<P[K]> };
+
+/**
+ * A resource's read contracts: its schema, named `name`; its view, all fields or only id and those named by fields
+ * (with `embeds`, also the author include=author asks for); the query of one item; its list's query and envelope.
+ */
+export function Resource<P extends TProperties, S extends string>(
+  name: string,
+  properties: P,
+  spec: { sortFields: readonly S[]; example: (keyof P & string)[]; embeds?: boolean },
+) {
+  const { sortFields, embeds } = spec;
+  const fields = Object.keys(properties) as (keyof P & string)[];
+  const optional = Object.fromEntries(
+    fields.map((field) => [field, field === 'id' ? properties[field] : Type.Optional(properties[field]!)]),
+  ) as OptionalButId<P>;
+  const description = 'all fields, or only id and those named by fields';
+  const view = Type.Object(
+    { ...optional, ...(embeds && EmbeddedAuthor) },
+    { $id: `${name}View`, additionalProperties: false, description },
+  );
+  const read = { ...FieldsParam(fields, spec.example), ...(embeds && IncludeParam) };
+  return {
+    schema: Type.Object(properties, { $id: name, additionalProperties: false }),
+    view,
+    fields,
+    sortFields,
+    query: Type.Object(read, { additionalProperties: false }),
+    /** A list's own parameters, `before` and `after` the item's, in the document's order. */
+    listQuery: <B extends TProperties, A extends TProperties = Record<never, never>>(before: B, after = {} as A) =>
+      ListQuery(sortFields, { ...before, ...read, ...after }),
+    list: ListEnvelope(Type.Ref(view)),
+  };
 }
 
 const ERROR_DESCRIPTIONS: Record<number, string> = {

@@ -5,27 +5,19 @@ import {
   Body,
   Count,
   CreatedRangeParams,
-  EmbeddedAuthor,
-  FieldsParam,
   Id,
-  IncludeParam,
-  ListEnvelope,
-  ListQuery,
   PathId,
-  ReadView,
+  Resource,
   SearchParam,
   Text,
   Timestamp,
 } from './common.js';
 
-/** What a list of posts may be sorted by; the repository maps each to its column. */
-export const POST_SORT_FIELDS = ['id', 'createdAt', 'updatedAt', 'title'] as const;
-export type PostSortField = (typeof POST_SORT_FIELDS)[number];
-
 const Title = Text(200, '1–200 characters, not blank');
 const PostBodyText = Text(50_000, '1–50 000 characters, not blank');
 
-export const PostSchema = Type.Object(
+const Post = Resource(
+  'Post',
   {
     id: Id,
     title: Type.String({ maxLength: 200 }),
@@ -35,13 +27,12 @@ export const PostSchema = Type.Object(
     createdAt: Timestamp,
     updatedAt: Timestamp,
   },
-  { $id: 'Post', additionalProperties: false },
+  { sortFields: ['id', 'createdAt', 'updatedAt', 'title'], example: ['title', 'createdAt'], embeds: true },
 );
-
-export const POST_FIELDS = ['id', 'title', 'body', 'authorId', 'commentCount', 'createdAt', 'updatedAt'] as const;
-export type PostField = (typeof POST_FIELDS)[number];
-
-export const PostViewSchema = ReadView(PostSchema, 'PostView', EmbeddedAuthor);
+/** What a list of posts may be sorted by; the repository maps each to its column. */
+export type PostSortField = (typeof Post.sortFields)[number];
+export type PostField = (typeof Post.fields)[number];
+export const { schema: PostSchema, view: PostViewSchema, query: PostQuery, list: PostList } = Post;
 
 export const PostBody = Body(
   { title: Title, body: PostBodyText },
@@ -53,10 +44,7 @@ export const PostPatchBody = Body(
 );
 export const PostParams = Type.Object({ postId: PathId });
 export const UserPostsParams = Type.Object({ userId: PathId });
-const ReadParams = { ...FieldsParam(POST_FIELDS, ['title', 'createdAt']), ...IncludeParam };
-export const PostQuery = Type.Object(ReadParams, { additionalProperties: false });
-const ListParams = { ...ReadParams, ...SearchParam, ...CreatedRangeParams };
-export const PostListQuery = ListQuery(POST_SORT_FIELDS, { ...AuthorFilter, ...ListParams });
+const ListParams = { ...SearchParam, ...CreatedRangeParams };
+export const PostListQuery = Post.listQuery(AuthorFilter, ListParams);
 /** The author is the path's user, so there is no author filter. */
-export const UserPostListQuery = ListQuery(POST_SORT_FIELDS, ListParams);
-export const PostList = ListEnvelope(Type.Ref(PostViewSchema));
+export const UserPostListQuery = Post.listQuery({}, ListParams);

@@ -1,21 +1,6 @@
 /** User contracts (docs/api.md §3, §4). */
 import { Type } from '@sinclair/typebox';
-import {
-  Body,
-  FieldsParam,
-  Id,
-  ListEnvelope,
-  ListQuery,
-  PathId,
-  ReadView,
-  StringEnum,
-  Text,
-  Timestamp,
-} from './common.js';
-
-/** What a list of users may be sorted by; the repository maps each to its column. */
-export const USER_SORT_FIELDS = ['id', 'createdAt', 'name'] as const;
-export type UserSortField = (typeof USER_SORT_FIELDS)[number];
+import { Body, Id, PathId, Resource, StringEnum, Text, Timestamp } from './common.js';
 
 // A pattern, not `format: email` (RFC 5321 Mailbox): tools differ on it, and it admits `0@com` and IP literals.
 const EMAIL_PATTERN =
@@ -29,7 +14,8 @@ const Email = Type.String({
 const Password = Type.String({ minLength: 8, maxLength: 200, writeOnly: true, description: 'write-only' });
 const Name = Text(100, '1–100 characters, not blank');
 
-export const UserSchema = Type.Object(
+const User = Resource(
+  'User',
   {
     id: Id,
     name: Type.String({ maxLength: 100 }),
@@ -37,13 +23,12 @@ export const UserSchema = Type.Object(
     email: Type.Optional(Type.String({ maxLength: 254, description: 'only shown to the user themself and to admins' })),
     createdAt: Timestamp,
   },
-  { $id: 'User', additionalProperties: false },
+  { sortFields: ['id', 'createdAt', 'name'], example: ['name'] },
 );
-
-export const USER_FIELDS = ['id', 'name', 'role', 'email', 'createdAt'] as const;
-export type UserField = (typeof USER_FIELDS)[number];
-
-export const UserViewSchema = ReadView(UserSchema, 'UserView');
+/** What a list of users may be sorted by; the repository maps each to its column. */
+export type UserSortField = (typeof User.sortFields)[number];
+export type UserField = (typeof User.fields)[number];
+export const { schema: UserSchema, view: UserViewSchema, query: UserQuery, list: UserList } = User;
 
 // Not Ann, who signs up in the README's walk-through.
 export const CreateUserBody = Body(
@@ -55,7 +40,4 @@ export const UpdateUserBody = Body(
   { examples: [{ name: 'Grace' }] },
 );
 export const UserParams = Type.Object({ userId: PathId });
-const ReadParams = FieldsParam(USER_FIELDS, ['name']);
-export const UserQuery = Type.Object(ReadParams, { additionalProperties: false });
-export const UserListQuery = ListQuery(USER_SORT_FIELDS, ReadParams);
-export const UserList = ListEnvelope(Type.Ref(UserViewSchema));
+export const UserListQuery = User.listQuery({});

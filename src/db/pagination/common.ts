@@ -1,16 +1,10 @@
 /** The types and SQL pieces shared by offset and cursor lists (docs/architecture.md, "Lists"). */
 import { join, raw, sql, type SqlFragment } from '../sql.js';
 
+/** A cursor page's anchors: after (afterKey) or before (beforeKey) an item, or neither. */
+type Anchors = Partial<Record<'after' | 'before', number> & Record<'afterKey' | 'beforeKey', string>>;
 export type PageRequest =
-  | { kind: 'offset'; page: number; perPage: number }
-  | {
-      kind: 'cursor';
-      after: number | undefined;
-      afterKey: string | undefined;
-      before?: number | undefined;
-      beforeKey?: string | undefined;
-      limit: number;
-    };
+  { kind: 'offset'; page: number; perPage: number } | ({ kind: 'cursor'; limit: number } & Anchors);
 
 /** Narrowed lists count exactly up to this many, past it the planner estimates (docs/api.md §10). */
 export const EXACT_TOTAL_UP_TO = 10_000;
@@ -68,15 +62,9 @@ export const counter = (name: 'posts' | 'users') =>
   `SELECT COALESCE((SELECT n FROM counters WHERE name = '${name}'), 0)`;
 
 export type OffsetResult<T> = { kind: 'offset'; items: T[]; total: number; estimated?: boolean };
-export type CursorResult<T> = {
-  kind: 'cursor';
-  items: T[];
-  hasMore: boolean;
-  nextCursor: number | null;
-  nextKey: string | null;
-  prevCursor: number | null;
-  prevKey: string | null;
-};
+/** The next and previous pages' anchors: an item's id and, for sorts other than id, its key; null where none. */
+type Neighbours = Record<'nextCursor' | 'prevCursor', number | null> & Record<'nextKey' | 'prevKey', string | null>;
+export type CursorResult<T> = { kind: 'cursor'; items: T[]; hasMore: boolean } & Neighbours;
 /** null: the parent resource does not exist. */
 export type ListResult<T> = OffsetResult<T> | CursorResult<T> | null;
 
@@ -101,6 +89,7 @@ export function planList<F extends string, Filter>(
     sortColumn,
     column,
     descending: sort.descending,
+    keyed: sortColumn.key !== 'id',
     order,
     keyColumns: raw(sortColumn.key === 'id' ? 'id' : `id, ${sortColumn.column}`),
     scope,
@@ -111,9 +100,12 @@ export function planList<F extends string, Filter>(
     // A hidden word gives every search the same plan; a range's bounds decide theirs (a week or a year).
     named: narrow.length === 0 || (search !== undefined && !search.shown && narrow.length === 1),
     conditions,
+    total: source.total(filter),
+    pastThreshold: () => search?.pastThreshold(),
     pageConditions: options.hints?.length ? where([...listed, ...narrow, ...options.hints]) : conditions,
     planned: search ? where([...listed, search.planned, ...(options.narrow ?? [])]) : conditions,
     from: raw(source.table),
+    tombstones: source.tombstones ? raw(source.tombstones) : undefined,
     joined: raw(options.join ? `${source.table} ${options.join}` : source.table),
     columns: raw(options.columns ?? source.columns),
     parent: source.parentExists ? source.parentExists(filter) : raw('TRUE'),

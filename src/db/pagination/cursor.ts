@@ -2,15 +2,7 @@
 import { raw, sql, toQuery, type SqlFragment } from '../sql.js';
 import type { Queryable } from '../pool.js';
 import { validation } from '../../errors.js';
-import {
-  type CursorResult,
-  type ListPlan,
-  type ListSource,
-  type PageRequest,
-  pageSize,
-  strip,
-  where,
-} from './common.js';
+import { type CursorResult, type ListPlan, type PageRequest, pageSize, strip, where } from './common.js';
 import { keyText, parseKey } from './keys.js';
 
 /** Enough for a condition matching one item in 100 to fill a page of 20 by walking. */
@@ -18,25 +10,17 @@ export const WALK_LIMIT = 2_000;
 
 type CursorPage = Extract<PageRequest, { kind: 'cursor' }>;
 
-interface Anchor {
-  anchor: SqlFragment;
-  found: SqlFragment;
-  after: SqlFragment;
-}
-
-export async function runCursor<T extends { id: number }, F extends string, Filter>(
+export async function runCursor<T extends { id: number }>(
   db: Queryable,
-  source: ListSource<F, Filter>,
   plan: ListPlan,
   page: CursorPage,
 ): Promise<CursorResult<T> | null> {
   // Walking back from `before` is walking forward in the opposite order.
   const backward = page.before !== undefined;
-  const idName = backward ? 'before' : 'after';
+  const names = backward ? (['before', 'beforeKey'] as const) : (['after', 'afterKey'] as const);
   if (!backward && page.beforeKey !== undefined) throw validation({ beforeKey: ['needs before'] });
-  const { anchor, found, after } = anchorOf(source, plan, page, backward);
-  const keyed = plan.sortColumn.key !== 'id';
-  const key = keyed ? sql`, ${keyText(plan.sortColumn)} AS cursor_key` : sql``;
+  const { anchor, found, after } = anchorOf(plan, page, backward, names);
+  const key = plan.keyed ? sql`, ${keyText(plan.sortColumn)} AS cursor_key` : sql``;
   const pageOrder = plan.order(plan.descending !== backward);
   const size = pageSize(page.limit + 1);
   const rowsRead = plan.unsure
@@ -48,34 +32,31 @@ export async function runCursor<T extends { id: number }, F extends string, Filt
   const { rows } = await db.query(toQuery(query, plan.named));
   const head = rows[0] as { found: boolean; parent: boolean | null };
   if (!head.parent) return null;
-  if (!head.found) throw validation({ [idName]: ['does not name an item of this list'] });
+  if (!head.found) throw validation({ [names[0]]: ['does not name an item of this list'] });
   const present = (rows[0] as { id: number | null }).id !== null;
   const read = (present ? rows.slice(0, page.limit) : []) as (T & { cursor_key?: string })[];
-  return cursorResult(read, rows.length > page.limit, backward, (backward ? page.before : page.after) !== undefined);
+  return cursorResult(read, rows.length > page.limit, backward, page[names[0]] !== undefined);
 }
 
-function anchorOf<F extends string, Filter>(
-  source: ListSource<F, Filter>,
+/** `names`: the anchor's id and key parameters, `after` (`afterKey`) or `before` (`beforeKey`). */
+function anchorOf(
   plan: ListPlan,
   page: CursorPage,
   backward: boolean,
-): Anchor {
-  const [idName, keyName] = backward ? (['before', 'beforeKey'] as const) : (['after', 'afterKey'] as const);
-  const anchorId = backward ? page.before : page.after;
-  const anchorKey = backward ? page.beforeKey : page.afterKey;
-  const { column, from } = plan;
+  [idName, keyName]: readonly ['after', 'afterKey'] | readonly ['before', 'beforeKey'],
+): Record<'anchor' | 'found' | 'after', SqlFragment> {
+  const [anchorId, anchorKey] = [page[idName], page[keyName]];
+  const { column, from, tombstones: tomb } = plan;
   const cmp = raw(plan.descending !== backward ? '<' : '>');
-  const keyed = plan.sortColumn.key !== 'id';
   if (anchorKey !== undefined) {
-    if (!keyed) throw validation({ [keyName]: ['applies only to sorts other than id'] });
+    if (!plan.keyed) throw validation({ [keyName]: ['applies only to sorts other than id'] });
     if (anchorId === undefined) throw validation({ [keyName]: [`needs ${idName}`] });
     const after = sql`(${column}, id) ${cmp} (${parseKey(plan.sortColumn.key, anchorKey, keyName)}, ${anchorId}::int8)`;
     return { anchor: sql``, found: raw('TRUE'), after };
   }
   if (anchorId === undefined) return { anchor: sql``, found: raw('TRUE'), after: raw('TRUE') };
   const anchorWhere = where([sql`id = ${anchorId}`, ...plan.scope]);
-  const tomb = source.tombstones ? raw(source.tombstones) : undefined;
-  if (!keyed) {
+  if (!plan.keyed) {
     const found = tomb
       ? sql`(EXISTS (SELECT 1 FROM ${from} WHERE ${anchorWhere}) OR EXISTS (SELECT 1 FROM ${tomb} WHERE ${anchorWhere}))`
       : sql`EXISTS (SELECT 1 FROM ${from} WHERE ${anchorWhere})`;

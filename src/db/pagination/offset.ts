@@ -1,34 +1,18 @@
 /** Offset pages: kept totals; a narrowed list counts up to EXACT_TOTAL_UP_TO, past it the planner estimates. */
 import { raw, sql, toQuery, type SqlFragment } from '../sql.js';
 import type { Queryable } from '../pool.js';
-import {
-  type ListOptions,
-  type ListPlan,
-  type ListSource,
-  type OffsetResult,
-  type PageRequest,
-  EXACT_TOTAL_UP_TO,
-  pageSize,
-  strip,
-} from './common.js';
+import { type ListPlan, type OffsetResult, type PageRequest, EXACT_TOTAL_UP_TO, pageSize, strip } from './common.js';
 
 type OffsetPage = Extract<PageRequest, { kind: 'offset' }>;
 
-export async function runOffset<T, F extends string, Filter>(
-  db: Queryable,
-  source: ListSource<F, Filter>,
-  filter: Filter,
-  plan: ListPlan,
-  page: OffsetPage,
-  options: ListOptions,
-): Promise<OffsetResult<T> | null> {
-  const { rows } = await db.query(toQuery(offsetQuery(source, filter, plan, page), plan.named));
+export async function runOffset<T>(db: Queryable, plan: ListPlan, page: OffsetPage): Promise<OffsetResult<T> | null> {
+  const { rows } = await db.query(toQuery(offsetQuery(plan, page), plan.named));
   const head = rows[0] as { total: number | null } | undefined;
   if (!head || head.total === null) return null;
   const items = (rows[0] as { id: unknown }).id === null ? [] : rows.map(strip<T>);
   if (!plan.narrow.length) return { kind: 'offset', total: head.total, items };
   if (head.total <= EXACT_TOTAL_UP_TO) return { kind: 'offset', total: head.total, estimated: false, items };
-  options.search?.pastThreshold();
+  plan.pastThreshold();
   return { kind: 'offset', total: Math.max(head.total, await estimate(db, plan)), estimated: true, items };
 }
 
@@ -40,12 +24,7 @@ async function estimate(db: Queryable, plan: ListPlan): Promise<number> {
   return Math.round(rows[0]!['QUERY PLAN'][0].Plan['Plan Rows']);
 }
 
-function offsetQuery<F extends string, Filter>(
-  source: ListSource<F, Filter>,
-  filter: Filter,
-  plan: ListPlan,
-  page: OffsetPage,
-): SqlFragment {
+function offsetQuery(plan: ListPlan, page: OffsetPage): SqlFragment {
   const { columns, joined, from, conditions, pageConditions, parent } = plan;
   const orderBy = plan.order(plan.descending);
   const offset = (page.page - 1) * page.perPage;
@@ -77,6 +56,6 @@ function offsetQuery<F extends string, Filter>(
   }
   const head = plan.narrow.length
     ? narrowed(sql`SELECT count(*) FROM (SELECT 1 FROM ${from} WHERE ${conditions} LIMIT ${limit}) m`)
-    : sql`(SELECT (${source.total(filter)})::int8 AS total OFFSET 0) h`;
+    : sql`(SELECT (${plan.total})::int8 AS total OFFSET 0) h`;
   return sql`SELECT h.*, r.* FROM ${head} LEFT JOIN LATERAL (${items}) r ON TRUE`;
 }

@@ -4,7 +4,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { EventListener } from './listener.js';
+import type pg from 'pg';
 
 export type Sequencer = ReturnType<typeof createSequencer>;
 
@@ -15,7 +15,7 @@ const BUSY_RETRY_MS = 20;
 const GAP_MS = 20;
 
 export function createSequencer(
-  db: Pick<EventListener, 'connected' | 'query'>,
+  db: { connected(): boolean; query<R extends pg.QueryResultRow>(text: string): Promise<pg.QueryResult<R>> },
   { intervalMs, onError }: { intervalMs: number; onError: (error: unknown) => void },
 ) {
   let running: Promise<void> | undefined;

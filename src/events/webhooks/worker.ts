@@ -9,7 +9,7 @@ import type { Config } from '../../config.js';
 import { toEvent } from '../repository.js';
 import { webhookQueue, type Claimed, type Outcome } from './queue.js';
 import type { Backlog } from './schemas.js';
-import { openSecret } from './secrets.js';
+import { openSecret } from './repository.js';
 import { send, type AttemptResult } from './sender.js';
 
 declare module 'fastify' {

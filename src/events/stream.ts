@@ -5,6 +5,7 @@
 import type { ServerResponse } from 'node:http';
 import { type EventFilter, type EventRow, eventsRepository, matches, toEvent } from './repository.js';
 import type { Queryable } from '../db/pool.js';
+import { serial } from './serial.js';
 
 const PAGE = 100;
 
@@ -28,8 +29,6 @@ export function createStreamHub(
   let places = 0;
   // Where the shared read resumes; undefined while no stream is live.
   let head: number | undefined;
-  let fetching = false;
-  let again = false;
 
   /** Resolves once what was written has gone to the socket (or the stream closed); a client stalled this long is cut. */
   function drained(stream: Stream): Promise<void> {
@@ -67,36 +66,26 @@ export function createStreamHub(
       if (head <= stream.position) {
         live.add(stream);
         // What was numbered since `known` may have been announced before it was live.
-        void fetch();
+        fetch();
         return;
       }
     }
   }
 
-  async function fetch(): Promise<void> {
-    if (fetching) {
-      again = true;
-      return;
+  /** One page of the shared read for the live streams; true: a full page, more at once. */
+  async function readPage(): Promise<boolean> {
+    if (live.size === 0 || head === undefined) {
+      head = undefined;
+      return false;
     }
-    fetching = true;
-    try {
-      do {
-        again = false;
-        if (live.size === 0 || head === undefined) {
-          head = undefined;
-          break;
-        }
-        const rows = await repository.page(head, PAGE);
-        for (const row of rows) for (const stream of live) deliver(stream, row);
-        if (rows.length > 0) head = rows[rows.length - 1]!.id;
-        if (rows.length === PAGE) again = true;
-      } while (again);
-    } catch (error) {
-      onError(error);
-    } finally {
-      fetching = false;
-    }
+    const rows = await repository.page(head, PAGE);
+    for (const row of rows) for (const stream of live) deliver(stream, row);
+    if (rows.length > 0) head = rows[rows.length - 1]!.id;
+    return rows.length === PAGE;
   }
+
+  const reads = serial(readPage, () => true, onError);
+  const fetch = () => void reads.run();
 
   /** On failure the stream is closed: the client resumes with Last-Event-ID. */
   function pump(stream: Stream): void {
@@ -123,7 +112,7 @@ export function createStreamHub(
   }, heartbeatMs);
   heartbeat.unref();
   // Notifications can be lost (a listener reconnecting): poll while streams are live.
-  const poll = setInterval(() => void fetch(), options.pollMs);
+  const poll = setInterval(fetch, options.pollMs);
   poll.unref();
 
   return {
@@ -154,7 +143,7 @@ export function createStreamHub(
       streams.add(stream);
       pump(stream);
     },
-    wake: () => void fetch(),
+    wake: fetch,
     close() {
       clearInterval(heartbeat);
       clearInterval(poll);

@@ -15,7 +15,7 @@ import {
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
 import { listResponse } from '../http/lists.js';
 import { gone, serviceUnavailable, validation } from '../errors.js';
-import { EVENT_TYPES, eventsRepository, RESOURCE_TYPES, toEvent, type EventType } from './repository.js';
+import { EVENT_TYPES, eventsRepository, RESOURCE_TYPES, toEvent } from './repository.js';
 
 const EventSchema = Type.Object(
   {
@@ -131,11 +131,6 @@ const EventStream = Type.String({
 const STREAMS_FULL_RETRY_SECONDS = 5;
 const RECONNECT_MS = 1_000;
 
-const filterOf = (query: { type?: EventType[] | undefined; post?: number | undefined }) => ({
-  types: query.type,
-  post: query.post,
-});
-
 /** `apiPrefix`, for the events' resource paths: not `prefix`, which Fastify would add to the routes' own. */
 const eventsRoutes: FastifyPluginAsyncTypebox<{ apiPrefix: string; maxStreams: number }> = async (app, options) => {
   const { apiPrefix, maxStreams } = options;
@@ -182,7 +177,7 @@ const eventsRoutes: FastifyPluginAsyncTypebox<{ apiPrefix: string; maxStreams: n
       const { after, limit = 20 } = request.query;
       // What this client wrote a moment ago is numbered by now.
       await sequencer.run();
-      const rows = await events.page(after ?? 0, limit + 1, filterOf(request.query));
+      const rows = await events.page(after ?? 0, limit + 1, request.query);
       // After the read: a purge in between is seen too.
       await checkCursor(after);
       const page = rows.slice(0, limit);
@@ -252,7 +247,7 @@ const eventsRoutes: FastifyPluginAsyncTypebox<{ apiPrefix: string; maxStreams: n
         'x-accel-buffering': 'no',
       });
       reply.raw.write(`retry: ${RECONNECT_MS}\n\n`);
-      hub.open(reply.raw, filterOf(request.query), position);
+      hub.open(reply.raw, request.query, position);
     },
   );
 };

@@ -30,17 +30,17 @@ export function createStreamHub(
   // Where the shared read resumes; undefined while no stream is live.
   let head: number | undefined;
 
-  /** Resolves once what was written has gone to the socket (or the stream closed); a client stalled this long is cut. */
-  function drained(stream: Stream): Promise<void> {
+  /** Once what was written has gone to the socket, whether the stream is still open; one stalled this long is cut. */
+  function drained(stream: Stream): Promise<boolean> {
     const { res } = stream;
-    if (stream.closed || !res.writableNeedDrain) return Promise.resolve();
+    if (stream.closed || !res.writableNeedDrain) return Promise.resolve(!stream.closed);
     return new Promise((resolve) => {
       const stalled = setTimeout(() => res.destroy(), 2 * heartbeatMs);
       const done = () => {
         clearTimeout(stalled);
         res.off('drain', done);
         res.off('close', done);
-        resolve();
+        resolve(!stream.closed);
       };
       res.on('drain', done);
       res.on('close', done);
@@ -53,13 +53,11 @@ export function createStreamHub(
       const known = await repository.head();
       const rows = await repository.page(stream.position, PAGE, stream.filter);
       for (const row of rows) {
-        await drained(stream);
-        if (stream.closed) return;
+        if (!(await drained(stream))) return;
         deliver(stream, row);
       }
       if (rows.length === PAGE) continue;
-      await drained(stream);
-      if (stream.closed) return;
+      if (!(await drained(stream))) return;
       // Every event up to `known` has been looked at: live once the shared read starts at or before it.
       stream.position = Math.max(stream.position, known);
       head ??= stream.position;

@@ -5,12 +5,12 @@
  */
 import fp from 'fastify-plugin';
 import pg from 'pg';
-import { createSequencer, type Sequencer } from './sequencer.js';
-import { createStreamHub, type StreamHub } from './stream.js';
+import { createSequencer } from './sequencer.js';
+import { createStreamHub } from './stream.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    events: { sequencer: Sequencer; hub: StreamHub };
+    events: { sequencer: ReturnType<typeof createSequencer>; hub: ReturnType<typeof createStreamHub> };
   }
 }
 

@@ -4,8 +4,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type pg from 'pg';
 import { serial } from './serial.js';
 
-export type Sequencer = ReturnType<typeof createSequencer>;
-
 /** number_events() numbers at most this many per call: a full batch runs again at once. */
 const BATCH = 10_000;
 const BUSY_RETRY_MS = 20;

@@ -16,8 +16,6 @@ interface Stream {
   closed: boolean;
 }
 
-export type StreamHub = ReturnType<typeof createStreamHub>;
-
 export function createStreamHub(
   db: Queryable,
   options: { prefix: string; heartbeatMs: number; pollMs: number; onError(error: unknown): void },

@@ -58,8 +58,7 @@ export default fp<{ listenUrl: string; prefix: string; heartbeatMs: number }>(
           'the events session is lost: other instances number events, streams poll, until it is back',
         );
       reported = true;
-      retry = setTimeout(() => void listen(), RECONNECT_DELAY_MS);
-      retry.unref();
+      retry = setTimeout(() => void listen(), RECONNECT_DELAY_MS).unref();
     }
 
     /** Resolves once the attempt to connect is over (a database down at start is no reason to wait). */

@@ -57,8 +57,7 @@ export function createSequencer(
   const run = (): Promise<void> => (closed ? Promise.resolve() : calls.run(!pacing));
   const wake = (): void => void run();
 
-  const timer = setInterval(wake, intervalMs);
-  timer.unref();
+  const timer = setInterval(wake, intervalMs).unref();
 
   return {
     run,

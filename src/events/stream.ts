@@ -20,7 +20,7 @@ export function createStreamHub(
   db: Queryable,
   options: { prefix: string; heartbeatMs: number; pollMs: number; onError(error: unknown): void },
 ) {
-  const { prefix, heartbeatMs, onError } = options;
+  const { prefix, heartbeatMs, pollMs, onError } = options;
   const repository = eventsRepository(db);
   const streams = new Set<Stream>();
   const live = new Set<Stream>();
@@ -105,11 +105,9 @@ export function createStreamHub(
 
   const heartbeat = setInterval(() => {
     for (const stream of streams) if (!stream.res.writableNeedDrain) write(stream, ': heartbeat\n\n');
-  }, heartbeatMs);
-  heartbeat.unref();
+  }, heartbeatMs).unref();
   // Notifications can be lost (a listener reconnecting): poll while streams are live.
-  const poll = setInterval(fetch, options.pollMs);
-  poll.unref();
+  const poll = setInterval(fetch, pollMs).unref();
 
   return {
     get size() {

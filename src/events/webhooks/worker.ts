@@ -136,8 +136,7 @@ export default fp<WebhookWorkerOptions>(
       if (!shutdown.signal.aborted) void ticks.run();
     }
 
-    const timer = options.concurrency > 0 ? setInterval(wake, options.pollMs) : undefined;
-    timer?.unref();
+    const timer = options.concurrency > 0 ? setInterval(wake, options.pollMs).unref() : undefined;
 
     app.decorate('webhooks', { wake: () => options.concurrency > 0 && wake(), backlog: () => queue.backlog() });
 

@@ -9,13 +9,12 @@ import type { Config } from '../../config.js';
 import { toEvent } from '../repository.js';
 import { serial } from '../serial.js';
 import { webhookQueue, type Claimed, type Outcome } from './queue.js';
-import type { Backlog } from './schemas.js';
 import { openSecret } from './repository.js';
 import { send, type AttemptResult } from './sender.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    webhooks: { wake(): void; backlog(): Promise<Backlog> };
+    webhooks: { wake(): void; backlog: ReturnType<typeof webhookQueue>['backlog'] };
   }
 }
 

@@ -21,8 +21,9 @@ export interface EventRow {
   traceparent?: string | null;
 }
 
+/** As the routes' query names it. */
 export interface EventFilter {
-  types?: readonly EventType[] | undefined;
+  type?: readonly EventType[] | undefined;
   post?: number | undefined;
 }
 
@@ -42,7 +43,7 @@ export function toEvent(row: EventRow, prefix: string) {
 }
 
 export const matches = (filter: EventFilter, row: EventRow) =>
-  (filter.types === undefined || filter.types.includes(row.type)) &&
+  (filter.type === undefined || filter.type.includes(row.type)) &&
   (filter.post === undefined || row.postId === filter.post);
 
 export const EVENT_COLUMNS = `id::float8 AS id, type, iso_utc(created_at) AS "createdAt", resource_type AS "resourceType",
@@ -53,7 +54,7 @@ export function eventsRepository(db: Queryable) {
     async page(after: number, limit: number, filter: EventFilter = {}): Promise<EventRow[]> {
       // Only the conditions asked for: ?post= then walks its (post_id, id) index.
       const conditions = [sql`id > ${after}`];
-      if (filter.types !== undefined) conditions.push(sql`type = ANY(${filter.types})`);
+      if (filter.type !== undefined) conditions.push(sql`type = ANY(${filter.type})`);
       if (filter.post !== undefined) conditions.push(sql`post_id = ${filter.post}`);
       const { rows } = await db.query<EventRow>(
         toQuery(

@@ -1,28 +1,135 @@
-/** GET /events and GET /events/stream (docs/api.md §12). Public, rate limited as reads. */
+/** GET /events and GET /events/stream and their contracts (docs/api.md §12). Public, rate limited as reads. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
 import type { Socket } from 'node:net';
-import { COMMON_ERRORS, errorResponses } from '../schemas/common.js';
+import {
+  COMMON_ERRORS,
+  ETag,
+  errorResponses,
+  Id,
+  LinkHeader,
+  SmallInt,
+  StringEnum,
+  Timestamp,
+} from '../schemas/common.js';
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
 import { listResponse } from '../http/lists.js';
 import { gone, serviceUnavailable, validation } from '../errors.js';
-import { eventsRepository, toEvent, type EventType } from './repository.js';
-import {
-  EventListQuery,
-  EventPage,
-  EventSchema,
-  EventStream,
-  EventStreamHeaders,
-  EventStreamQuery,
-} from './schemas.js';
+import { EVENT_TYPES, eventsRepository, RESOURCE_TYPES, toEvent } from './repository.js';
+
+const EventSchema = Type.Object(
+  {
+    id: Id,
+    type: StringEnum([...EVENT_TYPES]),
+    createdAt: { ...Timestamp, description: 'when the change was written' },
+    resource: Type.Object(
+      {
+        type: StringEnum([...RESOURCE_TYPES]),
+        id: Id,
+        path: Type.String({
+          maxLength: 200,
+          description: "the resource's path, e.g. /posts/1/comments/2",
+          examples: ['/posts/1'],
+        }),
+      },
+      { additionalProperties: false },
+    ),
+    data: Type.Object(
+      {},
+      {
+        additionalProperties: true,
+        description:
+          'after a creation or update, the resource as its GET shows it (a Post, a Comment, or the public fields of a User: ' +
+          'never the e-mail); after a deletion, its ids: { id }, or { id, postId } for a comment',
+        examples: [
+          {
+            id: 1,
+            title: 'Hello',
+            body: 'First post',
+            authorId: 1,
+            commentCount: 0,
+            createdAt: '2026-11-22T10:00:00.000Z',
+            updatedAt: '2026-11-22T10:00:00.000Z',
+          },
+        ],
+      },
+    ),
+  },
+  { $id: 'Event', additionalProperties: false },
+);
+
+const TypesParam = Type.Array(StringEnum([...EVENT_TYPES]), {
+  minItems: 1,
+  maxItems: EVENT_TYPES.length,
+  uniqueItems: true,
+  explode: true,
+  'x-errorMessage': `must be a comma-separated list of distinct event types among ${EVENT_TYPES.join(', ')}`,
+  description: 'only events of these types, comma-separated or the parameter repeated',
+  examples: [['post.created', 'comment.created']],
+});
+
+const After = (description: string) => Type.Optional({ ...Id, minimum: 0, description });
+const filters = {
+  type: Type.Optional(TypesParam),
+  post: Type.Optional({ ...Id, description: "only this post's events and its comments'" }),
+};
+
+const EventListQuery = Type.Object(
+  {
+    ...filters,
+    after: After('the id of the last event already received (nextCursor); 0 or none: from the oldest event kept'),
+    limit: Type.Optional(SmallInt(1, 100, { description: 'default 20' })),
+  },
+  { additionalProperties: false },
+);
+
+const EventStreamQuery = Type.Object(
+  {
+    ...filters,
+    after: After(
+      'resume after this event id (Last-Event-ID wins); 0: from the oldest event kept; without either, only new events',
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const EventStreamHeaders = Type.Object({
+  'last-event-id': Type.Optional(
+    Type.String({
+      pattern: '^(0|[1-9][0-9]{0,15})$',
+      maxLength: 16,
+      'x-errorMessage': 'must be an event id',
+      description: 'set by EventSource on a reconnection: resume after it (0: from the oldest event kept, as after=0)',
+    }),
+  ),
+});
+
+const EventPage = Type.Object(
+  {
+    data: Type.Array(Type.Ref(EventSchema), { maxItems: 100 }),
+    limit: SmallInt(1, 100),
+    hasMore: Type.Boolean({ description: 'more events follow at once; false: read again later from nextCursor' }),
+    nextCursor: Type.Union([Id, Type.Null()], {
+      description:
+        'the after of the next request: the last event returned, else the after sent (null only on an empty feed read from its start)',
+    }),
+    prevCursor: Type.Null({ description: 'always null: the feed is read forward' }),
+  },
+  {
+    additionalProperties: false,
+    description: 'a page of the feed',
+    headers: { ETag, Link: { ...LinkHeader, description: 'RFC 8288: next, with after=nextCursor' } },
+  },
+);
+
+const EventStream = Type.String({
+  description:
+    'text/event-stream: per event `id:` its id, `event:` its type, `data:` the event JSON; a `: heartbeat` comment line when idle',
+});
 
 /** Seconds a client refused for MAX_STREAMS waits, and the reconnection delay streams ask EventSource for (ms). */
 const STREAMS_FULL_RETRY_SECONDS = 5;
 const RECONNECT_MS = 1_000;
-
-const filterOf = (query: { type?: EventType[] | undefined; post?: number | undefined }) => ({
-  types: query.type,
-  post: query.post,
-});
 
 /** `apiPrefix`, for the events' resource paths: not `prefix`, which Fastify would add to the routes' own. */
 const eventsRoutes: FastifyPluginAsyncTypebox<{ apiPrefix: string; maxStreams: number }> = async (app, options) => {
@@ -70,7 +177,7 @@ const eventsRoutes: FastifyPluginAsyncTypebox<{ apiPrefix: string; maxStreams: n
       const { after, limit = 20 } = request.query;
       // What this client wrote a moment ago is numbered by now.
       await sequencer.run();
-      const rows = await events.page(after ?? 0, limit + 1, filterOf(request.query));
+      const rows = await events.page(after ?? 0, limit + 1, request.query);
       // After the read: a purge in between is seen too.
       await checkCursor(after);
       const page = rows.slice(0, limit);
@@ -140,7 +247,7 @@ const eventsRoutes: FastifyPluginAsyncTypebox<{ apiPrefix: string; maxStreams: n
         'x-accel-buffering': 'no',
       });
       reply.raw.write(`retry: ${RECONNECT_MS}\n\n`);
-      hub.open(reply.raw, filterOf(request.query), position);
+      hub.open(reply.raw, request.query, position);
     },
   );
 };

@@ -1,12 +1,8 @@
-/**
- * Numbers committed events with number_events() (see its migration) on the events session: calls never overlap, and
- * one asked for while another runs makes it run once more (docs/architecture.md, "Events").
- */
+/** Numbers committed events with number_events() (see its migration) on the events session, one call at a time. */
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { EventListener } from './listener.js';
-
-export type Sequencer = ReturnType<typeof createSequencer>;
+import type pg from 'pg';
+import { serial } from './serial.js';
 
 /** number_events() numbers at most this many per call: a full batch runs again at once. */
 const BATCH = 10_000;
@@ -15,11 +11,9 @@ const BUSY_RETRY_MS = 20;
 const GAP_MS = 20;
 
 export function createSequencer(
-  db: Pick<EventListener, 'connected' | 'query'>,
+  db: { connected(): boolean; query<R extends pg.QueryResultRow>(text: string): Promise<pg.QueryResult<R>> },
   { intervalMs, onError }: { intervalMs: number; onError: (error: unknown) => void },
 ) {
-  let running: Promise<void> | undefined;
-  let again = false;
   // Waiting out the gap: the call to come has not begun, so it serves whoever asks now.
   let pacing = false;
   let nextAt = 0;
@@ -27,52 +21,43 @@ export function createSequencer(
   let failing = false;
   let retry: NodeJS.Timeout | undefined;
 
-  async function loop(): Promise<void> {
-    do {
-      again = false;
-      const wait = nextAt - performance.now();
-      if (wait > 0) {
-        pacing = true;
-        await sleep(wait);
-        pacing = false;
+  /** One call; true: a full batch, to run again at once. */
+  async function call(): Promise<boolean> {
+    const wait = nextAt - performance.now();
+    if (wait > 0) {
+      pacing = true;
+      await sleep(wait);
+      pacing = false;
+    }
+    // While the session is away (its loss is logged), other instances number; this one does on reconnecting.
+    if (closed || !db.connected()) return false;
+    nextAt = performance.now() + GAP_MS;
+    try {
+      const { rows } = await db.query<{ numbered: number | null }>('SELECT number_events() AS numbered');
+      const numbered = rows[0]!.numbered;
+      failing = false;
+      if (numbered === null) {
+        clearTimeout(retry);
+        retry = setTimeout(wake, BUSY_RETRY_MS).unref();
+      } else if (numbered >= BATCH) {
+        nextAt = 0;
+        return true;
       }
-      // While the session is away (its loss is logged), other instances number; this one does on reconnecting.
-      if (closed || !db.connected()) return;
-      nextAt = performance.now() + GAP_MS;
-      try {
-        const { rows } = await db.query<{ numbered: number | null }>('SELECT number_events() AS numbered');
-        const numbered = rows[0]!.numbered;
-        if (numbered === null) {
-          clearTimeout(retry);
-          retry = setTimeout(wake, BUSY_RETRY_MS).unref();
-        } else if (numbered >= BATCH) {
-          again = true;
-          nextAt = 0;
-        }
-        failing = false;
-      } catch (error) {
-        // Once per outage: the interval keeps trying.
-        if (!failing && !closed) onError(error);
-        failing = true;
-      }
-    } while (again && !closed);
+    } catch (error) {
+      // Once per outage: the interval keeps trying.
+      if (!failing && !closed) onError(error);
+      failing = true;
+    }
+    return false;
   }
+
+  const calls = serial(call, () => !closed);
 
   /** Numbers what has committed by now; resolves once done (never rejects). */
-  function run(): Promise<void> {
-    if (closed) return Promise.resolve();
-    if (running) {
-      if (!pacing) again = true;
-      return running;
-    }
-    running = loop().finally(() => (running = undefined));
-    return running;
-  }
-
+  const run = (): Promise<void> => (closed ? Promise.resolve() : calls.run(!pacing));
   const wake = (): void => void run();
 
-  const timer = setInterval(wake, intervalMs);
-  timer.unref();
+  const timer = setInterval(wake, intervalMs).unref();
 
   return {
     run,
@@ -81,7 +66,7 @@ export function createSequencer(
       closed = true;
       clearInterval(timer);
       clearTimeout(retry);
-      await running;
+      await calls.current();
     },
   };
 }

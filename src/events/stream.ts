@@ -5,6 +5,7 @@
 import type { ServerResponse } from 'node:http';
 import { type EventFilter, type EventRow, eventsRepository, matches, toEvent } from './repository.js';
 import type { Queryable } from '../db/pool.js';
+import { serial } from './serial.js';
 
 const PAGE = 100;
 
@@ -15,33 +16,29 @@ interface Stream {
   closed: boolean;
 }
 
-export type StreamHub = ReturnType<typeof createStreamHub>;
-
 export function createStreamHub(
   db: Queryable,
   options: { prefix: string; heartbeatMs: number; pollMs: number; onError(error: unknown): void },
 ) {
-  const { prefix, heartbeatMs, onError } = options;
+  const { prefix, heartbeatMs, pollMs, onError } = options;
   const repository = eventsRepository(db);
   const streams = new Set<Stream>();
   const live = new Set<Stream>();
   let places = 0;
   // Where the shared read resumes; undefined while no stream is live.
   let head: number | undefined;
-  let fetching = false;
-  let again = false;
 
-  /** Resolves once what was written has gone to the socket (or the stream closed); a client stalled this long is cut. */
-  function drained(stream: Stream): Promise<void> {
+  /** Once what was written has gone to the socket, whether the stream is still open; one stalled this long is cut. */
+  function drained(stream: Stream): Promise<boolean> {
     const { res } = stream;
-    if (stream.closed || !res.writableNeedDrain) return Promise.resolve();
+    if (stream.closed || !res.writableNeedDrain) return Promise.resolve(!stream.closed);
     return new Promise((resolve) => {
       const stalled = setTimeout(() => res.destroy(), 2 * heartbeatMs);
       const done = () => {
         clearTimeout(stalled);
         res.off('drain', done);
         res.off('close', done);
-        resolve();
+        resolve(!stream.closed);
       };
       res.on('drain', done);
       res.on('close', done);
@@ -54,49 +51,37 @@ export function createStreamHub(
       const known = await repository.head();
       const rows = await repository.page(stream.position, PAGE, stream.filter);
       for (const row of rows) {
-        await drained(stream);
-        if (stream.closed) return;
+        if (!(await drained(stream))) return;
         deliver(stream, row);
       }
       if (rows.length === PAGE) continue;
-      await drained(stream);
-      if (stream.closed) return;
+      if (!(await drained(stream))) return;
       // Every event up to `known` has been looked at: live once the shared read starts at or before it.
       stream.position = Math.max(stream.position, known);
       head ??= stream.position;
       if (head <= stream.position) {
         live.add(stream);
         // What was numbered since `known` may have been announced before it was live.
-        void fetch();
+        fetch();
         return;
       }
     }
   }
 
-  async function fetch(): Promise<void> {
-    if (fetching) {
-      again = true;
-      return;
+  /** One page of the shared read for the live streams; true: a full page, more at once. */
+  async function readPage(): Promise<boolean> {
+    if (live.size === 0 || head === undefined) {
+      head = undefined;
+      return false;
     }
-    fetching = true;
-    try {
-      do {
-        again = false;
-        if (live.size === 0 || head === undefined) {
-          head = undefined;
-          break;
-        }
-        const rows = await repository.page(head, PAGE);
-        for (const row of rows) for (const stream of live) deliver(stream, row);
-        if (rows.length > 0) head = rows[rows.length - 1]!.id;
-        if (rows.length === PAGE) again = true;
-      } while (again);
-    } catch (error) {
-      onError(error);
-    } finally {
-      fetching = false;
-    }
+    const rows = await repository.page(head, PAGE);
+    for (const row of rows) for (const stream of live) deliver(stream, row);
+    if (rows.length > 0) head = rows[rows.length - 1]!.id;
+    return rows.length === PAGE;
   }
+
+  const reads = serial(readPage, () => true, onError);
+  const fetch = () => void reads.run();
 
   /** On failure the stream is closed: the client resumes with Last-Event-ID. */
   function pump(stream: Stream): void {
@@ -120,11 +105,9 @@ export function createStreamHub(
 
   const heartbeat = setInterval(() => {
     for (const stream of streams) if (!stream.res.writableNeedDrain) write(stream, ': heartbeat\n\n');
-  }, heartbeatMs);
-  heartbeat.unref();
+  }, heartbeatMs).unref();
   // Notifications can be lost (a listener reconnecting): poll while streams are live.
-  const poll = setInterval(() => void fetch(), options.pollMs);
-  poll.unref();
+  const poll = setInterval(fetch, pollMs).unref();
 
   return {
     get size() {
@@ -154,7 +137,7 @@ export function createStreamHub(
       streams.add(stream);
       pump(stream);
     },
-    wake: () => void fetch(),
+    wake: fetch,
     close() {
       clearInterval(heartbeat);
       clearInterval(poll);

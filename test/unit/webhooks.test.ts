@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { nextAttemptAt } from '../../src/events/webhooks/worker.js';
 import { normalizedUrl, refusedRange, urlProblem } from '../../src/events/webhooks/targets.js';
-import { newSecret, openSecret, sealSecret } from '../../src/events/webhooks/secrets.js';
+import { newSecret, openSecret, sealSecret } from '../../src/events/webhooks/repository.js';
 
 describe('nextAttemptAt', () => {
   const settings = { retryBaseMs: 10_000, giveUpAfterSeconds: 86_400 };

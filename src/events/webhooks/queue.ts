@@ -101,11 +101,7 @@ export function webhookQueue(db: Queryable) {
      * False when this sender no longer holds the attempt. A failure lasting `disableAfterSeconds` disables the webhook
      * and gives up its other deliveries; one ending after its webhook was disabled is given up too.
      */
-    async record(
-      claimed: Pick<Claimed, 'id' | 'attempt' | 'webhookId'>,
-      outcome: Outcome,
-      disableAfterSeconds: number,
-    ): Promise<boolean> {
+    async record(claimed: Claimed, outcome: Outcome, disableAfterSeconds: number): Promise<boolean> {
       const status = outcome.ok ? 'delivered' : outcome.nextAttemptAt ? 'failed' : 'given_up';
       const { rows } = await db.query<{ recorded: boolean }>(
         prepared(

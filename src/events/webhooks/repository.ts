@@ -1,4 +1,5 @@
-/** The SQL of webhooks as their owners manage them and of their deliveries' list; the delivery queue is queue.ts. */
+/** The SQL of webhooks as their owners manage them, of their deliveries' list, their secrets; the queue is queue.ts. */
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { Queryable } from '../../db/pool.js';
 import {
   idColumn,
@@ -10,9 +11,50 @@ import {
 } from '../../db/pagination.js';
 import { prepared, sql } from '../../db/sql.js';
 import type { Delivery, Webhook, WebhookChanges, WEBHOOK_SORT_FIELDS } from './schemas.js';
-import { newSecret, sealSecret } from './secrets.js';
 
 type SortField = (typeof WEBHOOK_SORT_FIELDS)[number];
+
+/**
+ * Signing secrets are stored readable (every attempt signs), sealed with AES-256-GCM under WEBHOOK_SECRET_KEY when
+ * set, so a dump alone does not reveal them; the webhook id as associated data ties a sealed value to its row.
+ */
+const PREFIX = 'whsec_';
+const SECRET_BYTES = 24;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+interface StoredSecret {
+  secret: Buffer;
+  sealed: boolean;
+}
+
+export function newSecret(): { bytes: Buffer; shown: string } {
+  const bytes = randomBytes(SECRET_BYTES);
+  return { bytes, shown: PREFIX + bytes.toString('base64') };
+}
+
+const associated = (webhookId: number) => Buffer.from(`webhook:${webhookId}`);
+
+export function sealSecret(bytes: Buffer, webhookId: number, key: Buffer | undefined): StoredSecret {
+  if (!key) return { secret: bytes, sealed: false };
+  const iv = randomBytes(IV_BYTES);
+  const cipher = createCipheriv('aes-256-gcm', key, iv).setAAD(associated(webhookId));
+  const body = Buffer.concat([cipher.update(bytes), cipher.final()]);
+  return { secret: Buffer.concat([iv, body, cipher.getAuthTag()]), sealed: true };
+}
+
+export function openSecret(stored: StoredSecret, webhookId: number, key: Buffer | undefined): Buffer {
+  if (!stored.sealed) return stored.secret;
+  if (!key) throw new Error('the signing secret is sealed but WEBHOOK_SECRET_KEY is not set');
+  const { secret } = stored;
+  const decipher = createDecipheriv('aes-256-gcm', key, secret.subarray(0, IV_BYTES)).setAAD(associated(webhookId));
+  decipher.setAuthTag(secret.subarray(secret.length - TAG_BYTES));
+  try {
+    return Buffer.concat([decipher.update(secret.subarray(IV_BYTES, secret.length - TAG_BYTES)), decipher.final()]);
+  } catch {
+    throw new Error('the signing secret does not open with WEBHOOK_SECRET_KEY (another key sealed it)');
+  }
+}
 
 const COLUMNS = `id, user_id AS "userId", url, types, description, status, iso_utc(failing_since) AS "failingSince",
   iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt"`;
@@ -147,15 +189,14 @@ export function webhooksRepository(db: Queryable) {
  * `id`, made once. Created disabled: its address does not exist, and an active one would retry for a day.
  */
 export async function seedWebhook(db: Queryable, id: number): Promise<void> {
-  const { secret, sealed } = sealSecret(newSecret().bytes, id, undefined);
   const { rowCount } = await db.query(
     prepared(
       `INSERT INTO webhooks (id, user_id, url, types, description, status, secret, secret_sealed, cursor)
        OVERRIDING SYSTEM VALUE
        VALUES ($1, $1, 'https://hooks.example.com/posts-api', '{post.deleted}', 'demo: an endpoint that does not exist',
-         'disabled', $2, $3, (SELECT coalesce(max(id), 0) FROM events))
+         'disabled', $2, false, (SELECT coalesce(max(id), 0) FROM events))
        ON CONFLICT (id) DO NOTHING`,
-      [id, secret, sealed],
+      [id, newSecret().bytes],
     ),
   );
   if (!rowCount) return;

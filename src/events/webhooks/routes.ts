@@ -221,12 +221,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox<{
       async (request, reply) => {
         await loadWebhook(request);
         // Always a cursor page, even with neither after nor limit.
-        const page = {
-          kind: 'cursor' as const,
-          after: request.query.after,
-          afterKey: undefined,
-          limit: request.query.limit ?? 20,
-        };
+        const page = pageRequest({ ...request.query, limit: request.query.limit ?? 20 });
         const result = await webhooks.deliveries(request.params.webhookId, page);
         if (!result) throw notFound(`webhook ${request.params.webhookId} does not exist`);
         const envelope = listResponse(request, reply, result, page);

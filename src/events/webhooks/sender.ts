@@ -28,18 +28,6 @@ export interface AttemptResult {
 
 type SendOptions = TargetPolicy & { timeoutMs: number; signal?: AbortSignal };
 
-function signedHeaders(attempt: Attempt, now = new Date()): Record<string, string> {
-  const signer = new Webhook(new Uint8Array(attempt.secret), { format: 'raw' });
-  const signature = signer.sign(attempt.messageId, now, attempt.body);
-  return {
-    'content-type': 'application/json',
-    'user-agent': USER_AGENT,
-    'webhook-id': attempt.messageId,
-    'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
-    'webhook-signature': signature,
-  };
-}
-
 export async function send(attempt: Attempt, options: SendOptions): Promise<AttemptResult> {
   const started = performance.now();
   const done = (statusCode: number | null, error: string | null): AttemptResult => ({
@@ -57,19 +45,17 @@ export async function send(attempt: Attempt, options: SendOptions): Promise<Atte
     const error = statusCode >= 300 && statusCode < 400 ? 'redirect not followed' : `answered ${statusCode}`;
     return done(statusCode, error);
   } catch (error) {
-    return done(null, describe(error));
+    if (error instanceof RefusedTarget) return done(null, `refused: ${error.message}`);
+    const e = error as NodeJS.ErrnoException;
+    return done(null, [e.code, e.message].filter(Boolean).join(' ').slice(0, 500) || 'failed');
   }
-}
-
-function describe(error: unknown): string {
-  if (error instanceof RefusedTarget) return `refused: ${error.message}`;
-  const e = error as NodeJS.ErrnoException;
-  return [e.code, e.message].filter(Boolean).join(' ').slice(0, 500) || 'failed';
 }
 
 function post(url: URL, attempt: Attempt, options: SendOptions): Promise<number> {
   const body = Buffer.from(attempt.body);
   const client = url.protocol === 'https:' ? https : http;
+  const now = new Date();
+  const signer = new Webhook(new Uint8Array(attempt.secret), { format: 'raw' });
   return new Promise((resolve, reject) => {
     // A timer of our own, cleared when settled: AbortSignal.timeout can be garbage-collected unfired (Node issue 57736).
     const timer = setTimeout(() => stop(new Error(`no answer within ${options.timeoutMs} ms`)), options.timeoutMs);
@@ -88,7 +74,14 @@ function post(url: URL, attempt: Attempt, options: SendOptions): Promise<number>
       url,
       {
         method: 'POST',
-        headers: { ...signedHeaders(attempt), 'content-length': String(body.length) },
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': USER_AGENT,
+          'webhook-id': attempt.messageId,
+          'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+          'webhook-signature': signer.sign(attempt.messageId, now, attempt.body),
+          'content-length': String(body.length),
+        },
         lookup: guardedLookup(options),
         agent: false,
       },

@@ -74,10 +74,9 @@ export function guardedLookup(policy: TargetPolicy): LookupFunction {
   return (hostname, options, callback) => {
     dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
       if (error) return callback(error, '', 0);
-      const refused = policy.allowPrivate ? undefined : addresses.find((a) => refusedRange(a.address) !== undefined);
-      if (refused) {
-        const range = refusedRange(refused.address)!;
-        return callback(new RefusedTarget(`${hostname} resolves to ${refused.address}, a ${range} address`), '', 0);
+      for (const { address } of policy.allowPrivate ? [] : addresses) {
+        const range = refusedRange(address);
+        if (range) return callback(new RefusedTarget(`${hostname} resolves to ${address}, a ${range} address`), '', 0);
       }
       if (addresses.length === 0) return callback(new RefusedTarget(`${hostname} resolves to no address`), '', 0);
       if (options.all) return (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, addresses);

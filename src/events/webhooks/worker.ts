@@ -7,14 +7,14 @@ import { trace, type Link } from '@opentelemetry/api';
 import fp from 'fastify-plugin';
 import type { Config } from '../../config.js';
 import { toEvent } from '../repository.js';
+import { serial } from '../serial.js';
 import { webhookQueue, type Claimed, type Outcome } from './queue.js';
-import type { Backlog } from './schemas.js';
-import { openSecret } from './secrets.js';
+import { openSecret } from './repository.js';
 import { send, type AttemptResult } from './sender.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    webhooks: { wake(): void; backlog(): Promise<Backlog> };
+    webhooks: { wake(): void; backlog: ReturnType<typeof webhookQueue>['backlog'] };
   }
 }
 
@@ -77,8 +77,6 @@ export default fp<WebhookWorkerOptions>(
     const queue = webhookQueue(app.db);
     const shutdown = new AbortController();
     const inFlight = new Set<Promise<void>>();
-    let ticking: Promise<void> | undefined;
-    let again = false;
     let failing = false;
 
     function start(claimed: Claimed): void {
@@ -108,7 +106,9 @@ export default fp<WebhookWorkerOptions>(
       inFlight.add(running);
     }
 
-    async function tick(): Promise<void> {
+    /** One poll; true: a full claim may have left more due, to look for without waiting for the poll. */
+    async function tick(): Promise<boolean> {
+      let full = false;
       try {
         for (let i = 0; i < MAX_FAN_OUT_BATCHES && !shutdown.signal.aborted; i++) {
           if ((await queue.fanOut()) === 0) break;
@@ -117,8 +117,7 @@ export default fp<WebhookWorkerOptions>(
         if (slots > 0 && !shutdown.signal.aborted) {
           const claimed = await queue.claim(slots, options.timeoutMs + LEASE_MARGIN_MS);
           for (const delivery of claimed) start(delivery);
-          // A full claim may have left more due: look again without waiting for the poll.
-          if (claimed.length === slots) again = true;
+          full = claimed.length === slots;
         }
         if (failing) app.log.info('webhook deliveries resumed');
         failing = false;
@@ -128,24 +127,15 @@ export default fp<WebhookWorkerOptions>(
           app.log.warn({ err: error }, 'webhook deliveries paused: the database failed');
         failing = true;
       }
+      return full;
     }
 
+    const ticks = serial(tick, () => !shutdown.signal.aborted && inFlight.size < options.concurrency);
     function wake(): void {
-      if (shutdown.signal.aborted) return;
-      if (ticking) {
-        again = true;
-        return;
-      }
-      ticking = (async () => {
-        do {
-          again = false;
-          await tick();
-        } while (again && !shutdown.signal.aborted && inFlight.size < options.concurrency);
-      })().finally(() => (ticking = undefined));
+      if (!shutdown.signal.aborted) void ticks.run();
     }
 
-    const timer = options.concurrency > 0 ? setInterval(wake, options.pollMs) : undefined;
-    timer?.unref();
+    const timer = options.concurrency > 0 ? setInterval(wake, options.pollMs).unref() : undefined;
 
     app.decorate('webhooks', { wake: () => options.concurrency > 0 && wake(), backlog: () => queue.backlog() });
 
@@ -153,7 +143,7 @@ export default fp<WebhookWorkerOptions>(
     app.addHook('onClose', async () => {
       clearInterval(timer);
       shutdown.abort();
-      await ticking;
+      await ticks.current();
       await Promise.all(inFlight);
     });
   },

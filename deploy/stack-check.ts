@@ -155,7 +155,7 @@ async function http(
 /**
  * A steady load: `rps` requests a second for at least `ms`, and on until `during` (what is done
  * under the load) has finished, at most `10 * ms` in all (a busy host is slow to start replicas). A request fails on an error status or no
- * answer within 30 s (nginx's own bounds are below that: 3 s to connect, 10 s of retries).
+ * answer within 30 s (nginx's own bounds are below that: 1 s to connect, 10 s of retries).
  */
 async function load(rps: number, ms: number, make: (i: number) => Promise<number>, during?: () => Promise<void>) {
   const counts = new Map<string, number>();
@@ -435,7 +435,8 @@ step('2.5 rolling upgrade to a changed image under load', async () => {
     await sleep(3000);
     const t0 = Date.now();
     // docs/operations.md, "Rolling upgrade": migrate while the old version still serves, new
-    // replicas beside the old ones, then the old ones stopped (SIGTERM: drained) one by one.
+    // replicas beside the old ones, then the old ones stopped (SIGTERM: drained) one by one, 6 s
+    // apart: nginx holds a gone replica's address up to 5 s, and never more than one of them.
     await compose(['run', '--rm', 'migrate'], { env, timeoutMs: 300_000 });
     await compose(['up', '-d', '--no-deps', '--no-recreate', '--scale', 'api=6', 'api'], { env, timeoutMs: 300_000 });
     await waitHealthy({ api: 6 }, 240_000);
@@ -444,6 +445,7 @@ step('2.5 rolling upgrade to a changed image under load', async () => {
     for (const id of old) {
       await sh('docker', ['stop', id], { timeoutMs: 60_000 });
       await sh('docker', ['rm', id]);
+      await sleep(6000);
     }
     text = `migrate and 3 new replicas healthy in ${seconds(up)}, 3 old ones stopped one by one in ${seconds(Date.now() - t0 - up)}`;
   });

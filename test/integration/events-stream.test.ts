@@ -385,11 +385,12 @@ describe('slow consumers, large events, bursts', () => {
 
   it("outlives the server's connection timeout: the heartbeat, not Fastify's 30 s, keeps it", async () => {
     const { app, base } = await instance({}, { eventStreamHeartbeatSeconds: 60 });
-    // What connectionTimeout sets (30 s), shortened: an idle request's socket is cut after it.
-    app.server.timeout = 300;
+    // What connectionTimeout sets (30 s), shortened: an idle request's socket is cut after it. Not
+    // shorter: it also bounds the route's own checks before the stream opens (300 ms was cut at load 12).
+    app.server.timeout = 1_000;
     try {
       const stream = await openStream(base, '/events/stream');
-      await sleep(1_500);
+      await sleep(2_500);
       expect(stream.ended).toBe(false);
       await createPost('still there');
       await stream.until(() => stream.frames.some((f) => (f.data.data as { title?: string }).title === 'still there'));

@@ -610,6 +610,18 @@ async function teardown(): Promise<Result> {
   };
 }
 
+/** What the database logged since `t0` beyond routine lines: crashes, restarts, FATAL and PANIC. */
+async function databaseTrouble(t0: number): Promise<string> {
+  const since = new Date(t0).toISOString();
+  const log = await compose(['logs', '--no-log-prefix', '--since', since, 'db']).catch((e: Error) => e.message);
+  const lines = log
+    .split('\n')
+    .filter((line) =>
+      /PANIC|FATAL|terminated by signal|recovery|shutting down|not accepting|out of memory/i.test(line),
+    );
+  return `    db log since the step began: ${lines.length} lines of trouble${lines.length ? `\n      ${lines.slice(-12).join('\n      ')}` : ''}`;
+}
+
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const s = createServer();
@@ -648,6 +660,8 @@ async function main(): Promise<void> {
     }
     if (!r.ok) failures++;
     console.log(`stack-check: ${r.ok ? 'ok' : 'FAILED'}: ${name} (${seconds(Date.now() - t0)})\n    ${r.text}`);
+    // A failed step's cause is often the database's (seen: "in recovery mode" under load, its log gone with the stack).
+    if (!r.ok && !broken) console.log(await databaseTrouble(t0));
   }
   const t0 = Date.now();
   const down = await teardown();

@@ -610,16 +610,23 @@ async function teardown(): Promise<Result> {
   };
 }
 
-/** What the database logged since `t0` beyond routine lines: crashes, restarts, FATAL and PANIC. */
+/** What the database logged since `t0` beyond routine lines (crashes, restarts, FATAL, PANIC): each message once, first first. */
 async function databaseTrouble(t0: number): Promise<string> {
   const since = new Date(t0).toISOString();
   const log = await compose(['logs', '--no-log-prefix', '--since', since, 'db']).catch((e: Error) => e.message);
-  const lines = log
-    .split('\n')
-    .filter((line) =>
-      /PANIC|FATAL|terminated by signal|recovery|shutting down|not accepting|out of memory/i.test(line),
-    );
-  return `    db log since the step began: ${lines.length} lines of trouble${lines.length ? `\n      ${lines.slice(-12).join('\n      ')}` : ''}`;
+  const seen = new Map<string, number>();
+  for (const line of log.split('\n')) {
+    if (
+      !/PANIC|FATAL|terminated by signal|reinitializing|interrupted|recovery|shutting down|not accepting|out of memory/i.test(
+        line,
+      )
+    )
+      continue;
+    const message = line.replace(/^.*?UTC \[\d+\] /, '');
+    seen.set(message, (seen.get(message) ?? 0) + 1);
+  }
+  const lines = [...seen].slice(0, 12).map(([message, n]) => `${n}x ${message}`);
+  return `    db log since the step began:${lines.length ? `\n      ${lines.join('\n      ')}` : ' nothing beyond routine lines'}`;
 }
 
 async function freePort(): Promise<number> {

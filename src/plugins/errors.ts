@@ -20,8 +20,6 @@ import { quotedPath, requestPath } from '../http/links.js';
 
 export const MAX_PARAM_LENGTH = 16_384;
 
-const UNIQUE_VIOLATIONS = new Map<string, () => HttpError>([['users_email_key', emailTaken]]);
-
 // Columns referencing users are `author_id` or `user_id`, so any new table's constraint matches. A write's
 // only user id is the token's: a violation means the user was deleted behind a cached token (401).
 const USER_REFERENCE = /_(author|user)_id_fkey$/;
@@ -82,20 +80,16 @@ export function databaseFailure(error: unknown): HttpError | undefined {
  * A value PostgreSQL could not take: blamed on the one field of that kind when
  * there is one (422), else a 400; never in the database's words, which quote SQL values.
  */
-const DATA_KINDS: Record<string, (schema: { type?: string; format?: string }) => boolean> = {
-  '22007': (schema) => schema.format === 'date-time',
-  '22008': (schema) => schema.format === 'date-time',
-  '22009': (schema) => schema.format === 'date-time',
-  '22003': (schema) => schema.type === 'integer',
-};
+const kindOf = (code: string) => (code === '22003' ? 'integer' : /^2200[789]$/.test(code) ? 'date-time' : undefined);
+type Kinded = { type?: string; format?: string };
 function dataException(code: string, request: FastifyRequest): HttpError {
-  const ofKind = DATA_KINDS[code];
+  const kind = kindOf(code);
   const blamed: string[] = [];
   for (const [part, values] of Object.entries({ querystring: request.query, body: request.body })) {
-    const schema = request.routeOptions.schema?.[part as 'body'] as { properties?: object } | undefined;
-    if (!ofKind || typeof values !== 'object' || values === null) continue;
+    const schema = request.routeOptions.schema?.[part as 'body'] as { properties?: Record<string, Kinded> } | undefined;
+    if (!kind || typeof values !== 'object' || values === null) continue;
     for (const [name, property] of Object.entries(schema?.properties ?? {}))
-      if (name in values && ofKind(property as object)) blamed.push(name);
+      if (name in values && (property.type === kind || property.format === kind)) blamed.push(name);
   }
   if (blamed.length === 1) return validation({ [blamed[0]!]: ['is out of the range the service accepts'] });
   return badRequest('a value in the request is out of the range the service accepts');
@@ -155,10 +149,10 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
     return fromValidation(error.validation, context);
   }
   if (isCatalogued(error)) return new HttpError(error.statusCode, error.message, error.fieldErrors, error.headers);
-  if (error.code === '23505') {
-    const unique = error.constraint ? UNIQUE_VIOLATIONS.get(error.constraint) : undefined;
-    return unique ? unique() : conflict('the request conflicts with an existing resource');
-  }
+  if (error.code === '23505')
+    return error.constraint === 'users_email_key'
+      ? emailTaken()
+      : conflict('the request conflicts with an existing resource');
   if (error.code === '23503' && USER_REFERENCE.test(error.constraint ?? '')) return invalidToken();
   // The post was deleted (by SQL) between the request's check and its insert.
   if (error.code === '23503' && POST_REFERENCE.test(error.constraint ?? '')) {

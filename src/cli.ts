@@ -13,10 +13,7 @@ pending migrations are applied to it first.`;
 const SETTINGS = ['DATABASE_URL', 'DATABASE_LISTEN_URL', 'EMBEDDED_PG_PORT', 'EMBEDDED_PG_DATA'] as const;
 
 /** `direct`: DATABASE_LISTEN_URL first. */
-async function withDatabase(
-  work: (url: string) => Promise<void>,
-  { direct = false, migrateFirst = true } = {},
-): Promise<void> {
+async function withDatabase(work: (url: string) => Promise<void>, { direct = false, migrateFirst = true } = {}) {
   const config = (await import('./config.js')).readConfiguration(SETTINGS);
   if (config.databaseUrl) return work((direct && config.databaseListenUrl) || config.databaseUrl);
   const [{ startDevelopmentDatabase }, { migrate }] = await Promise.all([

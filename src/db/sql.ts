@@ -76,11 +76,7 @@ export function toQuery(root: SqlFragment, named = true): Statement {
   return named ? prepared(text, values) : { text, values };
 }
 
-export async function firstRow<T extends object>(
-  db: Queryable,
-  text: string,
-  values: unknown[],
-): Promise<T | undefined> {
+export async function firstRow<T extends object>(db: Queryable, text: string, values: unknown[]) {
   return (await db.query<T & pg.QueryResultRow>(prepared(text, values))).rows[0];
 }
 

@@ -23,11 +23,6 @@ const SECRET_BYTES = 24;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
-interface StoredSecret {
-  secret: Buffer;
-  sealed: boolean;
-}
-
 export function newSecret(): { bytes: Buffer; shown: string } {
   const bytes = randomBytes(SECRET_BYTES);
   return { bytes, shown: PREFIX + bytes.toString('base64') };
@@ -35,7 +30,7 @@ export function newSecret(): { bytes: Buffer; shown: string } {
 
 const associated = (webhookId: number) => Buffer.from(`webhook:${webhookId}`);
 
-export function sealSecret(bytes: Buffer, webhookId: number, key: Buffer | undefined): StoredSecret {
+export function sealSecret(bytes: Buffer, webhookId: number, key: Buffer | undefined) {
   if (!key) return { secret: bytes, sealed: false };
   const iv = randomBytes(IV_BYTES);
   const cipher = createCipheriv('aes-256-gcm', key, iv).setAAD(associated(webhookId));
@@ -43,7 +38,7 @@ export function sealSecret(bytes: Buffer, webhookId: number, key: Buffer | undef
   return { secret: Buffer.concat([iv, body, cipher.getAuthTag()]), sealed: true };
 }
 
-export function openSecret(stored: StoredSecret, webhookId: number, key: Buffer | undefined): Buffer {
+export function openSecret(stored: ReturnType<typeof sealSecret>, webhookId: number, key: Buffer | undefined) {
   if (!stored.sealed) return stored.secret;
   if (!key) throw new Error('the signing secret is sealed but WEBHOOK_SECRET_KEY is not set');
   const { secret } = stored;

@@ -116,19 +116,14 @@ const FASTIFY_MESSAGES: Record<string, string> = {
   FST_ERR_BAD_URL: 'the URL is malformed',
 };
 
-const headerCased = (fieldErrors: Record<string, string[]>) =>
-  Object.fromEntries(
-    Object.entries(fieldErrors).map(([name, messages]) => [
-      name.replace(/(^|-)([a-z])/g, (_, dash: string, c: string) => dash + c.toUpperCase()),
-      messages,
-    ]),
-  );
+const headerCase = (name: string) => name.replace(/(?:^|-)[a-z]/g, (start) => start.toUpperCase());
 
 function fromValidation(errors: readonly FastifySchemaValidationError[], context: string | undefined): HttpError {
   if (context === 'body' && errors.some((e) => e.instancePath === '' && e.keyword === 'type'))
     return badRequest('body must be a JSON object');
   const fieldErrors = toFieldErrors(errors as ErrorObject[]);
-  return validation(context === 'headers' ? headerCased(fieldErrors) : fieldErrors);
+  if (context !== 'headers') return validation(fieldErrors);
+  return validation(Object.fromEntries(Object.entries(fieldErrors).map(([name, m]) => [headerCase(name), m])));
 }
 
 /** Fastify stops at params, but the contract ranks a bad body, query or header above the 404. */

@@ -18,14 +18,10 @@ function isFragment(v: unknown): v is SqlFragment {
   return typeof v === 'object' && v !== null && FRAGMENT in v;
 }
 
-export function sql(strings: TemplateStringsArray, ...values: unknown[]): SqlFragment {
-  return fragment(strings, values);
-}
+export const sql = (strings: TemplateStringsArray, ...values: unknown[]) => fragment(strings, values);
 
 /** Splices constant SQL text (identifiers from an allow-list, keywords). Never pass user input. */
-export function raw(text: string): SqlFragment {
-  return fragment([text], []);
-}
+export const raw = (text: string) => fragment([text], []);
 
 export function join(parts: readonly SqlFragment[], separator = ', '): SqlFragment {
   if (parts.length === 0) return raw('');

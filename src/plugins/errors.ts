@@ -20,6 +20,8 @@ import { quotedPath, requestPath } from '../http/links.js';
 
 export const MAX_PARAM_LENGTH = 16_384;
 
+const UNIQUE_VIOLATIONS = new Map<string, () => HttpError>([['users_email_key', emailTaken]]);
+
 // Columns referencing users are `author_id` or `user_id`, so any new table's constraint matches. A write's
 // only user id is the token's: a violation means the user was deleted behind a cached token (401).
 const USER_REFERENCE = /_(author|user)_id_fkey$/;
@@ -144,10 +146,10 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
     return fromValidation(error.validation, context);
   }
   if (isCatalogued(error)) return new HttpError(error.statusCode, error.message, error.fieldErrors, error.headers);
-  if (error.code === '23505')
-    return error.constraint === 'users_email_key'
-      ? emailTaken()
-      : conflict('the request conflicts with an existing resource');
+  if (error.code === '23505') {
+    const unique = error.constraint ? UNIQUE_VIOLATIONS.get(error.constraint) : undefined;
+    return unique ? unique() : conflict('the request conflicts with an existing resource');
+  }
   if (error.code === '23503' && USER_REFERENCE.test(error.constraint ?? '')) return invalidToken();
   // The post was deleted (by SQL) between the request's check and its insert.
   if (error.code === '23503' && POST_REFERENCE.test(error.constraint ?? '')) {

@@ -12,13 +12,10 @@ pending migrations are applied to it first.`;
 /** What the commands read: another setting's bad value is the server's concern, not theirs. */
 const SETTINGS = ['DATABASE_URL', 'DATABASE_LISTEN_URL', 'EMBEDDED_PG_PORT', 'EMBEDDED_PG_DATA'] as const;
 
-/** `direct`: DATABASE_LISTEN_URL first. */
-async function withDatabase(
-  work: (url: string) => Promise<void>,
-  { direct = false, migrateFirst = true } = {},
-): Promise<void> {
+/** `migrating`: the work is the migration, so on DATABASE_LISTEN_URL first, and none runs before it. */
+async function withDatabase(work: (url: string) => Promise<void>, migrating = false) {
   const config = (await import('./config.js')).readConfiguration(SETTINGS);
-  if (config.databaseUrl) return work((direct && config.databaseListenUrl) || config.databaseUrl);
+  if (config.databaseUrl) return work((migrating && config.databaseListenUrl) || config.databaseUrl);
   const [{ startDevelopmentDatabase }, { migrate }] = await Promise.all([
     import('./dev/embedded.js'),
     import('./db/migrate.js'),
@@ -33,7 +30,7 @@ async function withDatabase(
   process.once('SIGINT', () => process.exit(130));
   process.once('SIGTERM', () => process.exit(143));
   try {
-    if (migrateFirst) await migrate(embedded.url, log);
+    if (!migrating) await migrate(embedded.url, log);
     await work(embedded.url);
   } finally {
     await embedded.stop();
@@ -56,11 +53,7 @@ const COMMANDS: Record<string, Command> = {
     help: `Applies pending migrations to DATABASE_LISTEN_URL, else DATABASE_URL (a direct connection:
 it holds a session-level advisory lock, so several runs at once queue up).
 ${WITHOUT_DATABASE_URL}`,
-    run: () =>
-      withDatabase(async (url) => (await import('./db/migrate.js')).migrate(url, log), {
-        direct: true,
-        migrateFirst: false,
-      }),
+    run: () => withDatabase(async (url) => (await import('./db/migrate.js')).migrate(url, log), true),
   },
   'admin:grant': {
     synopsis: '<email>',

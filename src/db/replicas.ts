@@ -108,8 +108,7 @@ export function createReadRouter(options: {
       checking = false;
     }
   }
-  const timer = setInterval(() => void check(), checkInterval(maxLagMs));
-  timer.unref();
+  const timer = setInterval(() => void check(), checkInterval(maxLagMs)).unref();
   void check();
 
   return {

@@ -18,14 +18,10 @@ function isFragment(v: unknown): v is SqlFragment {
   return typeof v === 'object' && v !== null && FRAGMENT in v;
 }
 
-export function sql(strings: TemplateStringsArray, ...values: unknown[]): SqlFragment {
-  return fragment(strings, values);
-}
+export const sql = (strings: TemplateStringsArray, ...values: unknown[]) => fragment(strings, values);
 
 /** Splices constant SQL text (identifiers from an allow-list, keywords). Never pass user input. */
-export function raw(text: string): SqlFragment {
-  return fragment([text], []);
-}
+export const raw = (text: string) => fragment([text], []);
 
 export function join(parts: readonly SqlFragment[], separator = ', '): SqlFragment {
   if (parts.length === 0) return raw('');
@@ -76,11 +72,7 @@ export function toQuery(root: SqlFragment, named = true): Statement {
   return named ? prepared(text, values) : { text, values };
 }
 
-export async function firstRow<T extends object>(
-  db: Queryable,
-  text: string,
-  values: unknown[],
-): Promise<T | undefined> {
+export async function firstRow<T extends object>(db: Queryable, text: string, values: unknown[]) {
   return (await db.query<T & pg.QueryResultRow>(prepared(text, values))).rows[0];
 }
 

@@ -57,11 +57,7 @@ export function readView<T extends { id: number }, F extends string>(
   return firstRow<Viewed<T>>(db, `SELECT ${selectList(columns, view)} FROM ${from} WHERE ${where}`, values);
 }
 
-export function listView<F extends string>(
-  columns: Columns<F>,
-  table: string,
-  view: View<F>,
-): { columns?: string; join?: string } {
+export function listView<F extends string>(columns: Columns<F>, table: string, view: View<F>) {
   if (isFull(view)) return {};
   return { columns: selectList(columns, view), ...(view.author ? { join: authorJoin(table) } : {}) };
 }

@@ -29,12 +29,7 @@ function matches(header: string, etag: string, comparison: 'weak' | 'strong'): b
 
 export const namesEtag = (header: string, etag: string) => matches(header, etag, 'weak');
 
-export function conditionalGet<T>(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  etag: string,
-  body: T,
-): T | FastifyReply {
+export function conditionalGet<T>(request: FastifyRequest, reply: FastifyReply, etag: string, body: T) {
   reply.header('etag', etag);
   const header = request.headers['if-none-match'];
   if (header !== undefined && namesEtag(header, etag)) return reply.code(304).send();

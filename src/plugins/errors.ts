@@ -82,20 +82,16 @@ export function databaseFailure(error: unknown): HttpError | undefined {
  * A value PostgreSQL could not take: blamed on the one field of that kind when
  * there is one (422), else a 400; never in the database's words, which quote SQL values.
  */
-const DATA_KINDS: Record<string, (schema: { type?: string; format?: string }) => boolean> = {
-  '22007': (schema) => schema.format === 'date-time',
-  '22008': (schema) => schema.format === 'date-time',
-  '22009': (schema) => schema.format === 'date-time',
-  '22003': (schema) => schema.type === 'integer',
-};
+const kindOf = (code: string) => (code === '22003' ? 'integer' : /^2200[789]$/.test(code) ? 'date-time' : undefined);
+type Kinded = { type?: string; format?: string };
 function dataException(code: string, request: FastifyRequest): HttpError {
-  const ofKind = DATA_KINDS[code];
+  const kind = kindOf(code);
   const blamed: string[] = [];
   for (const [part, values] of Object.entries({ querystring: request.query, body: request.body })) {
-    const schema = request.routeOptions.schema?.[part as 'body'] as { properties?: object } | undefined;
-    if (!ofKind || typeof values !== 'object' || values === null) continue;
+    const schema = request.routeOptions.schema?.[part as 'body'] as { properties?: Record<string, Kinded> } | undefined;
+    if (!kind || typeof values !== 'object' || values === null) continue;
     for (const [name, property] of Object.entries(schema?.properties ?? {}))
-      if (name in values && ofKind(property as object)) blamed.push(name);
+      if (name in values && (property.type === kind || property.format === kind)) blamed.push(name);
   }
   if (blamed.length === 1) return validation({ [blamed[0]!]: ['is out of the range the service accepts'] });
   return badRequest('a value in the request is out of the range the service accepts');
@@ -122,19 +118,14 @@ const FASTIFY_MESSAGES: Record<string, string> = {
   FST_ERR_BAD_URL: 'the URL is malformed',
 };
 
-const headerCased = (fieldErrors: Record<string, string[]>) =>
-  Object.fromEntries(
-    Object.entries(fieldErrors).map(([name, messages]) => [
-      name.replace(/(^|-)([a-z])/g, (_, dash: string, c: string) => dash + c.toUpperCase()),
-      messages,
-    ]),
-  );
+const headerCase = (name: string) => name.replace(/(?:^|-)[a-z]/g, (start) => start.toUpperCase());
 
 function fromValidation(errors: readonly FastifySchemaValidationError[], context: string | undefined): HttpError {
   if (context === 'body' && errors.some((e) => e.instancePath === '' && e.keyword === 'type'))
     return badRequest('body must be a JSON object');
   const fieldErrors = toFieldErrors(errors as ErrorObject[]);
-  return validation(context === 'headers' ? headerCased(fieldErrors) : fieldErrors);
+  if (context !== 'headers') return validation(fieldErrors);
+  return validation(Object.fromEntries(Object.entries(fieldErrors).map(([name, m]) => [headerCase(name), m])));
 }
 
 /** Fastify stops at params, but the contract ranks a bad body, query or header above the 404. */

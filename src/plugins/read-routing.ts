@@ -21,12 +21,9 @@ export function oncePerDatabase<R>(make: (db: Queryable) => R): (db: Queryable) 
   };
 }
 
-export function readRepository<R>(
-  make: (db: Queryable) => R,
-  primary: Queryable,
-): (request: { replica: Queryable | null }) => R {
+export function readRepository<R>(make: (db: Queryable) => R, primary: Queryable) {
   const on = oncePerDatabase(make);
-  return (request) => on(request.replica ?? primary);
+  return (request: { replica: Queryable | null }) => on(request.replica ?? primary);
 }
 
 export default fp(

@@ -36,8 +36,7 @@ export default fp<{ config: AppConfig }>(
 
     const timer = setInterval(() => {
       running ??= purge().finally(() => (running = undefined));
-    }, PURGE_INTERVAL_MS);
-    timer.unref();
+    }, PURGE_INTERVAL_MS).unref();
 
     // Registered after the db plugin, so this runs before the pool is ended.
     app.addHook('onClose', async () => {

@@ -32,11 +32,6 @@ export type Post = Static<typeof PostSchema>;
 /** `version` is internal (ETags), never serialized. */
 export type VersionedPost = Post & { version: number };
 
-export interface PostChanges {
-  title?: string;
-  body?: string;
-}
-
 export interface PostFilter extends CreatedRange {
   author?: number | undefined;
   q?: string | undefined;
@@ -179,7 +174,7 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
       firstRow<VersionedPost>(db, `SELECT ${COLUMNS} FROM posts WHERE id = $1 ${LOCKS[purpose]}`, [id]),
 
     /** undefined when nothing changes, the post is missing, or it is not `author`'s. */
-    async update(id: number, changes: PostChanges, author?: number): Promise<VersionedPost | undefined> {
+    async update(id: number, changes: { title?: string; body?: string }, author?: number) {
       if (changes.title === undefined && changes.body === undefined) return undefined;
       return updatePosts(db, { id, author, title: changes.title, body: changes.body });
     },

@@ -58,8 +58,7 @@ export function tokensRepository(db: Queryable) {
       await written(db, text, [userId, keepTokenId]);
     },
 
-    list(userId: number, sort: Sort<TokenSortField>, page: PageRequest) {
-      return runList<Token, TokenSortField, number>(db, list, userId, sort, page);
-    },
+    list: (userId: number, sort: Sort<TokenSortField>, page: PageRequest) =>
+      runList<Token, TokenSortField, number>(db, list, userId, sort, page),
   };
 }

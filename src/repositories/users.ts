@@ -85,8 +85,7 @@ export function usersRepository(db: Queryable) {
         [email, role],
       ),
 
-    list(sort: Sort<UserSortField>, page: PageRequest, view: View<UserField> = {}) {
-      return runList<User, UserSortField, void>(db, list, undefined, sort, page, listView(FIELDS, 'users', view));
-    },
+    list: (sort: Sort<UserSortField>, page: PageRequest, view: View<UserField> = {}) =>
+      runList<User, UserSortField, void>(db, list, undefined, sort, page, listView(FIELDS, 'users', view)),
   };
 }

@@ -230,8 +230,6 @@ export function ListEnvelope<T extends TSchema>(item: T) {
   });
 }
 
-type OptionalButId<P extends TProperties> = { [K in keyof P]: K extends 'id' ? P[K] : TOptional<P[K]> };
-
 /**
  * A resource's read contracts: its schema, named `name`; its view, all fields or only id and those named by fields
  * (with `embeds`, also the author include=author asks for); the query of one item; its list's query and envelope.
@@ -245,7 +243,7 @@ export function Resource<P extends TProperties, S extends string>(
   const fields = Object.keys(properties) as (keyof P & string)[];
   const optional = Object.fromEntries(
     fields.map((field) => [field, field === 'id' ? properties[field] : Type.Optional(properties[field]!)]),
-  ) as OptionalButId<P>;
+  ) as { [K in keyof P]: K extends 'id' ? P[K] : TOptional<P[K]> };
   const description = 'all fields, or only id and those named by fields';
   const view = Type.Object(
     { ...optional, ...(embeds && EmbeddedAuthor) },

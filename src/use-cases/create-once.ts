@@ -62,11 +62,7 @@ async function replay(record: IdempotencyRecord, requestHash: Buffer, creation: 
 }
 
 /** Without a key, `create` runs outside any transaction: no BEGIN/COMMIT round trips on the common path. */
-export async function createOnce(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  creation: Creation,
-): Promise<FastifyReply> {
+export async function createOnce(request: FastifyRequest, reply: FastifyReply, creation: Creation) {
   const db = request.server.db;
   const send = ({ status, headers, body }: StoredResponse) => reply.code(status).headers(headers).send(body);
   const respond = async (db: Queryable, passwordHash: string | undefined) => {

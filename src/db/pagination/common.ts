@@ -17,16 +17,14 @@ export interface ListOptions {
   narrow?: SqlFragment[];
   /** Met by every narrowed item anyway: they steer the page's plan and stay out of the count. */
   hints?: SqlFragment[];
-  search?: ListSearch;
-}
-
-/** A full-text search: its pages are read in ways that do not trust the planner's estimate. */
-export interface ListSearch {
-  matches: SqlFragment;
-  /** Whether the planner sees the word (hidden: one generic plan); `planned` shows it, for the estimate. */
-  shown: boolean;
-  planned: SqlFragment;
-  pastThreshold(): void;
+  /** A full-text search: its pages are read in ways that do not trust the planner's estimate. */
+  search?: {
+    matches: SqlFragment;
+    /** Whether the planner sees the word (hidden: one generic plan); `planned` shows it, for the estimate. */
+    shown: boolean;
+    planned: SqlFragment;
+    pastThreshold(): void;
+  };
 }
 
 export interface SortColumn {

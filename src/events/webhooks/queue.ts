@@ -1,6 +1,6 @@
 /** The delivery queue, all in PostgreSQL (docs/architecture.md, "Webhooks"). */
 import type { Queryable } from '../../db/pool.js';
-import { prepared } from '../../db/sql.js';
+import { firstRow, prepared, written } from '../../db/sql.js';
 import { EVENT_COLUMNS, type EventRow } from '../repository.js';
 import type { Backlog } from './schemas.js';
 import type { AttemptResult } from './sender.js';
@@ -29,32 +29,29 @@ export type Outcome = AttemptResult & { nextAttemptAt: Date | null };
 export function webhookQueue(db: Queryable) {
   return {
     /** One batch of fan-out; answers how many webhooks moved (0: all caught up). */
-    async fanOut(): Promise<number> {
-      const { rowCount } = await db.query(
-        prepared(
-          `WITH head AS (SELECT coalesce(max(id), 0) AS id FROM events),
-             hooks AS (
-               SELECT w.id, w.cursor, w.types FROM webhooks w, head
-               WHERE w.status = 'active' AND w.cursor < head.id
-               ORDER BY w.id LIMIT $1 FOR UPDATE OF w SKIP LOCKED
-             ),
-             batch AS (
-               SELECT h.id AS webhook_id, h.types, e.id AS event_id, e.type FROM hooks h
-               CROSS JOIN LATERAL (SELECT id, type FROM events WHERE id > h.cursor ORDER BY id LIMIT $2) e
-             ),
-             created AS (
-               INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at)
-               SELECT webhook_id, event_id, now() FROM batch WHERE types IS NULL OR type = ANY(types)
-               ON CONFLICT (webhook_id, event_id) DO NOTHING
-             )
-             UPDATE webhooks w SET cursor = moved.last
-             FROM (SELECT webhook_id, max(event_id) AS last FROM batch GROUP BY webhook_id) moved
-             WHERE w.id = moved.webhook_id`,
-          [FAN_OUT_WEBHOOKS, FAN_OUT_EVENTS],
-        ),
-      );
-      return rowCount ?? 0;
-    },
+    fanOut: () =>
+      written(
+        db,
+        `WITH head AS (SELECT coalesce(max(id), 0) AS id FROM events),
+           hooks AS (
+             SELECT w.id, w.cursor, w.types FROM webhooks w, head
+             WHERE w.status = 'active' AND w.cursor < head.id
+             ORDER BY w.id LIMIT $1 FOR UPDATE OF w SKIP LOCKED
+           ),
+           batch AS (
+             SELECT h.id AS webhook_id, h.types, e.id AS event_id, e.type FROM hooks h
+             CROSS JOIN LATERAL (SELECT id, type FROM events WHERE id > h.cursor ORDER BY id LIMIT $2) e
+           ),
+           created AS (
+             INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at)
+             SELECT webhook_id, event_id, now() FROM batch WHERE types IS NULL OR type = ANY(types)
+             ON CONFLICT (webhook_id, event_id) DO NOTHING
+           )
+           UPDATE webhooks w SET cursor = moved.last
+           FROM (SELECT webhook_id, max(event_id) AS last FROM batch GROUP BY webhook_id) moved
+           WHERE w.id = moved.webhook_id`,
+        [FAN_OUT_WEBHOOKS, FAN_OUT_EVENTS],
+      ),
 
     /**
      * Leases up to `slots` due deliveries for `leaseMs`, oldest due first, while their owner and their origin each
@@ -103,62 +100,58 @@ export function webhookQueue(db: Queryable) {
      */
     async record(claimed: Claimed, outcome: Outcome, disableAfterSeconds: number): Promise<boolean> {
       const status = outcome.ok ? 'delivered' : outcome.nextAttemptAt ? 'failed' : 'given_up';
-      const { rows } = await db.query<{ recorded: boolean }>(
-        prepared(
-          `WITH hook AS (
-               SELECT id, failing_since, (NOT $8 AND failing_since <= now() - make_interval(secs => $9)) AS disabling,
-                 (NOT $8 AND status = 'disabled') AS stopped
-               FROM webhooks WHERE id = $10
-             ), recorded AS (
-               UPDATE webhook_deliveries d SET
-                 status = CASE WHEN hook.disabling OR hook.stopped THEN 'given_up' ELSE $3 END, status_code = $4, error = $5, duration_ms = $6,
-                 next_attempt_at = CASE WHEN hook.disabling OR hook.stopped THEN NULL ELSE $7::timestamptz END,
-                 lease_until = NULL, updated_at = now()
-               FROM hook WHERE d.id = $1 AND d.attempt = $2 AND d.lease_until IS NOT NULL RETURNING d.id
-             ), changed AS (
-               UPDATE webhooks w SET
-                 failing_since = CASE WHEN $8 THEN NULL ELSE coalesce(w.failing_since, now()) END,
-                 status = CASE WHEN hook.disabling THEN 'disabled' ELSE w.status END,
-                 updated_at = now()
-               FROM hook WHERE w.id = hook.id AND EXISTS (SELECT 1 FROM recorded)
-                 AND CASE WHEN $8 THEN hook.failing_since IS NOT NULL ELSE hook.failing_since IS NULL OR hook.disabling END
-             ), given_up AS (
-               UPDATE webhook_deliveries d SET status = 'given_up', next_attempt_at = NULL, updated_at = now()
-               FROM hook WHERE hook.disabling AND d.webhook_id = hook.id AND d.id <> $1
-                 AND d.next_attempt_at IS NOT NULL AND d.lease_until IS NULL AND EXISTS (SELECT 1 FROM recorded)
-             )
-             SELECT EXISTS (SELECT 1 FROM recorded) AS recorded`,
-          [
-            claimed.id,
-            claimed.attempt,
-            status,
-            outcome.statusCode,
-            outcome.error,
-            outcome.durationMs,
-            outcome.ok ? null : outcome.nextAttemptAt,
-            outcome.ok,
-            disableAfterSeconds,
-            claimed.webhookId,
-          ],
-        ),
+      const recorded = await firstRow<{ recorded: boolean }>(
+        db,
+        `WITH hook AS (
+             SELECT id, failing_since, (NOT $8 AND failing_since <= now() - make_interval(secs => $9)) AS disabling,
+               (NOT $8 AND status = 'disabled') AS stopped
+             FROM webhooks WHERE id = $10
+           ), recorded AS (
+             UPDATE webhook_deliveries d SET
+               status = CASE WHEN hook.disabling OR hook.stopped THEN 'given_up' ELSE $3 END, status_code = $4, error = $5, duration_ms = $6,
+               next_attempt_at = CASE WHEN hook.disabling OR hook.stopped THEN NULL ELSE $7::timestamptz END,
+               lease_until = NULL, updated_at = now()
+             FROM hook WHERE d.id = $1 AND d.attempt = $2 AND d.lease_until IS NOT NULL RETURNING d.id
+           ), changed AS (
+             UPDATE webhooks w SET
+               failing_since = CASE WHEN $8 THEN NULL ELSE coalesce(w.failing_since, now()) END,
+               status = CASE WHEN hook.disabling THEN 'disabled' ELSE w.status END,
+               updated_at = now()
+             FROM hook WHERE w.id = hook.id AND EXISTS (SELECT 1 FROM recorded)
+               AND CASE WHEN $8 THEN hook.failing_since IS NOT NULL ELSE hook.failing_since IS NULL OR hook.disabling END
+           ), given_up AS (
+             UPDATE webhook_deliveries d SET status = 'given_up', next_attempt_at = NULL, updated_at = now()
+             FROM hook WHERE hook.disabling AND d.webhook_id = hook.id AND d.id <> $1
+               AND d.next_attempt_at IS NOT NULL AND d.lease_until IS NULL AND EXISTS (SELECT 1 FROM recorded)
+           )
+           SELECT EXISTS (SELECT 1 FROM recorded) AS recorded`,
+        [
+          claimed.id,
+          claimed.attempt,
+          status,
+          outcome.statusCode,
+          outcome.error,
+          outcome.durationMs,
+          outcome.ok ? null : outcome.nextAttemptAt,
+          outcome.ok,
+          disableAfterSeconds,
+          claimed.webhookId,
+        ],
       );
-      return rows[0]!.recorded;
+      return recorded!.recorded;
     },
 
     /** Deletes up to `batch` finished deliveries older than `retentionSeconds`; answers how many. */
-    async purgeFinished(retentionSeconds: number, batch: number): Promise<number> {
-      const { rowCount } = await db.query(
-        prepared(
-          `DELETE FROM webhook_deliveries WHERE id IN (
-               SELECT id FROM webhook_deliveries
-               WHERE next_attempt_at IS NULL AND lease_until IS NULL AND updated_at < now() - make_interval(secs => $1)
-               LIMIT $2 FOR UPDATE SKIP LOCKED
-             )`,
-          [retentionSeconds, batch],
-        ),
-      );
-      return rowCount ?? 0;
-    },
+    purgeFinished: (retentionSeconds: number, batch: number) =>
+      written(
+        db,
+        `DELETE FROM webhook_deliveries WHERE id IN (
+             SELECT id FROM webhook_deliveries
+             WHERE next_attempt_at IS NULL AND lease_until IS NULL AND updated_at < now() - make_interval(secs => $1)
+             LIMIT $2 FOR UPDATE SKIP LOCKED
+           )`,
+        [retentionSeconds, batch],
+      ),
 
     async backlog(): Promise<Backlog> {
       const { rows } = await db.query<Backlog>(

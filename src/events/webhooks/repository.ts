@@ -9,7 +9,7 @@ import {
   type PageRequest,
   type Sort,
 } from '../../db/pagination.js';
-import { prepared, sql } from '../../db/sql.js';
+import { firstRow, prepared, sql } from '../../db/sql.js';
 import type { Delivery, Webhook, WebhookChanges, WEBHOOK_SORT_FIELDS } from './schemas.js';
 
 type SortField = (typeof WEBHOOK_SORT_FIELDS)[number];
@@ -23,11 +23,6 @@ const SECRET_BYTES = 24;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
-interface StoredSecret {
-  secret: Buffer;
-  sealed: boolean;
-}
-
 export function newSecret(): { bytes: Buffer; shown: string } {
   const bytes = randomBytes(SECRET_BYTES);
   return { bytes, shown: PREFIX + bytes.toString('base64') };
@@ -35,7 +30,7 @@ export function newSecret(): { bytes: Buffer; shown: string } {
 
 const associated = (webhookId: number) => Buffer.from(`webhook:${webhookId}`);
 
-export function sealSecret(bytes: Buffer, webhookId: number, key: Buffer | undefined): StoredSecret {
+export function sealSecret(bytes: Buffer, webhookId: number, key: Buffer | undefined) {
   if (!key) return { secret: bytes, sealed: false };
   const iv = randomBytes(IV_BYTES);
   const cipher = createCipheriv('aes-256-gcm', key, iv).setAAD(associated(webhookId));
@@ -43,7 +38,7 @@ export function sealSecret(bytes: Buffer, webhookId: number, key: Buffer | undef
   return { secret: Buffer.concat([iv, body, cipher.getAuthTag()]), sealed: true };
 }
 
-export function openSecret(stored: StoredSecret, webhookId: number, key: Buffer | undefined): Buffer {
+export function openSecret(stored: ReturnType<typeof sealSecret>, webhookId: number, key: Buffer | undefined) {
   if (!stored.sealed) return stored.secret;
   if (!key) throw new Error('the signing secret is sealed but WEBHOOK_SECRET_KEY is not set');
   const { secret } = stored;
@@ -99,61 +94,54 @@ export function webhooksRepository(db: Queryable) {
       const { bytes, shown } = newSecret();
       const { secret, sealed } = sealSecret(bytes, id, secretKey);
       await db.query(prepared(`SELECT pg_advisory_xact_lock(hashtextextended('webhooks of ' || $1, 0))`, [userId]));
-      const { rows } = await db.query<Webhook>(
-        prepared(
-          `INSERT INTO webhooks (id, user_id, url, types, description, secret, secret_sealed, cursor)
-           OVERRIDING SYSTEM VALUE
-           SELECT $1, $2, $3, $4, $5, $6, $7, (SELECT coalesce(max(id), 0) FROM events)
-           WHERE (SELECT count(*) FROM webhooks WHERE user_id = $2) < $8 RETURNING ${COLUMNS}`,
-          [id, userId, fields.url, fields.types, fields.description, secret, sealed, maxPerUser],
-        ),
+      const row = await firstRow<Webhook>(
+        db,
+        `INSERT INTO webhooks (id, user_id, url, types, description, secret, secret_sealed, cursor)
+         OVERRIDING SYSTEM VALUE
+         SELECT $1, $2, $3, $4, $5, $6, $7, (SELECT coalesce(max(id), 0) FROM events)
+         WHERE (SELECT count(*) FROM webhooks WHERE user_id = $2) < $8 RETURNING ${COLUMNS}`,
+        [id, userId, fields.url, fields.types, fields.description, secret, sealed, maxPerUser],
       );
-      return rows[0] && { ...rows[0], secret: shown };
+      return row && { ...row, secret: shown };
     },
 
-    async findById(id: number): Promise<Webhook | undefined> {
-      const { rows } = await db.query<Webhook>(prepared(`SELECT ${COLUMNS} FROM webhooks WHERE id = $1`, [id]));
-      return rows[0];
-    },
+    findById: (id: number) => firstRow<Webhook>(db, `SELECT ${COLUMNS} FROM webhooks WHERE id = $1`, [id]),
 
     list: (userId: number | undefined, sort: Sort<SortField>, page: PageRequest) =>
       runList<Webhook, SortField, number | undefined>(db, webhookList, userId, sort, page),
 
     /** A member present, even null, replaces the stored value; re-enabling starts after the newest event. */
-    async update(id: number, changes: WebhookChanges): Promise<Webhook | undefined> {
-      const { rows } = await db.query<Webhook>(
-        prepared(
-          `WITH changed AS (
-             UPDATE webhooks w SET
-               url = CASE WHEN $2 THEN $3 ELSE url END,
-               types = CASE WHEN $4 THEN $5::text[] ELSE types END,
-               description = CASE WHEN $6 THEN $7 ELSE description END,
-               status = coalesce($8, status),
-               failing_since = CASE WHEN $8 = 'active' AND status = 'disabled' THEN NULL ELSE failing_since END,
-               cursor = CASE WHEN $8 = 'active' AND status = 'disabled'
-                 THEN greatest(cursor, (SELECT coalesce(max(id), 0) FROM events)) ELSE cursor END,
-               updated_at = now()
-             WHERE id = $1 RETURNING *
-           ), given_up AS (
-             UPDATE webhook_deliveries d SET status = 'given_up', next_attempt_at = NULL, updated_at = now()
-             FROM changed WHERE changed.status = 'disabled' AND d.webhook_id = changed.id
-               AND d.next_attempt_at IS NOT NULL AND d.lease_until IS NULL
-           )
-           SELECT ${COLUMNS} FROM changed`,
-          [
-            id,
-            changes.url !== undefined,
-            changes.url ?? null,
-            'types' in changes,
-            changes.types ?? null,
-            'description' in changes,
-            changes.description ?? null,
-            changes.status ?? null,
-          ],
-        ),
-      );
-      return rows[0];
-    },
+    update: (id: number, changes: WebhookChanges) =>
+      firstRow<Webhook>(
+        db,
+        `WITH changed AS (
+           UPDATE webhooks w SET
+             url = CASE WHEN $2 THEN $3 ELSE url END,
+             types = CASE WHEN $4 THEN $5::text[] ELSE types END,
+             description = CASE WHEN $6 THEN $7 ELSE description END,
+             status = coalesce($8, status),
+             failing_since = CASE WHEN $8 = 'active' AND status = 'disabled' THEN NULL ELSE failing_since END,
+             cursor = CASE WHEN $8 = 'active' AND status = 'disabled'
+               THEN greatest(cursor, (SELECT coalesce(max(id), 0) FROM events)) ELSE cursor END,
+             updated_at = now()
+           WHERE id = $1 RETURNING *
+         ), given_up AS (
+           UPDATE webhook_deliveries d SET status = 'given_up', next_attempt_at = NULL, updated_at = now()
+           FROM changed WHERE changed.status = 'disabled' AND d.webhook_id = changed.id
+             AND d.next_attempt_at IS NOT NULL AND d.lease_until IS NULL
+         )
+         SELECT ${COLUMNS} FROM changed`,
+        [
+          id,
+          changes.url !== undefined,
+          changes.url ?? null,
+          'types' in changes,
+          changes.types ?? null,
+          'description' in changes,
+          changes.description ?? null,
+          changes.status ?? null,
+        ],
+      ),
 
     /** Its deliveries go with it (ON DELETE CASCADE); an attempt in flight finds nothing to record. */
     delete: (id: number) => db.query(prepared('DELETE FROM webhooks WHERE id = $1', [id])),
@@ -164,21 +152,20 @@ export function webhooksRepository(db: Queryable) {
 
     /** Due now whatever its state, unless in flight. Undefined: no such delivery of that webhook; null: in flight. */
     async retry(webhookId: number, deliveryId: number): Promise<Delivery | null | undefined> {
-      const { rows } = await db.query<Delivery & { inFlight: boolean }>(
-        prepared(
-          `WITH found AS (
-             SELECT id, lease_until > now() AS in_flight FROM webhook_deliveries WHERE id = $1 AND webhook_id = $2 FOR UPDATE
-           ), retried AS (
-             UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = now(), lease_until = NULL, updated_at = now()
-             FROM found WHERE d.id = found.id AND found.in_flight IS NOT TRUE RETURNING d.*
-           )
-           SELECT found.in_flight IS TRUE AS "inFlight", r.* FROM found
-             LEFT JOIN LATERAL (SELECT ${DELIVERY_COLUMNS} FROM retried) r ON TRUE`,
-          [deliveryId, webhookId],
-        ),
+      const row = await firstRow<Delivery & { inFlight: boolean }>(
+        db,
+        `WITH found AS (
+           SELECT id, lease_until > now() AS in_flight FROM webhook_deliveries WHERE id = $1 AND webhook_id = $2 FOR UPDATE
+         ), retried AS (
+           UPDATE webhook_deliveries d SET status = 'pending', next_attempt_at = now(), lease_until = NULL, updated_at = now()
+           FROM found WHERE d.id = found.id AND found.in_flight IS NOT TRUE RETURNING d.*
+         )
+         SELECT found.in_flight IS TRUE AS "inFlight", r.* FROM found
+           LEFT JOIN LATERAL (SELECT ${DELIVERY_COLUMNS} FROM retried) r ON TRUE`,
+        [deliveryId, webhookId],
       );
-      if (!rows[0]) return undefined;
-      const { inFlight, ...delivery } = rows[0];
+      if (!row) return undefined;
+      const { inFlight, ...delivery } = row;
       return inFlight ? null : delivery;
     },
   };

@@ -84,9 +84,12 @@ it('continues the caller trace: spans at the OTLP receiver, the trace id in the 
   });
   expect(res.status).toBe(404);
 
+  // The request's own span ends after its answer, and may be exported in a later batch than its queries'.
   await waitUntil(
     'the spans have arrived',
-    () => spans().some((s) => s.traceId === traceId && /pg|SELECT/i.test(s.name)),
+    () =>
+      spans().some((s) => s.traceId === traceId && /pg|SELECT/i.test(s.name)) &&
+      spans().some((s) => s.traceId === traceId && s.parentSpanId === '00f067aa0ba902b7'),
     400,
   );
   const traced = spans().filter((s) => s.traceId === traceId);

@@ -104,10 +104,11 @@ it('counts attempts already in flight against the cap, and a deep backlog does n
 it('claims again, as the next attempt, a delivery whose lease ran out; the old holder records nothing', async () => {
   const [id] = await webhooks(1);
   await sql.query(`INSERT INTO webhook_deliveries (webhook_id, event_id, next_attempt_at) VALUES ($1, 1, now())`, [id]);
-  const [first] = await queue.claim(1, 50);
+  const [first] = await queue.claim(1, 60_000);
   expect(first).toMatchObject({ attempt: 1, event: { id: 1, type: 'user.created' } });
   expect(await queue.claim(1, 60_000)).toHaveLength(0);
-  await new Promise((resolve) => setTimeout(resolve, 80));
+  // The lease runs out (set back in the database: a short lease and a sleep raced a loaded machine).
+  await sql.query(`UPDATE webhook_deliveries SET lease_until = now() - interval '1 second' WHERE id = $1`, [first!.id]);
   const [second] = await queue.claim(1, 60_000);
   expect(second).toMatchObject({ id: first!.id, attempt: 2 });
   expect(await queue.record(first!, outcome, 86_400)).toBe(false);

@@ -215,7 +215,8 @@ describe('delivery', () => {
     const hook = await webhook(r.url, { types: ['post.created'] });
     await post('given up');
     const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'given_up');
-    expect(delivery!.attempt).toBeGreaterThan(2);
+    // At least one retry before the last (a busy machine's late first attempt leaves room for fewer).
+    expect(delivery!.attempt).toBeGreaterThanOrEqual(2);
     expect(delivery).toMatchObject({ statusCode: 503, error: 'answered 503', nextAttemptAt: null });
     expect(r.received).toHaveLength(delivery!.attempt);
     // The last at the give-up age, counted from the delivery's creation (not from a first attempt a busy machine delays).

@@ -13,7 +13,7 @@ import {
   textColumn,
   timestampColumn,
 } from '../db/pagination.js';
-import { firstRow, join, raw, sql, prepared, written, type SqlFragment } from '../db/sql.js';
+import { firstRow, raw, sql, prepared, written } from '../db/sql.js';
 import {
   type Columns,
   type CreatedRange,
@@ -59,23 +59,14 @@ const findPost = lookup<VersionedPost>({
 /** A word once counted past the threshold is shown to the planner, which then counts it by a cheap walk. */
 const commonOn = perDatabase<true>(1_000);
 
-/** Ids grow with created_at, which the planner does not know: sorted by id, the range's bound id starts the walk. */
-function idBound(range: CreatedRange, sort: Sort<PostSortField>): SqlFragment[] {
-  const within = createdBetween(range);
-  if (sort.field !== 'id' || within.length === 0) return [];
-  // OFFSET 0 keeps min/max from being planned as a walk of the primary key, the very thing to avoid.
-  const ids = sql`(SELECT id FROM posts WHERE ${join(within, ' AND ')} OFFSET 0) r`;
-  return [sort.descending ? sql`id <= (SELECT max(id) FROM ${ids})` : sql`id >= (SELECT min(id) FROM ${ids})`];
-}
-
 function listOptions(
   filter: Omit<PostFilter, 'author'>,
-  sort: Sort<PostSortField>,
   view: View<PostField>,
   primary: Queryable,
 ): ListOptions {
   const { q } = filter;
-  const options = { ...listView(FIELDS, 'posts', view), narrow: createdBetween(filter), hints: idBound(filter, sort) };
+  const range = createdBetween(filter);
+  const options = { ...listView(FIELDS, 'posts', view), narrow: range, boundedBy: range };
   if (q === undefined) return options;
   const shown = commonOn(primary).has(q);
   return {
@@ -182,7 +173,7 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
     delete: async (id: number) => (await written(db, 'DELETE FROM posts WHERE id = $1', [id])) === 1,
 
     list(filter: PostFilter, sort: Sort<PostSortField>, page: PageRequest, view: View<PostField> = {}) {
-      const options = listOptions(filter, sort, view, primary);
+      const options = listOptions(filter, view, primary);
       return runList<Post, PostSortField, number | undefined>(db, allPosts, filter.author, sort, page, options);
     },
 
@@ -193,7 +184,7 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
       page: PageRequest,
       view: View<PostField> = {},
     ) {
-      const options = listOptions(filter, sort, view, primary);
+      const options = listOptions(filter, view, primary);
       return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, options);
     },
   };

@@ -15,8 +15,12 @@ export interface ListOptions {
   join?: string;
   /** On the listed items only, not on anchors; counted, or estimated past the threshold. */
   narrow?: SqlFragment[];
-  /** Met by every narrowed item anyway: they steer the page's plan and stay out of the count. */
-  hints?: SqlFragment[];
+  /**
+   * Narrowing with an index of its own that ids grow with (a created_at range), which the planner
+   * does not know: sorted by id, a page starts at the range's least (or greatest) id, read from that
+   * index, instead of walking the primary key from its end.
+   */
+  boundedBy?: SqlFragment[];
   /** A full-text search: its pages are read in ways that do not trust the planner's estimate. */
   search?: {
     matches: SqlFragment;
@@ -83,6 +87,12 @@ export function planList<F extends string, Filter>(
   const narrow = search ? [search.matches, ...(options.narrow ?? [])] : (options.narrow ?? []);
   const listed = [...scope, ...(source.live ?? [])];
   const conditions = where([...listed, ...narrow]);
+  const bounded = sort.field === 'id' && options.boundedBy?.length ? where(options.boundedBy) : undefined;
+  const bound = bounded && { agg: raw(sort.descending ? 'max' : 'min'), cmp: raw(sort.descending ? '<=' : '>=') };
+  // OFFSET 0 keeps min/max from being planned as a walk of the primary key, the very thing to avoid.
+  const hints = bound
+    ? [sql`id ${bound.cmp} (SELECT ${bound.agg}(id) FROM (SELECT id FROM ${raw(source.table)} WHERE ${bounded} OFFSET 0) r)`]
+    : [];
   return {
     sortColumn,
     column,
@@ -94,13 +104,16 @@ export function planList<F extends string, Filter>(
     listed,
     narrow,
     unsure: search !== undefined,
-    hints: options.hints ?? [],
+    /** Met by every narrowed item anyway: they steer the page's plan and stay out of the count. */
+    hints,
+    /** An offset page counts its items and finds its bound in one walk of the range's index instead. */
+    bound,
     // A hidden word gives every search the same plan; a range's bounds decide theirs (a week or a year).
     named: narrow.length === 0 || (search !== undefined && !search.shown && narrow.length === 1),
     conditions,
     total: source.total(filter),
     pastThreshold: () => search?.pastThreshold(),
-    pageConditions: options.hints?.length ? where([...listed, ...narrow, ...options.hints]) : conditions,
+    pageConditions: hints.length ? where([...listed, ...narrow, ...hints]) : conditions,
     planned: search ? where([...listed, search.planned, ...(options.narrow ?? [])]) : conditions,
     from: raw(source.table),
     tombstones: source.tombstones ? raw(source.tombstones) : undefined,

@@ -1,7 +1,7 @@
 /** Offset pages: kept totals; a narrowed list counts up to EXACT_TOTAL_UP_TO, past it the planner estimates. */
 import { raw, sql, toQuery, type SqlFragment } from '../sql.js';
 import type { Queryable } from '../pool.js';
-import { type ListPlan, type OffsetResult, type PageRequest, EXACT_TOTAL_UP_TO, pageSize, strip } from './common.js';
+import { type ListPlan, type OffsetResult, type PageRequest, EXACT_TOTAL_UP_TO, pageSize, strip, where } from './common.js';
 
 type OffsetPage = Extract<PageRequest, { kind: 'offset' }>;
 
@@ -25,7 +25,10 @@ async function estimate(db: Queryable, plan: ListPlan): Promise<number> {
 }
 
 function offsetQuery(plan: ListPlan, page: OffsetPage): SqlFragment {
-  const { columns, joined, from, conditions, pageConditions, parent } = plan;
+  const { columns, joined, from, conditions, parent, bound } = plan;
+  // A counted range in id order: the walk that counts it also finds the page's first id (h.bound).
+  const counted = bound && !plan.unsure;
+  const pageConditions = counted ? where([...plan.listed, ...plan.narrow, sql`id ${bound.cmp} h.bound`]) : plan.pageConditions;
   const orderBy = plan.order(plan.descending);
   const offset = (page.page - 1) * page.perPage;
   const cap = raw(String(EXACT_TOTAL_UP_TO));
@@ -54,8 +57,11 @@ function offsetQuery(plan: ListPlan, page: OffsetPage): SqlFragment {
         SELECT h.*, r.* FROM ${narrowed(sql`SELECT count(*) FROM matches`)}
         LEFT JOIN LATERAL ((${sorted}) UNION ALL (${items})) r ON TRUE`;
   }
-  const head = plan.narrow.length
-    ? narrowed(sql`SELECT count(*) FROM (SELECT 1 FROM ${from} WHERE ${conditions} LIMIT ${limit}) m`)
-    : sql`(SELECT (${plan.total})::int8 AS total OFFSET 0) h`;
-  return sql`SELECT h.*, r.* FROM ${head} LEFT JOIN LATERAL (${items}) r ON TRUE`;
+  const head = counted
+    ? sql`(SELECT (CASE WHEN ${parent} THEN c.n END)::int8 AS total, c.bound FROM (
+          SELECT count(*) AS n, ${bound.agg}(id) AS bound FROM ${from} WHERE ${conditions}) c OFFSET 0) h`
+    : plan.narrow.length
+      ? narrowed(sql`SELECT count(*) FROM (SELECT 1 FROM ${from} WHERE ${conditions} LIMIT ${limit}) m`)
+      : sql`(SELECT (${plan.total})::int8 AS total OFFSET 0) h`;
+  return sql`SELECT h.total, r.* FROM ${head} LEFT JOIN LATERAL (${items}) r ON TRUE`;
 }

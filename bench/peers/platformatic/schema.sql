@@ -1,6 +1,6 @@
 -- The peer's own schema: what a Platformatic DB user would write for the
--- API's three resources. Plain tables with keys and the indexes its
--- scenarios need; no triggers, so comment_count is a column like any other
+-- API's three resources. Plain tables with keys and the indexes the
+-- service's features need; no triggers, so comment_count is a column like any other
 -- (a comment written through the peer leaves it alone). Ids are identities
 -- by default, so its PUT /posts/{id} may write the id it updates.
 -- bench/peer.ts runs the part before the marker, copies the rows of the
@@ -42,7 +42,23 @@ ALTER TABLE posts ADD FOREIGN KEY (author_id) REFERENCES users (id);
 ALTER TABLE comments ADD FOREIGN KEY (post_id) REFERENCES posts (id) ON DELETE CASCADE,
   ADD FOREIGN KEY (author_id) REFERENCES users (id);
 
--- An author's posts in id order, posts by creation time, a post's comments in id order.
-CREATE INDEX posts_author_id_id_idx ON posts (author_id, id);
+-- The indexes a user of the peer would need for the features the service has (issue 34: writes are
+-- compared with a peer that keeps the same indexes up to date), one for one with the service's
+-- migrations: every sort (id, createdAt, updatedAt, title; comments by id and createdAt), alone and
+-- under the author filter, date ranges, and full-text search over title and body (an expression
+-- index: the peer's REST API cannot query it, a custom route of its users would; it costs its writes
+-- what the service's search index costs).
+CREATE INDEX users_created_at_id_idx ON users (created_at, id);
+CREATE INDEX users_name_id_idx ON users (name, id);
 CREATE INDEX posts_created_at_id_idx ON posts (created_at, id);
+CREATE INDEX posts_updated_at_id_idx ON posts (updated_at, id);
+CREATE INDEX posts_title_id_idx ON posts (title, id);
+CREATE INDEX posts_author_id_id_idx ON posts (author_id, id);
+CREATE INDEX posts_author_created_at_id_idx ON posts (author_id, created_at, id);
+CREATE INDEX posts_author_updated_at_id_idx ON posts (author_id, updated_at, id);
+CREATE INDEX posts_author_title_id_idx ON posts (author_id, title, id);
+CREATE INDEX posts_search_idx ON posts USING gin (to_tsvector('english', title || ' ' || body));
 CREATE INDEX comments_post_id_id_idx ON comments (post_id, id);
+CREATE INDEX comments_post_created_at_id_idx ON comments (post_id, created_at, id);
+CREATE INDEX comments_post_author_id_idx ON comments (post_id, author_id, id);
+CREATE INDEX comments_post_author_created_at_id_idx ON comments (post_id, author_id, created_at, id);

@@ -5,6 +5,7 @@
  *   npm run stack:check            (tsx deploy/stack-check.ts)
  * Load goes to 127.0.0.1:<published port> only, bounded in rate and time. Its own Compose project
  * (posts-api-stackcheck), always torn down with `down -v`. Exits 1 if a step failed.
+ * STACK_STEPS=2.1,2.2,2.5 runs only those steps (and the teardown).
  * Environment beside POSTGRES_PASSWORD: API_PORT (a free port) and RATE_LIMIT_MAX, raised so that
  * the steady loads (one user, 100 req/s) are not rate-limited; 2.2 checks the sharing on the
  * default auth limit (RATE_LIMIT_AUTH_MAX=10).
@@ -250,14 +251,31 @@ async function retried(since: string): Promise<string> {
     if (m) tally.set(`${m[2]} -> ${m[1]}`, (tally.get(`${m[2]} -> ${m[1]}`) ?? 0) + 1);
   }
   const n = [...tally.values()].reduce((a, b) => a + b, 0);
-  return `${n} retried by nginx${n ? ` (${[...tally].map(([k, v]) => `${v}x ${k}`).join('; ')})` : ''}`;
+  // nginx's own reasons (error log: "upstream timed out", "connect() failed", "no live upstreams"),
+  // counted by their text with addresses and numbers taken out.
+  const reasons = new Map<string, number>();
+  for (const line of logs.split('\n')) {
+    const m = /\[(?:error|warn)\] \d+#\d+: \*\d+ ([^,]+(?:, [^,]*upstream: "[^"]*")?)/.exec(line);
+    if (!m) continue;
+    const reason = m[1]!.replace(/\d+\.\d+\.\d+\.\d+/g, 'IP').replace(/\(\d+: /, '(');
+    reasons.set(reason, (reasons.get(reason) ?? 0) + 1);
+  }
+  const said = [...reasons].sort((a, b) => b[1] - a[1]).slice(0, 5);
+  return (
+    `${n} retried by nginx${n ? ` (${[...tally].map(([k, v]) => `${v}x ${k}`).join('; ')})` : ''}` +
+    (said.length ? `; nginx said: ${said.map(([k, v]) => `${v}x ${k}`).join('; ')}` : '')
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
 const steps: [string, () => Promise<Result>][] = [];
 let token = '';
 let postId = 0;
-const step = (name: string, fn: () => Promise<Result>) => steps.push([name, fn]);
+// STACK_STEPS=2.1,2.2,2.5 runs those steps only (2.1 brings the stack up; a later one may need an earlier's scale).
+const only = process.env.STACK_STEPS?.split(',').map((s) => s.trim());
+const step = (name: string, fn: () => Promise<Result>) => {
+  if (!only || only.some((n) => name.startsWith(`${n} `))) steps.push([name, fn]);
+};
 
 step('2.1 up --build: every service healthy; the README walk-through through lb', async () => {
   const t0 = Date.now();

@@ -59,11 +59,7 @@ const findPost = lookup<VersionedPost>({
 /** A word once counted past the threshold is shown to the planner, which then counts it by a cheap walk. */
 const commonOn = perDatabase<true>(1_000);
 
-function listOptions(
-  filter: Omit<PostFilter, 'author'>,
-  view: View<PostField>,
-  primary: Queryable,
-): ListOptions {
+function listOptions(filter: Omit<PostFilter, 'author'>, view: View<PostField>, primary: Queryable): ListOptions {
   const { q } = filter;
   const range = createdBetween(filter);
   const options = { ...listView(FIELDS, 'posts', view), narrow: range, boundedBy: range };

@@ -15,11 +15,7 @@ export interface ListOptions {
   join?: string;
   /** On the listed items only, not on anchors; counted, or estimated past the threshold. */
   narrow?: SqlFragment[];
-  /**
-   * Narrowing with an index of its own that ids grow with (a created_at range), which the planner
-   * does not know: sorted by id, a page starts at the range's least (or greatest) id, read from that
-   * index, instead of walking the primary key from its end.
-   */
+  /** Narrowing that ids grow with, unknown to the planner (a created_at range): sorted by id, pages start at its least id. */
   boundedBy?: SqlFragment[];
   /** A full-text search: its pages are read in ways that do not trust the planner's estimate. */
   search?: {
@@ -90,9 +86,8 @@ export function planList<F extends string, Filter>(
   const bounded = sort.field === 'id' && options.boundedBy?.length ? where(options.boundedBy) : undefined;
   const bound = bounded && { agg: raw(sort.descending ? 'max' : 'min'), cmp: raw(sort.descending ? '<=' : '>=') };
   // OFFSET 0 keeps min/max from being planned as a walk of the primary key, the very thing to avoid.
-  const hints = bound
-    ? [sql`id ${bound.cmp} (SELECT ${bound.agg}(id) FROM (SELECT id FROM ${raw(source.table)} WHERE ${bounded} OFFSET 0) r)`]
-    : [];
+  const ids = sql`(SELECT id FROM ${raw(source.table)} WHERE ${bounded} OFFSET 0) r`;
+  const hints = bound ? [sql`id ${bound.cmp} (SELECT ${bound.agg}(id) FROM ${ids})`] : [];
   return {
     sortColumn,
     column,

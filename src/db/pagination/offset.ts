@@ -1,7 +1,7 @@
 /** Offset pages: kept totals; a narrowed list counts up to EXACT_TOTAL_UP_TO, past it the planner estimates. */
 import { raw, sql, toQuery, type SqlFragment } from '../sql.js';
 import type { Queryable } from '../pool.js';
-import { type ListPlan, type OffsetResult, type PageRequest, EXACT_TOTAL_UP_TO, pageSize, strip, where } from './common.js';
+import { type ListPlan, type OffsetResult, type PageRequest, EXACT_TOTAL_UP_TO, pageSize, strip } from './common.js';
 
 type OffsetPage = Extract<PageRequest, { kind: 'offset' }>;
 
@@ -28,7 +28,7 @@ function offsetQuery(plan: ListPlan, page: OffsetPage): SqlFragment {
   const { columns, joined, from, conditions, parent, bound } = plan;
   // A counted range in id order: the walk that counts it also finds the page's first id (h.bound).
   const counted = bound && !plan.unsure;
-  const pageConditions = counted ? where([...plan.listed, ...plan.narrow, sql`id ${bound.cmp} h.bound`]) : plan.pageConditions;
+  const pageConditions = counted ? sql`${conditions} AND id ${bound.cmp} h.bound` : plan.pageConditions;
   const orderBy = plan.order(plan.descending);
   const offset = (page.page - 1) * page.perPage;
   const cap = raw(String(EXACT_TOTAL_UP_TO));

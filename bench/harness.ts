@@ -190,7 +190,7 @@ function describe(id: string, sample: Sample, round: number): string {
   if (Object.keys(sample.edge).length) line += `  edge hits ${hitRate([sample])} ${JSON.stringify(sample.edge)}`;
   if (sample.background)
     line += `  background ${sample.background.perSecond.toFixed(1)}/s ${JSON.stringify(sample.background.statusCodes)}`;
-  if (sample.errors || sample.non2xx || sample.forgiven)
+  if (sample.errors || sample.non2xx)
     line += `  ERRORS ${sample.errors} ${JSON.stringify(sample.errorKinds)} non-2xx ${sample.non2xx} ${JSON.stringify(sample.statusCodes)}`;
   if (sample.background?.unexpected) line += `  UNEXPECTED background answers ${sample.background.unexpected}`;
   return line;

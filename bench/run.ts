@@ -25,7 +25,7 @@
  * without the peer (`--peer` adds it; its database is loaded either way);
  * writes bench/out/ instead of RESULTS.md.
  * Either mode exits non-zero if any request timed out, got a non-2xx answer or
- * lost its connection (beyond one reset per 10 000 answers: forgivenResets in bench/report.ts)
+ * lost its connection
  * (or a background request another status than expected), and prints a
  * one-line summary.
  * `--variant name=git-ref[:cache]` (repeatable) also runs that ref's build

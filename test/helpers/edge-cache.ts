@@ -37,6 +37,9 @@ error_log ${dir}/error.log warn;
 events { worker_connections 4096; }
 http {
   access_log off;
+  # nginx closes a client's connection after 1 000 requests by default; autocannon sends its next
+  # request on it anyway and counts a reset (11 in 78 000 answers at 19 000 req/s).
+  keepalive_requests 1000000;
   client_body_temp_path ${dir}/body;
   proxy_temp_path ${dir}/proxy;
   fastcgi_temp_path ${dir}/fastcgi;

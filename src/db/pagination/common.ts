@@ -86,7 +86,7 @@ export function planList<F extends string, Filter>(
   const bounded = sort.field === 'id' && options.boundedBy?.length ? where(options.boundedBy) : undefined;
   const bound = bounded && { agg: raw(sort.descending ? 'max' : 'min'), cmp: raw(sort.descending ? '<=' : '>=') };
   // OFFSET 0 keeps min/max from being planned as a walk of the primary key, the very thing to avoid.
-  const ids = sql`(SELECT id FROM ${raw(source.table)} WHERE ${bounded} OFFSET 0) r`;
+  const ids = bounded && sql`(SELECT id FROM ${raw(source.table)} WHERE ${bounded} OFFSET 0) r`;
   const hints = bound ? [sql`id ${bound.cmp} (SELECT ${bound.agg}(id) FROM ${ids})`] : [];
   return {
     sortColumn,

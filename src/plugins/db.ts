@@ -24,7 +24,8 @@ function guarded(pool: pg.Pool): pg.Pool {
 export default fp<{ config: AppConfig }>(
   async (app, { config }) => {
     const { databaseUrl, pgPoolMax: max, databaseReadUrls: readUrls, databaseReadMaxLagMs } = config;
-    // Once closing, a connection ending is expected: Ctrl-C stops the embedded PostgreSQL at the same time.
+    // Once closing, a connection ending is expected: Ctrl-C stops the embedded PostgreSQL at the same time,
+    // and its backends can end before this process has read its own SIGINT (seen: 6 ms before), hence the wait.
     let closing = false;
     app.addHook('preClose', (done) => {
       closing = true;
@@ -33,9 +34,10 @@ export default fp<{ config: AppConfig }>(
     const poolOptions = (database: string) => ({
       statementTimeoutMs: config.pgStatementTimeoutMs,
       preparedStatements: config.databasePreparedStatements,
-      onIdleError: (error: Error) => {
-        if (!closing) app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it');
-      },
+      onIdleError: (error: Error) =>
+        setTimeout(() => {
+          if (!closing) app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it');
+        }, 250).unref(),
       onStatementNamesLost: (error: Error) =>
         app.log.warn(
           { database, cause: error.message },

@@ -46,6 +46,7 @@ export const matches = (filter: EventFilter, row: EventRow) =>
   (filter.type === undefined || filter.type.includes(row.type)) &&
   (filter.post === undefined || row.postId === filter.post);
 
+// iso_utc in SQL: these columns are also read by to_jsonb (webhook deliveries), which the pool does not parse.
 export const EVENT_COLUMNS = `id::float8 AS id, type, iso_utc(created_at) AS "createdAt", resource_type AS "resourceType",
   resource_id::float8 AS "resourceId", post_id::float8 AS "postId", data`;
 

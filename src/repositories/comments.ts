@@ -30,8 +30,8 @@ const FIELDS: Columns<CommentField> = {
   postId: 'post_id AS "postId"',
   authorId: 'author_id AS "authorId"',
   body: 'body',
-  createdAt: 'iso_utc(created_at) AS "createdAt"',
-  updatedAt: 'iso_utc(updated_at) AS "updatedAt"',
+  createdAt: 'created_at AS "createdAt"',
+  updatedAt: 'updated_at AS "updatedAt"',
 };
 
 // The list envelope is a union, whose serializer rejects items with extra members.

@@ -44,8 +44,8 @@ const FIELDS: Columns<PostField> = {
   authorId: 'author_id AS "authorId"',
   // A subquery naming the table: these lists also serve RETURNING and joined lists.
   commentCount: 'COALESCE((SELECT n FROM comment_counts WHERE post_id = posts.id), 0) AS "commentCount"',
-  createdAt: 'iso_utc(created_at) AS "createdAt"',
-  updatedAt: 'iso_utc(updated_at) AS "updatedAt"',
+  createdAt: 'created_at AS "createdAt"',
+  updatedAt: 'updated_at AS "updatedAt"',
 };
 
 // The list envelope is a union, whose serializer rejects items with extra members.

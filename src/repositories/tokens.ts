@@ -13,7 +13,7 @@ export interface AuthUser {
   tokenId: number;
 }
 
-const COLUMNS = `id, iso_utc(created_at) AS "createdAt", iso_utc(expires_at) AS "expiresAt"`;
+const COLUMNS = `id, created_at AS "createdAt", expires_at AS "expiresAt"`;
 const LIVE = sql`revoked_at IS NULL AND expires_at > now()`;
 
 const list: ListSource<TokenSortField, number> = {

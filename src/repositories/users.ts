@@ -23,7 +23,7 @@ const FIELDS: Columns<UserField> = {
   name: 'name',
   role: 'role',
   email: 'email',
-  createdAt: 'iso_utc(created_at) AS "createdAt"',
+  createdAt: 'created_at AS "createdAt"',
 };
 const COLUMNS = selectList(FIELDS);
 

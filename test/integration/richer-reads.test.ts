@@ -744,7 +744,7 @@ describe('a date range in id order', () => {
   it('a post moved into the range, with an id below the others, is listed first; an empty range lists nothing', async () => {
     const [needle1, needle2] = await ids(`${url}&perPage=2`);
     const moved = id(0);
-    const { rows } = await t.app.db.query<{ at: Date }>('SELECT created_at AS at FROM posts WHERE id = $1', [moved]);
+    const { rows } = await t.app.db.query<{ at: string }>('SELECT created_at AS at FROM posts WHERE id = $1', [moved]);
     await t.app.db.query(`UPDATE posts SET created_at = '2030-01-01T00:30:00Z' WHERE id = $1`, [moved]);
     try {
       expect(await ids(`${url}&perPage=3`)).toEqual([moved, needle1, needle2]);

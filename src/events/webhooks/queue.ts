@@ -19,7 +19,8 @@ export interface Claimed {
   url: string;
   secret: Buffer;
   sealed: boolean;
-  createdAt: Date;
+  /** The pool reads timestamps as the API shows them (ISO 8601). */
+  createdAt: string;
   event: EventRow | null;
 }
 

@@ -51,11 +51,11 @@ export function openSecret(stored: ReturnType<typeof sealSecret>, webhookId: num
   }
 }
 
-const COLUMNS = `id, user_id AS "userId", url, types, description, status, iso_utc(failing_since) AS "failingSince",
-  iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt"`;
+const COLUMNS = `id, user_id AS "userId", url, types, description, status, failing_since AS "failingSince",
+  created_at AS "createdAt", updated_at AS "updatedAt"`;
 const DELIVERY_COLUMNS = `id, webhook_id AS "webhookId", event_id AS "eventId", attempt, status, status_code AS "statusCode",
-  error, duration_ms AS "durationMs", iso_utc(next_attempt_at) AS "nextAttemptAt",
-  iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt"`;
+  error, duration_ms AS "durationMs", next_attempt_at AS "nextAttemptAt",
+  created_at AS "createdAt", updated_at AS "updatedAt"`;
 
 /** Filter: the owner's id, or undefined for every webhook (an admin). A user's few webhooks are cheap to count. */
 const webhookList: ListSource<SortField, number | undefined> = {

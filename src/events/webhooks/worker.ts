@@ -68,7 +68,7 @@ async function sendAttempt(claimed: Claimed, options: WebhookWorkerOptions, sign
     }
   }
   const now = new Date();
-  const retry = signal.aborted ? now : nextAttemptAt(claimed.attempt, claimed.createdAt, now, options);
+  const retry = signal.aborted ? now : nextAttemptAt(claimed.attempt, new Date(claimed.createdAt), now, options);
   return { ...result, nextAttemptAt: result.ok || !event ? null : retry };
 }
 

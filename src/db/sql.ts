@@ -35,11 +35,7 @@ export function join(parts: readonly SqlFragment[], separator = ', '): SqlFragme
   return fragment(strings, values);
 }
 
-export interface Statement {
-  name?: string;
-  text: string;
-  values: unknown[];
-}
+export type Statement = { name?: string; text: string; values: unknown[] };
 
 /** A guard: SQL texts are built from constant fragments only, so there are a few dozen. */
 const MAX_PREPARED_STATEMENTS = 500;

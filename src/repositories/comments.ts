@@ -20,10 +20,7 @@ export type Comment = Static<typeof CommentSchema>;
 /** `version` is internal (ETags), never serialized. */
 export type VersionedComment = Comment & { version: number };
 
-export interface CommentFilter {
-  postId: number;
-  author?: number | undefined;
-}
+export type CommentFilter = { postId: number; author?: number | undefined };
 
 const FIELDS: Columns<CommentField> = {
   id: 'id',

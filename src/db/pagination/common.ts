@@ -27,18 +27,12 @@ export interface ListOptions {
   };
 }
 
-export interface SortColumn {
-  column: string;
-  key: 'id' | 'timestamp' | 'text';
-}
+export type SortColumn = { column: string; key: 'id' | 'timestamp' | 'text' };
 export const idColumn: SortColumn = { column: 'id', key: 'id' };
 export const timestampColumn = (column: string): SortColumn => ({ column, key: 'timestamp' });
 export const textColumn = (column: string): SortColumn => ({ column, key: 'text' });
 
-export interface Sort<F extends string> {
-  field: F;
-  descending: boolean;
-}
+export type Sort<F extends string> = { field: F; descending: boolean };
 
 export interface ListSource<F extends string, Filter> {
   table: string;

@@ -3,5 +3,5 @@
 \set p1 1
 \set p2 1
 SELECT h.found, h.parent, r.* FROM (SELECT TRUE AS found, (EXISTS (SELECT 1 FROM posts WHERE id = :p1)) AS parent OFFSET 0) h
-  LEFT JOIN LATERAL (SELECT id, post_id AS "postId", author_id AS "authorId", body, iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt" FROM comments WHERE h.found AND h.parent AND post_id = :p2 AND TRUE
+  LEFT JOIN LATERAL (SELECT id, post_id AS "postId", author_id AS "authorId", body, created_at AS "createdAt", updated_at AS "updatedAt" FROM comments WHERE h.found AND h.parent AND post_id = :p2 AND TRUE
   ORDER BY id ASC LIMIT 101) r ON TRUE;

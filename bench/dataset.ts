@@ -169,6 +169,20 @@ export async function cleanUp(dataset: Dataset): Promise<void> {
 }
 
 /**
+ * Autovacuum's part, on a server that has it off (this machine's has): the event queue's dead rows,
+ * which every numbering call walks until a vacuum (2.1 ms a call after a full run, 0.21 ms vacuumed),
+ * so that a run's later write windows do not pay for its earlier ones, as they would not when deployed.
+ */
+export async function vacuumQueue(dataset: Dataset): Promise<void> {
+  await withClient(dataset.url, async (c) => {
+    const { rows } = await c.query<{ go: boolean }>(
+      `SELECT current_setting('autovacuum') = 'off' AND to_regclass('events_pending') IS NOT NULL AS go`,
+    );
+    if (rows[0]!.go) await c.query('VACUUM events_pending');
+  });
+}
+
+/**
  * The seed's demo webhook points at a host that does not exist: left active,
  * every post the clean-up deletes would queue a delivery that the worker keeps
  * retrying while the scenarios run. The bench measures the API, not that.

@@ -5,7 +5,15 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { flags } from './command.js';
 import { ablate, ablationSection, runsOn, type Ablation } from './ablation.js';
-import { benchServer, cleanUp, ensureDataset, lockDatasets, type BenchServer, type Dataset } from './dataset.js';
+import {
+  benchServer,
+  cleanUp,
+  ensureDataset,
+  lockDatasets,
+  vacuumQueue,
+  type BenchServer,
+  type Dataset,
+} from './dataset.js';
 import { CONNECTIONS, drive } from './load.js';
 import { cleanUpPeer, compareWithPeer, ensurePeerDataset, installPeer, peerVersion, startPeer } from './peer.js';
 import { findPgbench, runPgbench, type PgbenchResult } from './pgbench.js';
@@ -297,7 +305,10 @@ async function measure(ctx: Context, r: Run): Promise<Measured> {
   for (let round = 0; round < ROUNDS; round++) {
     // A different starting scenario each round, so no scenario always follows the same one.
     const order = SCENARIOS.map((_, k) => SCENARIOS[(k + round * 3) % SCENARIOS.length]!);
-    for (const s of order) await measureScenario(s, round, ctx, m, path ? { path, scripts } : undefined, r.variants);
+    for (const s of order) {
+      for (const d of new Set([r.big!, ...r.variants.map((v) => v.dataset!)])) await vacuumQueue(d);
+      await measureScenario(s, round, ctx, m, path ? { path, scripts } : undefined, r.variants);
+    }
   }
   return m;
 }

@@ -4,5 +4,5 @@
 \set p2 500000
 \set p3 500000
 SELECT h.found, h.parent, r.* FROM (SELECT (EXISTS (SELECT 1 FROM posts WHERE id = :p1) OR EXISTS (SELECT 1 FROM deleted_posts WHERE id = :p2)) AS found, (TRUE) AS parent OFFSET 0) h
-  LEFT JOIN LATERAL (SELECT id, title, body, author_id AS "authorId", COALESCE((SELECT n FROM comment_counts WHERE post_id = posts.id), 0) AS "commentCount", iso_utc(created_at) AS "createdAt", iso_utc(updated_at) AS "updatedAt" FROM posts WHERE h.found AND h.parent AND TRUE AND id > :p3::int8
+  LEFT JOIN LATERAL (SELECT id, title, body, author_id AS "authorId", COALESCE((SELECT n FROM comment_counts WHERE post_id = posts.id), 0) AS "commentCount", created_at AS "createdAt", updated_at AS "updatedAt" FROM posts WHERE h.found AND h.parent AND TRUE AND id > :p3::int8
   ORDER BY id ASC LIMIT 21) r ON TRUE;

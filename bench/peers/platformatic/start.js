@@ -6,7 +6,8 @@
  *
  * No migrations and no generated types, so it creates nothing in the
  * database (not even its `versions` table); GraphQL off (the bench sends
- * only REST); request logging off, like every process the bench drives.
+ * only REST); logging at warn, so it writes no line per request, while the
+ * service runs with its production defaults (a line per request).
  * Pool size and everything else are its defaults.
  */
 import { create } from '@platformatic/db'

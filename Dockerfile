@@ -61,5 +61,6 @@ HEALTHCHECK --interval=15s --timeout=10s --start-period=20s --retries=3 \
 # PID 1: the server handles SIGTERM/SIGINT itself (close-with-grace) and spawns
 # no child processes, so it shuts down correctly as PID 1. For zombie reaping
 # and for the one-shot CLI commands, run under an init: `init: true` in
-# docker-compose.yml, `docker run --init` elsewhere.
-CMD ["node", "dist/src/server.js"]
+# docker-compose.yml, `docker run --init` elsewhere. The command is `npm run start:prod`'s
+# (.ci/check-compose.sh checks it): a 64 MiB young generation, docs/operations.md.
+CMD ["node", "--max-semi-space-size=64", "dist/src/server.js"]

@@ -12,7 +12,8 @@
 #   - every long-running service has a healthcheck;
 #   - the scale profile alone routes the api through PgBouncer and the replica, and the api
 #     waits for both to be healthy;
-#   - HOST=0.0.0.0 for the api, in Compose and in the image; the image's Node is pinned too.
+#   - HOST=0.0.0.0 for the api, in Compose and in the image; the image's Node is pinned too;
+#   - Compose's api and the image run the server as `npm run start:prod` does (its node flags).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -93,7 +94,7 @@ echo "check-compose: ok: POSTGRES_PASSWORD is required, and the error says so"
 # comes with Debian's docker-compose.
 env -u POSTGRES_PASSWORD docker-compose --profile scale --env-file "$password_env" -f "$v1_file" config >"$work/resolved.yml"
 python3 - "$work/resolved.yml" "$COMPOSE_FILE_PATH" Dockerfile <<'PY' || fail "see the problems above"
-import re, sys, yaml
+import json, re, sys, yaml
 from urllib.parse import urlsplit
 
 resolved = yaml.safe_load(open(sys.argv[1]))["services"]
@@ -134,8 +135,14 @@ for host, (source, target) in routes.items():
         problems.append(f"api: {source} does not point at {host}")
     if not re.search(rf"getent hosts {host} >/dev/null; then export {target}=\"\$\$?{source}\"", command):
         problems.append(f"api: with {host} up, {target} is not taken from {source}")
-if not command.rstrip().endswith("exec node dist/src/server.js"):
-    problems.append("api: the command does not end by exec-ing the server")
+start_prod = json.load(open("package.json"))["scripts"]["start:prod"].split()
+if start_prod[:2] != ["exec", "node"] or start_prod[-1] != "dist/src/server.js":
+    problems.append("package.json: start:prod is not `exec node [flags] dist/src/server.js`")
+if not command.rstrip().endswith(" ".join(start_prod)):
+    problems.append(f"api: the command does not end with start:prod's `{' '.join(start_prod)}`")
+cmd = [json.loads(line[4:]) for line in dockerfile.splitlines() if line.startswith("CMD [")]
+if not cmd or cmd[-1] != start_prod[1:]:
+    problems.append(f"Dockerfile: CMD is not start:prod's {json.dumps(start_prod[1:])}")
 
 if not re.search(r"^ARG NODE_IMAGE=node:\d+\.\d+\.\d+-[a-z]+-slim$", dockerfile, re.M):
     problems.append("Dockerfile: NODE_IMAGE is not pinned to an exact Node version")

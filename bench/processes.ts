@@ -11,6 +11,7 @@ import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startEdgeCache } from '../test/helpers/edge-cache.js';
+import { productionArgs } from '../test/helpers/processes.js';
 
 export const ROOT = resolve(import.meta.dirname, '..');
 export const OUT = join(ROOT, 'bench', 'out');
@@ -111,25 +112,6 @@ export async function startChild(
   };
 }
 
-/**
- * `node <flags> dist/src/server.js` as `npm run start:prod` (and the Docker
- * image) runs it in checkout `root`, so the benchmark measures the production
- * start command.
- */
-function productionCommand(root: string): string[] {
-  const script = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> })
-    .scripts['start:prod'];
-  // A leading `exec` (so npm's signals reach the server) is the shell's, not the command's.
-  const words =
-    script
-      ?.replace(/^exec\s+/, '')
-      .split(/\s+/)
-      .filter(Boolean) ?? [];
-  if (words[0] !== 'node' || words.at(-1) !== 'dist/src/server.js')
-    throw new Error(`start:prod is not "node [flags] dist/src/server.js": ${script}`);
-  return words.slice(1);
-}
-
 const CLOCK_TICKS = (() => {
   try {
     return Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
@@ -209,7 +191,7 @@ export function startService(
 ): Promise<Child> {
   return startChild(
     name,
-    [...nodeArgs, ...productionCommand(root)],
+    [...nodeArgs, ...productionArgs(root)],
     {
       PATH: process.env.PATH ?? '',
       NODE_ENV: 'production',

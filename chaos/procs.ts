@@ -26,6 +26,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { productionArgs } from '../test/helpers/processes.js';
 
 const run = promisify(execFile);
 export const ROOT = resolve(import.meta.dirname, '..');
@@ -467,7 +468,7 @@ export interface ServiceOptions {
 /** The statement timeout every instance runs with here; the request bound derives from it. */
 export const STATEMENT_TIMEOUT_MS = 2000;
 
-/** `node dist/src/server.js`, as `npm run start:prod` and the Docker image run it. */
+/** `npm run start:prod`'s command (`node [flags] dist/src/server.js`), as the Docker image runs it. */
 export class Service {
   child?: ChildProcess;
   private exited = true;
@@ -514,7 +515,7 @@ export class Service {
       ...(o.preparedStatements === false && { DATABASE_PREPARED_STATEMENTS: 'off' }),
       ...o.env,
     };
-    const child = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'server.js')], {
+    const child = spawn(process.execPath, productionArgs(ROOT), {
       cwd: ROOT,
       env,
       stdio: ['ignore', fd, fd],

@@ -5,6 +5,7 @@
  * the test that started it, by its own handle, never by name.
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -12,6 +13,26 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startEmbeddedPostgres, type EmbeddedPostgresServer } from '../../src/dev/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
+
+/**
+ * The arguments after `node` of `npm run start:prod` in checkout `root` (flags, then dist/src/server.js,
+ * relative to `root`): the one production command, which the Docker image, Compose, the bench and chaos
+ * run (.ci/check-compose.sh holds the image and Compose to it).
+ */
+export function productionArgs(root: string): string[] {
+  const { scripts } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+    scripts: Record<string, string>;
+  };
+  // A leading `exec` (so npm's signals reach the server) is the shell's, not the command's.
+  const words =
+    scripts['start:prod']
+      ?.replace(/^exec\s+/, '')
+      .split(/\s+/)
+      .filter(Boolean) ?? [];
+  if (words[0] !== 'node' || words.at(-1) !== 'dist/src/server.js')
+    throw new Error(`start:prod is not "node [flags] dist/src/server.js": ${scripts['start:prod']}`);
+  return words.slice(1);
+}
 
 /** A port the OS just had free; another process could take it first, which is unlikely enough here. */
 export function freePort(): Promise<number> {

@@ -69,17 +69,23 @@ async function app(url: string, env: Record<string, string> = {}) {
   return { app: instance, lines };
 }
 
-/** Waits until a session of the API (not the test's own clients) waits on a lock. */
-async function apiWaitsOnLock(admin: pg.Client): Promise<void> {
-  for (let i = 0; i < 200; i++) {
+/**
+ * Waits until a session of the API (not the test's own clients) waits on a lock, while `request` runs.
+ * Bounded by the test's timeout, not by a count: on a loaded machine the request took over 5 s to get
+ * there (a fixed 200 polls failed). A request that ends first fails the test with its answer.
+ */
+async function apiWaitsOnLock(admin: pg.Client, request: Promise<{ statusCode: number; body: string }>) {
+  let answer: { statusCode: number; body: string } | undefined;
+  void request.then((res) => (answer = res)).catch(() => {});
+  for (;;) {
     const { rowCount } = await admin.query(
       `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'posts-api'
        AND wait_event_type = 'Lock'`,
     );
     if (rowCount) return;
+    if (answer) throw new Error(`the request ended before it waited on the lock: ${answer.statusCode} ${answer.body}`);
     await sleep(25);
   }
-  throw new Error('the API never waited on the lock');
 }
 
 describe('statement timeout (57014)', () => {
@@ -142,7 +148,7 @@ describe('deadlock (40P01)', () => {
       headers: user.auth,
       payload: { password: 'a-new-password' },
     });
-    await apiWaitsOnLock(other);
+    await apiWaitsOnLock(other, patch);
     // Now each waits for the other: the API holds the user row and wants the token row.
     await other.query('SELECT 1 FROM users WHERE id = $1 FOR UPDATE', [user.user.id]);
     await other.query('ROLLBACK');
@@ -185,7 +191,7 @@ describe('serialization failure (40001)', () => {
       headers: author.auth,
       payload: { title: 'mine' },
     });
-    await apiWaitsOnLock(other);
+    await apiWaitsOnLock(other, patch);
     await other.query('COMMIT');
 
     const res = await patch;

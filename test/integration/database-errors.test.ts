@@ -71,13 +71,15 @@ async function app(url: string, env: Record<string, string> = {}) {
 
 /**
  * Waits until a session of the API (not the test's own clients) waits on a lock, while `request` runs.
- * Bounded by the test's timeout, not by a count: on a loaded machine the request took over 5 s to get
- * there (a fixed 200 polls failed). A request that ends first fails the test with its answer.
+ * `admin` may be inside a transaction, which keeps the sessions of the first pg_stat_activity it reads
+ * until it ends (their wait events are read live): each poll clears that snapshot. A request that ends
+ * first fails the test with its answer.
  */
 async function apiWaitsOnLock(admin: pg.Client, request: Promise<{ statusCode: number; body: string }>) {
   let answer: { statusCode: number; body: string } | undefined;
   void request.then((res) => (answer = res)).catch(() => {});
   for (;;) {
+    await admin.query('SELECT pg_stat_clear_snapshot()');
     const { rowCount } = await admin.query(
       `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'posts-api'
        AND wait_event_type = 'Lock'`,
@@ -185,11 +187,16 @@ describe('serialization failure (40001)', () => {
     const other = await client(db.url);
     await other.query('BEGIN');
     await other.query("UPDATE posts SET body = 'from elsewhere', version = version + 1 WHERE id = $1", [post.id]);
-    const patch = api.inject({
-      method: 'PATCH',
-      url: `/posts/${post.id}`,
-      headers: author.auth,
-      payload: { title: 'mine' },
+    // From an instance started after the first poll: sessions opened since then are missing from the
+    // snapshot `other`'s transaction keeps (on a loaded machine the pool opened one for the write).
+    const patch = sleep(200).then(async () => {
+      const { app: writer } = await app(db.url);
+      return writer.inject({
+        method: 'PATCH',
+        url: `/posts/${post.id}`,
+        headers: author.auth,
+        payload: { title: 'mine' },
+      });
     });
     await apiWaitsOnLock(other, patch);
     await other.query('COMMIT');

@@ -73,11 +73,14 @@ async function app(url: string, env: Record<string, string> = {}) {
  * Waits until a session of the API (not the test's own clients) waits on a lock, while `request` runs.
  * `admin` may be inside a transaction, which keeps the sessions of the first pg_stat_activity it reads
  * until it ends (their wait events are read live): each poll clears that snapshot. A request that ends
- * first fails the test with its answer.
+ * (or throws) first fails the test with its answer.
  */
 async function apiWaitsOnLock(admin: pg.Client, request: Promise<{ statusCode: number; body: string }>) {
-  let answer: { statusCode: number; body: string } | undefined;
-  void request.then((res) => (answer = res)).catch(() => {});
+  let answer: string | undefined;
+  request.then(
+    (res) => (answer = `${res.statusCode} ${res.body}`),
+    (error: unknown) => (answer = `an error: ${String(error)}`),
+  );
   for (;;) {
     await admin.query('SELECT pg_stat_clear_snapshot()');
     const { rowCount } = await admin.query(
@@ -85,7 +88,7 @@ async function apiWaitsOnLock(admin: pg.Client, request: Promise<{ statusCode: n
        AND wait_event_type = 'Lock'`,
     );
     if (rowCount) return;
-    if (answer) throw new Error(`the request ended before it waited on the lock: ${answer.statusCode} ${answer.body}`);
+    if (answer) throw new Error(`the request ended before it waited on the lock: ${answer}`);
     await sleep(25);
   }
 }

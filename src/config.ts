@@ -186,9 +186,10 @@ export function loadConfig(source: Record<string, string | undefined> = process.
     eventRetentionSeconds: e.EVENT_RETENTION,
     maxStreams: e.MAX_STREAMS,
     sharedCacheSeconds: e.SHARED_CACHE_SECONDS,
-    // The contract's constants (docs/api.md §12); tests shorten them through buildApp's config.
+    // The contract's constants (docs/api.md §2, §12); tests change them through buildApp's config.
     eventStreamHeartbeatSeconds: 15,
     authCacheMs: 1_000,
+    pgConnectTimeoutMs: 3_000,
     embeddedPg: { port: e.EMBEDDED_PG_PORT, dataDir: e.EMBEDDED_PG_DATA },
     webhooks: {
       secretKey: e.WEBHOOK_SECRET_KEY === undefined ? undefined : Buffer.from(e.WEBHOOK_SECRET_KEY, 'base64'),

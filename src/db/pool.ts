@@ -42,6 +42,8 @@ const types = {
 
 export interface PoolOptions {
   statementTimeoutMs?: number;
+  /** How long a request waits for a connection, a free one or a new one (pg-pool has one timer for both). */
+  connectTimeoutMs?: number;
   onIdleError?: (error: Error) => void;
   /** False for a pooler that cannot follow statement names; true still falls back on LOST_STATEMENT. */
   preparedStatements?: boolean;
@@ -136,7 +138,7 @@ export function createPool(connectionString: string, max: number, options: PoolO
     connectionString,
     max,
     types,
-    connectionTimeoutMillis: 3000,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 3000,
     idleTimeoutMillis: 30_000,
     // Behind PgBouncer `options` is ignored and the role's settings apply (docs/operations.md).
     options: `${SESSION_OPTIONS} -c statement_timeout=${options.statementTimeoutMs ?? 10_000} -c idle_in_transaction_session_timeout=15000`,

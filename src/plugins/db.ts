@@ -33,6 +33,7 @@ export default fp<{ config: AppConfig }>(
     });
     const poolOptions = (database: string) => ({
       statementTimeoutMs: config.pgStatementTimeoutMs,
+      connectTimeoutMs: config.pgConnectTimeoutMs,
       preparedStatements: config.databasePreparedStatements,
       onIdleError: (error: Error) =>
         setTimeout(() => {

@@ -39,10 +39,13 @@ export async function startTestApp(env: Record<string, string> = {}, tuning: Tun
 /** The contract's time constants a test may shorten (they are not settings): buildApp's config, not env. */
 export type Tuning = Partial<Omit<AppConfig, 'webhooks'>> & { webhooks?: Partial<AppConfig['webhooks']> };
 
-/** The app's config from `env`, with `tuning` applied. */
+/**
+ * The app's config from `env`, with `tuning` applied. A connection may take a loaded machine longer to open than
+ * the production 3 s (a CI run's first sign-up answered 503 "unreachable"): a test about that wait sets it back.
+ */
 export function testConfig(env: Record<string, string> = {}, tuning: Tuning = {}) {
   const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000', RATE_LIMIT_AUTH_MAX: '1000000', ...env });
-  return { ...config, ...tuning, webhooks: { ...config.webhooks, ...tuning.webhooks } };
+  return { ...config, pgConnectTimeoutMs: 30_000, ...tuning, webhooks: { ...config.webhooks, ...tuning.webhooks } };
 }
 
 /** Another instance of the production app on the database `db` (as several behind a balancer share one). */

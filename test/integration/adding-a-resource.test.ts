@@ -14,11 +14,10 @@ import pg from 'pg';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { TOMBSTONE_TABLES } from '../../src/repositories/tombstones.js';
 import { EVENT_TYPES } from '../../src/events/repository.js';
 import { createTestDatabase, onTopology, type TestDatabase } from '../helpers/database.js';
-import { createPost, signUp, type SignedUp } from '../helpers/factories.js';
+import { createPost, signUp, testConfig, type SignedUp } from '../helpers/factories.js';
 import { checkAgainstDocument } from '../helpers/openapi-conformance.js';
 import { expect401, expect404, expect422, expectError } from '../helpers/expect.js';
 import tagsRoutes, { tagEtag } from '../fixtures/tags/routes.js';
@@ -47,7 +46,7 @@ async function sql(text: string, values: unknown[] = []): Promise<pg.QueryResult
 beforeAll(async () => {
   db = await createTestDatabase();
   await sql(up!);
-  const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
+  const config = testConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
   app = (await buildApp({ ...config, ...onTopology(db.url) })) as unknown as FastifyInstance;
   await app.register(tagsRoutes, { prefix: config.apiPrefix });
   await checkAgainstDocument(app);

@@ -12,15 +12,14 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import { signUp, useTestApp } from '../helpers/factories.js';
+import { signUp, testConfig, useTestApp } from '../helpers/factories.js';
 
 const BOUND_MS = 300;
 const t = useTestApp({}, { authCacheMs: BOUND_MS });
 let other: FastifyInstance;
 
 beforeAll(async () => {
-  const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
+  const config = testConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
   other = (await buildApp({ ...config, ...onTopology(t.db.url), authCacheMs: BOUND_MS })) as unknown as FastifyInstance;
   await other.ready();
 });
@@ -108,7 +107,7 @@ describe('checked tokens', () => {
   });
 
   it('authCacheMs 0: every request asks the database', async () => {
-    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
+    const config = testConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
     const uncached = (await buildApp({
       ...config,
       ...onTopology(t.db.url),
@@ -127,7 +126,7 @@ describe('checked tokens', () => {
   describe("whose user is deleted behind the service's back (an operator's SQL) while the token is trusted", () => {
     let trusting: FastifyInstance;
     beforeAll(async () => {
-      const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
+      const config = testConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
       trusting = (await buildApp({
         ...config,
         ...onTopology(t.db.url),

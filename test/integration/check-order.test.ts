@@ -11,9 +11,8 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import auth from '../../src/plugins/auth.js';
-import { useTestApp, type SignedUp } from '../helpers/factories.js';
+import { testConfig, type SignedUp, useTestApp } from '../helpers/factories.js';
 import { expect404, expectError } from '../helpers/expect.js';
 
 // A pass-through spy on the one password helper: the real scrypt runs, the calls are counted.
@@ -55,7 +54,7 @@ describe('rate limit before token lookup', () => {
   async function limitedApp() {
     // Another instance than the one revoking tokens, asking the database on every
     // request: what is counted here is each lookup (auth-cache.test.ts covers the cache).
-    const config = loadConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '2' });
+    const config = testConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '2' });
     const app = (await buildApp({ ...config, ...onTopology(t.db.url), authCacheMs: 0 })) as unknown as FastifyInstance;
     cleanups.push(() => app.close());
     return app;

@@ -9,9 +9,8 @@ import { expect, it, vi } from 'vitest';
 import type { FastifyInstance, InjectOptions } from 'fastify';
 import pg from 'pg';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { createTestDatabase, onTopology } from '../helpers/database.js';
-import { createPost, signUp, useTestApp } from '../helpers/factories.js';
+import { createPost, signUp, testConfig, useTestApp } from '../helpers/factories.js';
 import { iso, type Response } from '../helpers/expect.js';
 
 // Reads go to the database, not to cached answers.
@@ -165,7 +164,7 @@ it('a shared statement past the statement timeout answers its writers once, with
   // On the server itself: through a pooler in transaction mode the session's statement timeout does not hold.
   const db = await createTestDatabase();
   const url = onTopology(db.url).databaseListenUrl ?? db.url;
-  const config = loadConfig({
+  const config = testConfig({
     LOG_LEVEL: 'silent',
     PG_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS),
   });

@@ -2,10 +2,10 @@
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import type { FastifyInstance } from 'fastify';
 import { checkAgainstDocument } from '../helpers/openapi-conformance.js';
 import { createTestDatabase, type TestDatabase, onTopology } from '../helpers/database.js';
+import { testConfig } from '../helpers/factories.js';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -21,7 +21,7 @@ async function appWithLogs(env: Record<string, string> = {}) {
       done();
     },
   });
-  const app = await buildApp({ ...loadConfig({ LOG_LEVEL: 'info', ...env }), ...onTopology(db.url) }, { logStream });
+  const app = await buildApp({ ...testConfig({ LOG_LEVEL: 'info', ...env }), ...onTopology(db.url) }, { logStream });
   await checkAgainstDocument(app as unknown as FastifyInstance);
   return { app, lines };
 }

@@ -13,11 +13,10 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { createPool, withTransaction } from '../../src/db/pool.js';
 import { prepared } from '../../src/db/sql.js';
 import { createTestDatabase, onTopology, type TestDatabase } from '../helpers/database.js';
-import { signUp } from '../helpers/factories.js';
+import { signUp, testConfig } from '../helpers/factories.js';
 
 let db: TestDatabase;
 /** The server itself, also in the scale topology: these tests act on one session. */
@@ -118,7 +117,7 @@ describe.skipIf(!bouncer)(
       url.pathname = new URL(db.url).pathname;
       // One client, cached tokens, no webhook worker polling on the pool: which
       // statement runs where is known.
-      const config = loadConfig({
+      const config = testConfig({
         LOG_LEVEL: 'info',
         PG_POOL_MAX: '1',
         RATE_LIMIT_MAX: '100000',

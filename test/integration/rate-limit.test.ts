@@ -19,9 +19,8 @@ import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { checkAgainstDocument } from '../helpers/openapi-conformance.js';
-import { useTestApp } from '../helpers/factories.js';
+import { testConfig, useTestApp } from '../helpers/factories.js';
 
 const SHARED_REDIS = process.env.TEST_REDIS_URL || 'redis://127.0.0.1:6379';
 const WINDOW = 60;
@@ -38,7 +37,7 @@ afterEach(async () => {
 });
 
 async function build(env: Record<string, string>, logStream?: Writable): Promise<FastifyInstance> {
-  const config = loadConfig({
+  const config = testConfig({
     LOG_LEVEL: 'silent',
     REDIS_URL: SHARED_REDIS,
     RATE_LIMIT_WINDOW: String(WINDOW),

@@ -11,9 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { Client } from 'pg';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { createTestDatabase, onTopology, type TestDatabase } from '../helpers/database.js';
-import { createPost, signUp, type SignedUp } from '../helpers/factories.js';
+import { createPost, signUp, testConfig, type SignedUp } from '../helpers/factories.js';
 
 const replicaServer = process.env.SCALE_ASYNC_REPLICA_URLS?.split(',')[0];
 const MAX_LAG_MS = 1_500;
@@ -42,7 +41,7 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
       const topology = onTopology(db.url);
       const replicaUrl = new URL(replicaServer!);
       replicaUrl.pathname = new URL(db.url).pathname;
-      const config = loadConfig({
+      const config = testConfig({
         LOG_LEVEL: 'silent',
         RATE_LIMIT_MAX: '1000000',
         ...env,

@@ -10,8 +10,7 @@ import { onTopology } from '../helpers/database.js';
 import { describe, expect, it, vi } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
-import { useTestApp } from '../helpers/factories.js';
+import { testConfig, useTestApp } from '../helpers/factories.js';
 import { expect422, expectError } from '../helpers/expect.js';
 
 const t = useTestApp();
@@ -79,7 +78,7 @@ describe('tombstones and the scheduled purge', () => {
   async function appAfterOnePurgeTick(env: Record<string, string> = {}, tombstoneRetentionSeconds = 86_400) {
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     try {
-      const config = loadConfig({ LOG_LEVEL: 'silent', ...env });
+      const config = testConfig({ LOG_LEVEL: 'silent', ...env });
       const app = (await buildApp({
         ...config,
         ...onTopology(t.db.url),

@@ -11,7 +11,6 @@ import pg from 'pg';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
 import { shippedMigrations } from '../../src/db/migrate.js';
 import { checkDatabaseAtStart } from '../../src/plugins/db.js';
 import {
@@ -23,6 +22,7 @@ import {
 } from '../helpers/database.js';
 import { expectError } from '../helpers/expect.js';
 import { freePort, waitUntil } from '../helpers/processes.js';
+import { testConfig } from '../helpers/factories.js';
 
 const cleanups: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -48,7 +48,7 @@ async function sql(url: string, text: string, values: unknown[] = []): Promise<v
 }
 
 async function app(url: string): Promise<FastifyInstance> {
-  const config = loadConfig({ LOG_LEVEL: 'silent' });
+  const config = testConfig({ LOG_LEVEL: 'silent' });
   const instance = (await buildApp({ ...config, ...onTopology(url) })) as unknown as FastifyInstance;
   cleanups.push(() => instance.close());
   return instance;

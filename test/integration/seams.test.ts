@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
-import { useTestApp } from '../helpers/factories.js';
+import { testConfig, useTestApp } from '../helpers/factories.js';
 import { expect404, expect422, expectError } from '../helpers/expect.js';
 
 const t = useTestApp({ RATE_LIMIT_MAX: '1000' });
@@ -82,7 +82,7 @@ describe('a path id longer than any id', () => {
         done();
       },
     });
-    const config = loadConfig({ LOG_LEVEL: 'info', RATE_LIMIT_MAX: '1' });
+    const config = testConfig({ LOG_LEVEL: 'info', RATE_LIMIT_MAX: '1' });
     const app = (await buildApp({ ...config, ...onTopology(t.db.url) }, { logStream })) as unknown as FastifyInstance;
     try {
       expect((await app.inject({ url: `/posts/${longId}` })).statusCode).toBe(404);
@@ -125,7 +125,7 @@ describe('links in responses', () => {
   });
 
   it('with PUBLIC_BASE_URL they are absolute URLs under it', async () => {
-    const config = loadConfig({
+    const config = testConfig({
       LOG_LEVEL: 'silent',
       PUBLIC_BASE_URL: 'https://api.example.com/base',
       API_PREFIX: '/v1',

@@ -32,6 +32,7 @@ describe('loadConfig', () => {
       eventStreamHeartbeatSeconds: 15,
       sharedCacheSeconds: 1,
       authCacheMs: 1_000,
+      pgConnectTimeoutMs: 3_000,
       embeddedPg: { port: 54329, dataDir: '.data/pg' },
       webhooks: {
         secretKey: undefined,

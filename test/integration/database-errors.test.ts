@@ -285,7 +285,8 @@ async function delayingProxy(url: string, delayMs: number): Promise<string> {
       sockets.add(upstream);
       socket.pipe(upstream).pipe(socket);
       socket.resume();
-      for (const [from, to] of [[socket, upstream], [upstream, socket]]) from!.on('error', () => to!.destroy());
+      socket.on('error', () => upstream.destroy());
+      upstream.on('error', () => socket.destroy());
     }, delayMs);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

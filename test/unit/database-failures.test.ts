@@ -1,5 +1,6 @@
 /** Database failures as the contract's 503 (src/plugins/errors.ts): by SQLSTATE, its class, a Node.js code or a message. */
 import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { databaseCause, databaseFailure } from '../../src/plugins/errors.js';
 import { POOL_EXHAUSTED } from '../../src/db/pool.js';
 
@@ -72,4 +73,22 @@ describe('databaseFailure', () => {
       expect(databaseFailure(error)).toBeUndefined();
     }
   });
+});
+
+describe('the docs', () => {
+  // One code per entry of the table in src/plugins/errors.ts (a new entry adds its code here).
+  const CODES = ['08006', '3D000', '28000', '53300', '53100', '53200', '25006', '57P01', '57014', '55P03', '54000'];
+  const messages = new Set(
+    [...CODES, '42P01', '40001', POOL_EXHAUSTED].map((code) => databaseFailure(failing(code))?.message),
+  );
+
+  it.each(['docs/api.md', 'docs/operations.md', 'README.md'])(
+    '%s quotes only the 503 messages the service sends',
+    (file) => {
+      const quoted = [...readFileSync(file, 'utf8').matchAll(/`([^`]*; try again (?:shortly|later))`/g)].map(
+        (m) => m[1],
+      );
+      expect(quoted.filter((message) => !messages.has(message))).toEqual([]);
+    },
+  );
 });

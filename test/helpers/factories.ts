@@ -36,7 +36,7 @@ export async function startTestApp(env: Record<string, string> = {}, tuning: Tun
   };
 }
 
-/** The contract's time constants a test may shorten (they are not settings): buildApp's config, not env. */
+/** The contract's time constants a test may change (they are not settings): buildApp's config, not env. */
 export type Tuning = Partial<Omit<AppConfig, 'webhooks'>> & { webhooks?: Partial<AppConfig['webhooks']> };
 
 /**

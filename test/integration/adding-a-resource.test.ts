@@ -46,7 +46,7 @@ async function sql(text: string, values: unknown[] = []): Promise<pg.QueryResult
 beforeAll(async () => {
   db = await createTestDatabase();
   await sql(up!);
-  const config = testConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
+  const config = testConfig();
   app = (await buildApp({ ...config, ...onTopology(db.url) })) as unknown as FastifyInstance;
   await app.register(tagsRoutes, { prefix: config.apiPrefix });
   await checkAgainstDocument(app);

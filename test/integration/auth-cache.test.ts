@@ -19,7 +19,7 @@ const t = useTestApp({}, { authCacheMs: BOUND_MS });
 let other: FastifyInstance;
 
 beforeAll(async () => {
-  const config = testConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
+  const config = testConfig();
   other = (await buildApp({ ...config, ...onTopology(t.db.url), authCacheMs: BOUND_MS })) as unknown as FastifyInstance;
   await other.ready();
 });
@@ -107,7 +107,7 @@ describe('checked tokens', () => {
   });
 
   it('authCacheMs 0: every request asks the database', async () => {
-    const config = testConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
+    const config = testConfig();
     const uncached = (await buildApp({
       ...config,
       ...onTopology(t.db.url),
@@ -126,7 +126,7 @@ describe('checked tokens', () => {
   describe("whose user is deleted behind the service's back (an operator's SQL) while the token is trusted", () => {
     let trusting: FastifyInstance;
     beforeAll(async () => {
-      const config = testConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '1000000' });
+      const config = testConfig();
       trusting = (await buildApp({
         ...config,
         ...onTopology(t.db.url),

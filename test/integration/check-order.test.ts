@@ -54,7 +54,7 @@ describe('rate limit before token lookup', () => {
   async function limitedApp() {
     // Another instance than the one revoking tokens, asking the database on every
     // request: what is counted here is each lookup (auth-cache.test.ts covers the cache).
-    const config = testConfig({ LOG_LEVEL: 'silent', RATE_LIMIT_MAX: '2' });
+    const config = testConfig({ RATE_LIMIT_MAX: '2' });
     const app = (await buildApp({ ...config, ...onTopology(t.db.url), authCacheMs: 0 })) as unknown as FastifyInstance;
     cleanups.push(() => app.close());
     return app;

@@ -254,7 +254,7 @@ describe('422 validation', () => {
 describe('500 internal', () => {
   it('says nothing internal', async () => {
     const db = t.db;
-    const app = await buildApp({ ...testConfig({ LOG_LEVEL: 'silent' }), ...onTopology(db.url) });
+    const app = await buildApp({ ...testConfig(), ...onTopology(db.url) });
     app.get('/boom', async () => {
       throw Object.assign(new Error('syntax error at or near "secret_table" at /srv/app.js:12'), { code: '42601' });
     });
@@ -288,7 +288,7 @@ describe('503 while the database is unreachable, recovery without restart', () =
     const url = new URL(t.db.url);
     url.hostname = '127.0.0.1';
     url.port = String(port);
-    const app = await buildApp({ ...testConfig({ LOG_LEVEL: 'silent' }), databaseUrl: url.toString() });
+    const app = await buildApp({ ...testConfig(), databaseUrl: url.toString() });
     await checkAgainstDocument(app as unknown as FastifyInstance);
     try {
       expect((await app.inject({ url: '/health/ready' })).statusCode).toBe(200);

@@ -165,7 +165,6 @@ it('a shared statement past the statement timeout answers its writers once, with
   const db = await createTestDatabase();
   const url = onTopology(db.url).databaseListenUrl ?? db.url;
   const config = testConfig({
-    LOG_LEVEL: 'silent',
     PG_STATEMENT_TIMEOUT_MS: String(TIMEOUT_MS),
   });
   const app = (await buildApp({ ...config, databaseUrl: url })) as unknown as FastifyInstance;

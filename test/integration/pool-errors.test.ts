@@ -25,7 +25,7 @@ beforeAll(async () => {
   // Through PgBouncer an idle client holds no server connection to terminate: the pool goes to the server itself here.
   direct = onTopology(db.url).databaseListenUrl ?? db.url;
   // No webhook worker: it would take pooled connections too, and the test needs the one it terminated handed out.
-  const config = testConfig({ LOG_LEVEL: 'silent', WEBHOOK_CONCURRENCY: '0' });
+  const config = testConfig({ WEBHOOK_CONCURRENCY: '0' });
   app = (await buildApp({ ...config, databaseUrl: direct })) as unknown as FastifyInstance;
   await app.ready();
   admin = new pg.Client({ connectionString: direct });

@@ -38,7 +38,6 @@ afterEach(async () => {
 
 async function build(env: Record<string, string>, logStream?: Writable): Promise<FastifyInstance> {
   const config = testConfig({
-    LOG_LEVEL: 'silent',
     REDIS_URL: SHARED_REDIS,
     RATE_LIMIT_WINDOW: String(WINDOW),
     ...env,

@@ -42,8 +42,6 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
       const replicaUrl = new URL(replicaServer!);
       replicaUrl.pathname = new URL(db.url).pathname;
       const config = testConfig({
-        LOG_LEVEL: 'silent',
-        RATE_LIMIT_MAX: '1000000',
         ...env,
       });
       const app = (await buildApp({

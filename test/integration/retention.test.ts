@@ -78,7 +78,7 @@ describe('tombstones and the scheduled purge', () => {
   async function appAfterOnePurgeTick(env: Record<string, string> = {}, tombstoneRetentionSeconds = 86_400) {
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     try {
-      const config = testConfig({ LOG_LEVEL: 'silent', ...env });
+      const config = testConfig(env);
       const app = (await buildApp({
         ...config,
         ...onTopology(t.db.url),

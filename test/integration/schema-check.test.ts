@@ -48,7 +48,7 @@ async function sql(url: string, text: string, values: unknown[] = []): Promise<v
 }
 
 async function app(url: string): Promise<FastifyInstance> {
-  const config = testConfig({ LOG_LEVEL: 'silent' });
+  const config = testConfig();
   const instance = (await buildApp({ ...config, ...onTopology(url) })) as unknown as FastifyInstance;
   cleanups.push(() => instance.close());
   return instance;

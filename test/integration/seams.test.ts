@@ -126,7 +126,6 @@ describe('links in responses', () => {
 
   it('with PUBLIC_BASE_URL they are absolute URLs under it', async () => {
     const config = testConfig({
-      LOG_LEVEL: 'silent',
       PUBLIC_BASE_URL: 'https://api.example.com/base',
       API_PREFIX: '/v1',
     });

@@ -36,11 +36,8 @@ const LISTEN_ERRORS: Record<string, string> = {
 /** Pretty logs on a terminal when pino-pretty (a dev dependency) is installed; JSON lines otherwise. */
 async function terminalLogStream(): Promise<DestinationStream | undefined> {
   if (!process.stdout.isTTY) return undefined;
-  try {
-    return (await import('pino-pretty')).default({ translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
-  } catch {
-    return undefined;
-  }
+  const pretty = await import('pino-pretty').catch(() => undefined);
+  return pretty?.default({ translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
 }
 
 parseCommandLine(SERVER, process.argv.slice(2));
@@ -53,8 +50,10 @@ const stop = async () => {
   await embedded?.stop();
   await stopTracing();
 };
-// From the start, so that a signal during start-up also stops the embedded database.
-closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
+// From the start, so that a signal during start-up also stops the embedded database. SIGINT is ours (below): npm
+// forwards the Ctrl-C the terminal sent the server too, so a later SIGINT waits for the close the delay bounds.
+const grace = closeWithGrace({ delay: 10_000, skip: ['SIGINT'] }, async ({ signal: by, err, manual }) => {
+  const signal = manual ? 'SIGINT' : by;
   if (!app) {
     // Nothing to drain yet. Exiting now stops the embedded database (its exit hook) at once,
     // rather than after the migration or connection it cuts short has failed.
@@ -65,6 +64,7 @@ closeWithGrace({ delay: 10_000 }, async ({ signal, err }) => {
   else app.log.info({ signal }, 'shutting down');
   await stop();
 });
+process.once('SIGINT', () => void grace.close()).on('SIGINT', () => {});
 
 try {
   // Only now: --help and a configuration error answer at once, without loading the app.

@@ -120,8 +120,11 @@ describe('npm start', () => {
     // A read first: the pool then holds idle connections.
     expect((await fetch(`http://127.0.0.1:${httpPort}/posts`)).status).toBe(200);
     process.kill(-started.npm.pid!, 'SIGINT');
-    await started.exited;
+    // npm forwards the SIGINT to the server, which got it from the group already: still one graceful close.
+    expect(await started.exited).toBe(0);
     await expectAllGone([started.server, started.postgres]);
+    expect(started.output()).toContain('"signal":"SIGINT","msg":"shutting down"');
+    expect(started.output()).not.toContain('second SIGINT');
     // PostgreSQL got the SIGINT too, and ended the pool's connections as the server closed it.
     expect(started.output()).not.toContain('an idle database connection failed');
   }, 120_000);

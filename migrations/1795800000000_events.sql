@@ -33,10 +33,10 @@ CREATE TABLE events (
   data jsonb NOT NULL,
   created_at timestamptz NOT NULL DEFAULT now()
 );
--- ?post= walks one post's events in id order; a deleted user's events are found by the second.
+-- ?post= walks one post's events in id order (and a deleted comment's are found by it);
+-- attach_resource gives a resource not under a post an index of its own.
 -- Retention purges by age, oldest ids first (the id index serves it).
 CREATE INDEX events_post_id_id_idx ON events (post_id, id);
-CREATE INDEX events_user_idx ON events (resource_id) WHERE resource_type = 'user';
 
 -- `data` is the public GET representation, built as the repositories' select
 -- lists build it.
@@ -65,188 +65,158 @@ BEGIN
   END IF;
 END $$;
 
--- Each table's behaviour in one place: one trigger function per table and
--- event, run once per statement (a group-committed statement of many rows
--- bumps each total once and writes its events with one INSERT … SELECT), in
--- the writing transaction. A new table copies this shape (docs/architecture.md,
--- "Adding a resource"). Deleting a row also redacts its earlier events to
--- their ids (docs/api.md §12: deleted means gone from the feed too), in
--- events and in events_pending (committed, not yet numbered).
-
--- Posts: an insert locks its authors' count rows in id order, then the
--- global total, so concurrent inserts never wait for each other in a cycle.
-CREATE FUNCTION posts_after_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+-- A resource's standard behaviour, attached rather than copied: one call of
+-- attach_resource() in a resource's migration gives its table the triggers
+-- that write its events (docs/api.md §12), redact a deleted row's earlier
+-- events (in events and in events_pending: committed, not yet numbered),
+-- forget the responses kept for idempotent replays, keep the tombstones that
+-- let a cursor name a deleted row, and wake the sequencers. The generated
+-- functions hold plain SQL (plans cached per session, as hand-written ones
+-- would be); the only text a table adds is how it keeps its own totals.
+--
+--   resource     the singular name: events' resource_type, replays' kind;
+--                <resource>_event_data(<table>) builds an event's data
+--   post_column  the column holding the row's post (posts: id; a resource
+--                under a post: post_id; NULL for one that is not)
+--   tombstones   the table keeping deleted rows' sort keys: every column of
+--                it but deleted_at is copied from the deleted row
+--   on_insert, on_delete   statements keeping the table's list totals, run
+--                first (before the events), reading new_rows / old_rows
+--
+-- Inserts and deletes fire once per statement (a group-committed statement of
+-- many rows bumps each total once and writes its events with one INSERT …
+-- SELECT); an update fires per changed row, and makes an event only when the
+-- data a GET shows changed (a PATCH with equal values, or a change to private
+-- fields such as a password, makes none).
+CREATE FUNCTION attach_resource(tbl regclass, resource text, post_column text DEFAULT NULL,
+  tombstones regclass DEFAULT NULL, on_insert text DEFAULT '', on_delete text DEFAULT '')
+RETURNS void LANGUAGE plpgsql AS $attach$
+DECLARE
+  name text := (SELECT relname FROM pg_class WHERE oid = tbl);
+  data_of text := quote_ident(resource || '_event_data');
+  post_of_new text := coalesce('n.' || quote_ident(post_column), 'NULL');
+  post_of_old text := coalesce('o.' || quote_ident(post_column), 'NULL');
+  under_post boolean := post_column IS NOT NULL AND post_column <> 'id';
+  -- A deleted row's data, from the row itself and from its events' columns.
+  gone_row text := CASE WHEN under_post THEN format('jsonb_build_object(''id'', o.id, ''postId'', o.%I)', post_column)
+    ELSE 'jsonb_build_object(''id'', o.id)' END;
+  gone_event text := CASE WHEN under_post THEN 'jsonb_build_object(''id'', resource_id, ''postId'', post_id)'
+    ELSE 'jsonb_build_object(''id'', resource_id)' END;
+  -- Which index finds its earlier events: (post_id, id), or one of its own.
+  earlier text := CASE WHEN post_column IS NULL THEN ''
+    ELSE format('post_id IN (SELECT DISTINCT o.%I FROM old_rows o) AND ', post_column) END;
+  kept text := '';
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM new_rows) THEN
-    RETURN NULL;
+  IF post_column IS NULL THEN
+    EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON events (resource_id) WHERE resource_type = %L',
+      'events_' || resource || '_idx', resource);
   END IF;
-  INSERT INTO author_post_counts (author_id, n)
-    SELECT author_id, count(*) FROM new_rows GROUP BY author_id ORDER BY author_id
-    ON CONFLICT (author_id) DO UPDATE SET n = author_post_counts.n + excluded.n;
-  PERFORM bump_counter('posts', (SELECT count(*) FROM new_rows));
-  INSERT INTO events_pending (type, resource_type, resource_id, post_id, data)
-    SELECT 'post.created', 'post', n.id, n.id, post_event_data(n) FROM new_rows n ORDER BY n.id;
-  PERFORM notify_from_outside('events');
-  RETURN NULL;
+  IF tombstones IS NOT NULL THEN
+    SELECT format('INSERT INTO %s (%2$s) SELECT %2$s FROM old_rows ON CONFLICT (id) DO NOTHING;', tombstones,
+        string_agg(quote_ident(attname), ', ' ORDER BY attnum))
+      INTO kept FROM pg_attribute
+      WHERE attrelid = tombstones AND attnum > 0 AND NOT attisdropped AND attname <> 'deleted_at';
+  END IF;
+
+  EXECUTE format($f$
+    CREATE FUNCTION %1$I() RETURNS trigger LANGUAGE plpgsql AS $body$
+    BEGIN
+      IF NOT EXISTS (SELECT 1 FROM new_rows) THEN
+        RETURN NULL;
+      END IF;
+      %2$s
+      INSERT INTO events_pending (type, resource_type, resource_id, post_id, data)
+        SELECT %3$L, %4$L, n.id, %5$s, %6$s(n) FROM new_rows n ORDER BY n.id;
+      PERFORM notify_from_outside('events');
+      RETURN NULL;
+    END $body$$f$,
+    name || '_after_insert', on_insert, resource || '.created', resource, post_of_new, data_of);
+
+  EXECUTE format($f$
+    CREATE FUNCTION %1$I() RETURNS trigger LANGUAGE plpgsql AS $body$
+    BEGIN
+      IF %2$s(OLD) IS DISTINCT FROM %2$s(NEW) THEN
+        INSERT INTO events_pending (type, resource_type, resource_id, post_id, data)
+          VALUES (%3$L, %4$L, NEW.id, %5$s, %2$s(NEW));
+        PERFORM notify_from_outside('events');
+      END IF;
+      RETURN NULL;
+    END $body$$f$,
+    name || '_after_update', data_of, resource || '.updated', resource,
+    coalesce('NEW.' || quote_ident(post_column), 'NULL'));
+
+  EXECUTE format($f$
+    CREATE FUNCTION %1$I() RETURNS trigger LANGUAGE plpgsql AS $body$
+    BEGIN
+      IF NOT EXISTS (SELECT 1 FROM old_rows) THEN
+        RETURN NULL;
+      END IF;
+      %2$s
+      %3$s
+      PERFORM forget_replays(%4$L, ARRAY(SELECT id FROM old_rows));
+      UPDATE events_pending SET data = %5$s
+        WHERE resource_type = %4$L AND resource_id IN (SELECT id FROM old_rows);
+      UPDATE events SET data = %5$s
+        WHERE %6$s resource_type = %4$L AND resource_id IN (SELECT id FROM old_rows) AND data <> %5$s;
+      INSERT INTO events_pending (type, resource_type, resource_id, post_id, data)
+        SELECT %7$L, %4$L, o.id, %8$s, %9$s FROM old_rows o ORDER BY o.id;
+      PERFORM notify_from_outside('events');
+      RETURN NULL;
+    END $body$$f$,
+    name || '_after_delete', on_delete, kept, resource, gone_event, earlier, resource || '.deleted',
+    post_of_old, gone_row);
+
+  EXECUTE format('CREATE TRIGGER %1$I AFTER INSERT ON %2$s REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION %1$I()', name || '_after_insert', tbl);
+  EXECUTE format('CREATE TRIGGER %1$I AFTER UPDATE ON %2$s FOR EACH ROW WHEN (OLD.* IS DISTINCT FROM NEW.*)
+    EXECUTE FUNCTION %1$I()', name || '_after_update', tbl);
+  EXECUTE format('CREATE TRIGGER %1$I AFTER DELETE ON %2$s REFERENCING OLD TABLE AS old_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION %1$I()', name || '_after_delete', tbl);
+END $attach$;
+
+-- What a resource's Down calls: its triggers go with their functions.
+CREATE FUNCTION detach_resource(tbl regclass, resource text) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  name text := (SELECT relname FROM pg_class WHERE oid = tbl);
+BEGIN
+  EXECUTE format('DROP FUNCTION IF EXISTS %I() CASCADE', name || '_after_insert');
+  EXECUTE format('DROP FUNCTION IF EXISTS %I() CASCADE', name || '_after_update');
+  EXECUTE format('DROP FUNCTION IF EXISTS %I() CASCADE', name || '_after_delete');
+  EXECUTE format('DROP INDEX IF EXISTS %I', 'events_' || resource || '_idx');
 END $$;
 
--- A row trigger fired only by an UPDATE that sets a column an event shows
--- (UPDATE OF), without transition tables. An UPDATE that changes nothing makes
--- no event. (A comment's count lives in comment_counts: no post update.)
-CREATE FUNCTION posts_after_update() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF (OLD.title, OLD.body, OLD.author_id, OLD.created_at, OLD.updated_at, OLD.version)
-     IS DISTINCT FROM (NEW.title, NEW.body, NEW.author_id, NEW.created_at, NEW.updated_at, NEW.version) THEN
-    INSERT INTO events_pending (type, resource_type, resource_id, post_id, data)
-      VALUES ('post.updated', 'post', NEW.id, NEW.id, post_event_data(NEW));
-    PERFORM notify_from_outside('events');
-  END IF;
-  RETURN NULL;
-END $$;
-
--- Totals, tombstones (a cursor naming a deleted post keeps its place), the
--- copies kept for idempotent replays, the event and the earlier events' content.
-CREATE FUNCTION posts_after_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF NOT EXISTS (SELECT 1 FROM old_rows) THEN
-    RETURN NULL;
-  END IF;
-  UPDATE author_post_counts a SET n = a.n - o.n
-    FROM (SELECT author_id, count(*) AS n FROM old_rows GROUP BY author_id) o
-    WHERE a.author_id = o.author_id;
-  PERFORM bump_counter('posts', -(SELECT count(*) FROM old_rows));
-  INSERT INTO deleted_posts (id, author_id, title, created_at, updated_at)
-    SELECT id, author_id, title, created_at, updated_at FROM old_rows
-    ON CONFLICT (id) DO NOTHING;
-  PERFORM forget_replays('post', ARRAY(SELECT id FROM old_rows));
-  UPDATE events_pending SET data = jsonb_build_object('id', resource_id)
-    WHERE resource_type = 'post' AND resource_id IN (SELECT id FROM old_rows);
-  UPDATE events SET data = jsonb_build_object('id', resource_id)
-    WHERE post_id IN (SELECT id FROM old_rows) AND resource_type = 'post' AND data <> jsonb_build_object('id', resource_id);
-  INSERT INTO events_pending (type, resource_type, resource_id, post_id, data)
-    SELECT 'post.deleted', 'post', o.id, o.id, jsonb_build_object('id', o.id) FROM old_rows o ORDER BY o.id;
-  PERFORM notify_from_outside('events');
-  RETURN NULL;
-END $$;
-
-CREATE TRIGGER posts_after_insert AFTER INSERT ON posts REFERENCING NEW TABLE AS new_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION posts_after_insert();
-CREATE TRIGGER posts_after_update AFTER UPDATE OF title, body, author_id, created_at, updated_at, version ON posts
-  FOR EACH ROW EXECUTE FUNCTION posts_after_update();
-CREATE TRIGGER posts_after_delete AFTER DELETE ON posts REFERENCING OLD TABLE AS old_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION posts_after_delete();
+-- Posts: an insert locks its authors' count rows in id order, then the global
+-- total, so concurrent inserts never wait for each other in a cycle.
+SELECT attach_resource('posts', 'post', post_column => 'id', tombstones => 'deleted_posts',
+  on_insert => $$
+    INSERT INTO author_post_counts (author_id, n)
+      SELECT author_id, count(*) FROM new_rows GROUP BY author_id ORDER BY author_id
+      ON CONFLICT (author_id) DO UPDATE SET n = author_post_counts.n + excluded.n;
+    PERFORM bump_counter('posts', (SELECT count(*) FROM new_rows));$$,
+  on_delete => $$
+    UPDATE author_post_counts a SET n = a.n - o.n
+      FROM (SELECT author_id, count(*) AS n FROM old_rows GROUP BY author_id) o
+      WHERE a.author_id = o.author_id;
+    PERFORM bump_counter('posts', -(SELECT count(*) FROM old_rows));$$);
 
 -- Comments: commentCount is kept exact by the row lock on its count in the
 -- writing transaction. When the post itself is being deleted (cascade) the
 -- count's UPDATE finds no row: fine.
-CREATE FUNCTION comments_after_insert() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF NOT EXISTS (SELECT 1 FROM new_rows) THEN
-    RETURN NULL;
-  END IF;
-  INSERT INTO comment_counts (post_id, n)
-    SELECT post_id, count(*) FROM new_rows GROUP BY post_id ORDER BY post_id
-    ON CONFLICT (post_id) DO UPDATE SET n = comment_counts.n + excluded.n;
-  INSERT INTO events_pending (type, resource_type, resource_id, post_id, data)
-    SELECT 'comment.created', 'comment', n.id, n.post_id, comment_event_data(n) FROM new_rows n ORDER BY n.id;
-  PERFORM notify_from_outside('events');
-  RETURN NULL;
-END $$;
+SELECT attach_resource('comments', 'comment', post_column => 'post_id', tombstones => 'deleted_comments',
+  on_insert => $$
+    INSERT INTO comment_counts (post_id, n)
+      SELECT post_id, count(*) FROM new_rows GROUP BY post_id ORDER BY post_id
+      ON CONFLICT (post_id) DO UPDATE SET n = comment_counts.n + excluded.n;$$,
+  on_delete => $$
+    UPDATE comment_counts c SET n = c.n - o.n
+      FROM (SELECT post_id, count(*) AS n FROM old_rows GROUP BY post_id ORDER BY post_id) o
+      WHERE c.post_id = o.post_id;$$);
 
-CREATE FUNCTION comments_after_update() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO events_pending (type, resource_type, resource_id, post_id, data)
-    SELECT 'comment.updated', 'comment', n.id, n.post_id, comment_event_data(n)
-    FROM new_rows n JOIN old_rows o ON o.id = n.id
-    WHERE o IS DISTINCT FROM n
-    ORDER BY n.id;
-  IF FOUND THEN
-    PERFORM notify_from_outside('events');
-  END IF;
-  RETURN NULL;
-END $$;
-
-CREATE FUNCTION comments_after_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF NOT EXISTS (SELECT 1 FROM old_rows) THEN
-    RETURN NULL;
-  END IF;
-  UPDATE comment_counts c SET n = c.n - o.n
-    FROM (SELECT post_id, count(*) AS n FROM old_rows GROUP BY post_id ORDER BY post_id) o
-    WHERE c.post_id = o.post_id;
-  INSERT INTO deleted_comments (id, post_id, author_id, created_at)
-    SELECT id, post_id, author_id, created_at FROM old_rows
-    ON CONFLICT (id) DO NOTHING;
-  PERFORM forget_replays('comment', ARRAY(SELECT id FROM old_rows));
-  UPDATE events_pending SET data = jsonb_build_object('id', resource_id, 'postId', post_id)
-    WHERE resource_type = 'comment' AND resource_id IN (SELECT id FROM old_rows);
-  -- By post first: the (post_id, id) index; one post's events are few.
-  UPDATE events SET data = jsonb_build_object('id', resource_id, 'postId', post_id)
-    WHERE post_id IN (SELECT DISTINCT post_id FROM old_rows) AND resource_type = 'comment'
-      AND resource_id IN (SELECT id FROM old_rows) AND data <> jsonb_build_object('id', resource_id, 'postId', post_id);
-  INSERT INTO events_pending (type, resource_type, resource_id, post_id, data)
-    SELECT 'comment.deleted', 'comment', o.id, o.post_id, jsonb_build_object('id', o.id, 'postId', o.post_id)
-    FROM old_rows o ORDER BY o.id;
-  PERFORM notify_from_outside('events');
-  RETURN NULL;
-END $$;
-
-CREATE TRIGGER comments_after_insert AFTER INSERT ON comments REFERENCING NEW TABLE AS new_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION comments_after_insert();
-CREATE TRIGGER comments_after_update AFTER UPDATE ON comments REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION comments_after_update();
-CREATE TRIGGER comments_after_delete AFTER DELETE ON comments REFERENCING OLD TABLE AS old_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION comments_after_delete();
-
--- Users: a change to private fields only (e-mail, password hash) is no event.
-CREATE FUNCTION users_after_insert() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF NOT EXISTS (SELECT 1 FROM new_rows) THEN
-    RETURN NULL;
-  END IF;
-  PERFORM bump_counter('users', (SELECT count(*) FROM new_rows));
-  INSERT INTO events_pending (type, resource_type, resource_id, data)
-    SELECT 'user.created', 'user', n.id, user_event_data(n) FROM new_rows n ORDER BY n.id;
-  PERFORM notify_from_outside('events');
-  RETURN NULL;
-END $$;
-
-CREATE FUNCTION users_after_update() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO events_pending (type, resource_type, resource_id, data)
-    SELECT 'user.updated', 'user', n.id, user_event_data(n)
-    FROM new_rows n JOIN old_rows o ON o.id = n.id
-    WHERE user_event_data(o) IS DISTINCT FROM user_event_data(n)
-    ORDER BY n.id;
-  IF FOUND THEN
-    PERFORM notify_from_outside('events');
-  END IF;
-  RETURN NULL;
-END $$;
-
-CREATE FUNCTION users_after_delete() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF NOT EXISTS (SELECT 1 FROM old_rows) THEN
-    RETURN NULL;
-  END IF;
-  PERFORM bump_counter('users', -(SELECT count(*) FROM old_rows));
-  PERFORM forget_replays('user', ARRAY(SELECT id FROM old_rows));
-  UPDATE events_pending SET data = jsonb_build_object('id', resource_id)
-    WHERE resource_type = 'user' AND resource_id IN (SELECT id FROM old_rows);
-  UPDATE events SET data = jsonb_build_object('id', resource_id)
-    WHERE resource_type = 'user' AND resource_id IN (SELECT id FROM old_rows) AND data <> jsonb_build_object('id', resource_id);
-  INSERT INTO events_pending (type, resource_type, resource_id, data)
-    SELECT 'user.deleted', 'user', o.id, jsonb_build_object('id', o.id) FROM old_rows o ORDER BY o.id;
-  PERFORM notify_from_outside('events');
-  RETURN NULL;
-END $$;
-
-CREATE TRIGGER users_after_insert AFTER INSERT ON users REFERENCING NEW TABLE AS new_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION users_after_insert();
-CREATE TRIGGER users_after_update AFTER UPDATE ON users REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION users_after_update();
-CREATE TRIGGER users_after_delete AFTER DELETE ON users REFERENCING OLD TABLE AS old_rows
-  FOR EACH STATEMENT EXECUTE FUNCTION users_after_delete();
+-- Users: a change to private fields only (e-mail, password hash) is no event,
+-- as user_event_data shows neither.
+SELECT attach_resource('users', 'user',
+  on_insert => $$PERFORM bump_counter('users', (SELECT count(*) FROM new_rows));$$,
+  on_delete => $$PERFORM bump_counter('users', -(SELECT count(*) FROM old_rows));$$);
 
 -- The sequencer: moves committed events from events_pending into events,
 -- numbered on from the largest id, in (tx, seq) order, at most 10 000 per call.
@@ -287,18 +257,8 @@ END $$;
 
 DROP FUNCTION IF EXISTS number_events();
 
-DROP TRIGGER IF EXISTS users_after_delete ON users;
-DROP TRIGGER IF EXISTS users_after_update ON users;
-DROP TRIGGER IF EXISTS users_after_insert ON users;
-DROP TRIGGER IF EXISTS comments_after_delete ON comments;
-DROP TRIGGER IF EXISTS comments_after_update ON comments;
-DROP TRIGGER IF EXISTS comments_after_insert ON comments;
-DROP TRIGGER IF EXISTS posts_after_delete ON posts;
-DROP TRIGGER IF EXISTS posts_after_update ON posts;
-DROP TRIGGER IF EXISTS posts_after_insert ON posts;
-DROP FUNCTION IF EXISTS users_after_delete(), users_after_update(), users_after_insert(),
-  comments_after_delete(), comments_after_update(), comments_after_insert(),
-  posts_after_delete(), posts_after_update(), posts_after_insert(), notify_from_outside(text),
-  user_event_data(users), comment_event_data(comments), post_event_data(posts);
+SELECT detach_resource('users', 'user'), detach_resource('comments', 'comment'), detach_resource('posts', 'post');
+DROP FUNCTION IF EXISTS detach_resource(regclass, text), attach_resource(regclass, text, text, regclass, text, text),
+  notify_from_outside(text), user_event_data(users), comment_event_data(comments), post_event_data(posts);
 DROP TABLE IF EXISTS events;
 DROP TABLE IF EXISTS events_pending;

@@ -23,18 +23,29 @@ import retention from './plugins/retention.js';
 import events from './events/plugin.js';
 import eventsRoutes from './events/routes.js';
 import healthRoutes from './routes/health.js';
-import usersRoutes from './routes/users.js';
+import { users } from './routes/users.js';
 import tokensRoutes from './routes/tokens.js';
-import postsRoutes from './routes/posts.js';
-import commentsRoutes from './routes/comments.js';
+import { posts } from './routes/posts.js';
+import { comments } from './routes/comments.js';
+import { resourceRegistry, type Resource } from './resource.js';
 import webhookWorker from './events/webhooks/worker.js';
 import webhookRoutes from './events/webhooks/routes.js';
 import metrics from './plugins/metrics.js';
 
+/** The service's own resources, parents before what lives under them. */
+export const CORE_RESOURCES: readonly Resource<never>[] = [posts, comments, users];
+
+export interface BuildOptions {
+  logStream?: DestinationStream;
+  /** Resources beyond the core ones, each declared as src/routes/comments.ts declares comments (and migrated). */
+  resources?: readonly Resource<never>[];
+}
+
 // Short and plain, so a client's X-Request-Id can neither forge log lines nor bloat them.
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-export async function buildApp(config: AppConfig, options: { logStream?: DestinationStream } = {}) {
+export async function buildApp(config: AppConfig, options: BuildOptions = {}): Promise<FastifyInstance> {
+  const registry = resourceRegistry([...CORE_RESOURCES, ...(options.resources ?? [])], config.apiPrefix);
   const validator = createValidatorCompiler();
   const app = Fastify({
     logger: {
@@ -76,6 +87,7 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
     schemaController: { compilersFactory: { buildValidator: (() => validator) as never } },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  app.decorate('resources', registry);
   await registerPlugins(app, config);
 
   // Unknown query parameters are a 422 on every route registered from here on, not only where a query is declared.
@@ -85,11 +97,11 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   await app.register(
     async (api) => {
       await api.register(healthRoutes);
-      await api.register(usersRoutes);
+      for (const resource of registry.resources) {
+        await api.register(async (scope) => resource.routes(scope, resource));
+      }
       await api.register(tokensRoutes, { tokenTtlSeconds: config.tokenTtlSeconds });
-      await api.register(postsRoutes);
-      await api.register(commentsRoutes);
-      await api.register(eventsRoutes, { apiPrefix: config.apiPrefix, maxStreams: config.maxStreams });
+      await api.register(eventsRoutes, { maxStreams: config.maxStreams });
       await api.register(webhookRoutes, { ...config.webhooks, targets: config.webhooks });
     },
     { prefix: config.apiPrefix },
@@ -116,9 +128,8 @@ async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise
   await app.register(retention, { config });
   await app.register(events, {
     listenUrl: config.databaseListenUrl ?? config.databaseUrl,
-    prefix: config.apiPrefix,
     heartbeatMs: config.eventStreamHeartbeatSeconds * 1_000,
   });
-  await app.register(webhookWorker, { ...config.webhooks, apiPrefix: config.apiPrefix });
+  await app.register(webhookWorker, { ...config.webhooks, resources: app.resources });
   if (config.metrics) await app.register(metrics, { config });
 }

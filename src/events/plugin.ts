@@ -20,10 +20,10 @@ const STREAM_POLL_MS = 1_000;
 const RECONNECT_DELAY_MS = 1_000;
 const WRITES = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
-export default fp<{ listenUrl: string; prefix: string; heartbeatMs: number }>(
-  async (app, { listenUrl, prefix, heartbeatMs }) => {
+export default fp<{ listenUrl: string; heartbeatMs: number }>(
+  async (app, { listenUrl, heartbeatMs }) => {
     const hub = createStreamHub(app.db, {
-      prefix,
+      resources: app.resources,
       heartbeatMs,
       pollMs: STREAM_POLL_MS,
       onError: (error) => app.log.warn({ err: error }, 'reading events for the open streams failed'),

@@ -1,19 +1,15 @@
 /** The SQL of the event log: only numbered events are read (events_pending waits for the sequencer). */
 import type { Queryable } from '../db/pool.js';
 import { join, raw, sql, toQuery } from '../db/sql.js';
+import type { EventType, ResourceRegistry } from '../resource.js';
 
-export const RESOURCE_TYPES = ['post', 'comment', 'user'] as const;
-export type EventType = `${(typeof RESOURCE_TYPES)[number]}.${'created' | 'updated' | 'deleted'}`;
-/** post.created, post.updated, post.deleted, comment.created and so on. */
-export const EVENT_TYPES = RESOURCE_TYPES.flatMap((resource) =>
-  (['created', 'updated', 'deleted'] as const).map((change): EventType => `${resource}.${change}`),
-);
+export type { EventType };
 
 export interface EventRow {
   id: number;
   type: EventType;
   createdAt: string;
-  resourceType: (typeof RESOURCE_TYPES)[number];
+  resourceType: string;
   resourceId: number;
   postId: number | null;
   data: Record<string, unknown>;
@@ -27,12 +23,17 @@ export interface EventFilter {
   post?: number | undefined;
 }
 
-/** The event object of docs/api.md §12; `prefix` is the API's path prefix. */
-export function toEvent(row: EventRow, prefix: string) {
-  const path =
-    row.resourceType === 'comment'
-      ? `${prefix}/posts/${row.postId}/comments/${row.resourceId}`
-      : `${prefix}/${row.resourceType}s/${row.resourceId}`;
+export interface Event {
+  id: number;
+  type: EventType;
+  createdAt: string;
+  resource: { type: string; id: number; path: string };
+  data: Record<string, unknown>;
+}
+
+/** The event object of docs/api.md §12; its resource's path as its declaration gives it. */
+export function toEvent(row: EventRow, resources: Pick<ResourceRegistry, 'eventPath'>): Event {
+  const path = resources.eventPath(row.resourceType, row.resourceId, row.postId);
   return {
     id: row.id,
     type: row.type,

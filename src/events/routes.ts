@@ -15,112 +15,120 @@ import {
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
 import { listResponse } from '../http/lists.js';
 import { gone, serviceUnavailable, validation } from '../errors.js';
-import { EVENT_TYPES, eventsRepository, RESOURCE_TYPES, toEvent } from './repository.js';
+import { eventsRepository, toEvent } from './repository.js';
+import type { ResourceRegistry } from '../resource.js';
 
-const EventSchema = Type.Object(
-  {
-    id: Id,
-    type: StringEnum([...EVENT_TYPES]),
-    createdAt: { ...Timestamp, description: 'when the change was written' },
-    resource: Type.Object(
-      {
-        type: StringEnum([...RESOURCE_TYPES]),
-        id: Id,
-        path: Type.String({
-          maxLength: 200,
-          description: "the resource's path, e.g. /posts/1/comments/2",
-          examples: ['/posts/1'],
-        }),
-      },
-      { additionalProperties: false },
-    ),
-    data: Type.Object(
-      {},
-      {
-        additionalProperties: true,
+/** The feed's contracts, whose event types are those of the declared resources. */
+function eventContracts(resources: ResourceRegistry) {
+  const { eventTypes } = resources;
+  const names = resources.resources.map((resource) => resource.name).join(', ');
+  const EventSchema = Type.Object(
+    {
+      id: Id,
+      type: StringEnum([...eventTypes]),
+      createdAt: { ...Timestamp, description: 'when the change was written' },
+      resource: Type.Object(
+        {
+          type: StringEnum(resources.resources.map((resource) => resource.name)),
+          id: Id,
+          path: Type.String({
+            maxLength: 200,
+            description: "the resource's path, e.g. /posts/1/comments/2",
+            examples: ['/posts/1'],
+          }),
+        },
+        { additionalProperties: false },
+      ),
+      data: Type.Object(
+        {},
+        {
+          additionalProperties: true,
+          description:
+            `after a creation or update, the resource (${names}) as a public GET shows it (never a user's e-mail); ` +
+            'after a deletion, its ids: { id }, and postId for a resource under a post',
+          examples: [
+            {
+              id: 1,
+              title: 'Hello',
+              body: 'First post',
+              authorId: 1,
+              commentCount: 0,
+              createdAt: '2026-11-22T10:00:00.000Z',
+              updatedAt: '2026-11-22T10:00:00.000Z',
+            },
+          ],
+        },
+      ),
+    },
+    { $id: 'Event', additionalProperties: false },
+  );
+
+  const TypesParam = Type.Array(StringEnum([...eventTypes]), {
+    minItems: 1,
+    maxItems: eventTypes.length,
+    uniqueItems: true,
+    explode: true,
+    'x-errorMessage': `must be a comma-separated list of distinct event types among ${eventTypes.join(', ')}`,
+    description: 'only events of these types, comma-separated or the parameter repeated',
+    examples: [['post.created', 'comment.created']],
+  });
+
+  const After = (description: string) => Type.Optional({ ...Id, minimum: 0, description });
+  const filters = {
+    type: Type.Optional(TypesParam),
+    post: Type.Optional({ ...Id, description: "only this post's events and its comments'" }),
+  };
+
+  const EventListQuery = Type.Object(
+    {
+      ...filters,
+      after: After('the id of the last event already received (nextCursor); 0 or none: from the oldest event kept'),
+      limit: Type.Optional(SmallInt(1, 100, { description: 'default 20' })),
+    },
+    { additionalProperties: false },
+  );
+
+  const EventStreamQuery = Type.Object(
+    {
+      ...filters,
+      after: After(
+        'resume after this event id (Last-Event-ID wins); 0: from the oldest event kept; without either, only new events',
+      ),
+    },
+    { additionalProperties: false },
+  );
+
+  const EventStreamHeaders = Type.Object({
+    'last-event-id': Type.Optional(
+      Type.String({
+        pattern: '^(0|[1-9][0-9]{0,15})$',
+        maxLength: 16,
+        'x-errorMessage': 'must be an event id',
         description:
-          'after a creation or update, the resource as its GET shows it (a Post, a Comment, or the public fields of a User: ' +
-          'never the e-mail); after a deletion, its ids: { id }, or { id, postId } for a comment',
-        examples: [
-          {
-            id: 1,
-            title: 'Hello',
-            body: 'First post',
-            authorId: 1,
-            commentCount: 0,
-            createdAt: '2026-11-22T10:00:00.000Z',
-            updatedAt: '2026-11-22T10:00:00.000Z',
-          },
-        ],
-      },
+          'set by EventSource on a reconnection: resume after it (0: from the oldest event kept, as after=0)',
+      }),
     ),
-  },
-  { $id: 'Event', additionalProperties: false },
-);
+  });
 
-const TypesParam = Type.Array(StringEnum([...EVENT_TYPES]), {
-  minItems: 1,
-  maxItems: EVENT_TYPES.length,
-  uniqueItems: true,
-  explode: true,
-  'x-errorMessage': `must be a comma-separated list of distinct event types among ${EVENT_TYPES.join(', ')}`,
-  description: 'only events of these types, comma-separated or the parameter repeated',
-  examples: [['post.created', 'comment.created']],
-});
-
-const After = (description: string) => Type.Optional({ ...Id, minimum: 0, description });
-const filters = {
-  type: Type.Optional(TypesParam),
-  post: Type.Optional({ ...Id, description: "only this post's events and its comments'" }),
-};
-
-const EventListQuery = Type.Object(
-  {
-    ...filters,
-    after: After('the id of the last event already received (nextCursor); 0 or none: from the oldest event kept'),
-    limit: Type.Optional(SmallInt(1, 100, { description: 'default 20' })),
-  },
-  { additionalProperties: false },
-);
-
-const EventStreamQuery = Type.Object(
-  {
-    ...filters,
-    after: After(
-      'resume after this event id (Last-Event-ID wins); 0: from the oldest event kept; without either, only new events',
-    ),
-  },
-  { additionalProperties: false },
-);
-
-const EventStreamHeaders = Type.Object({
-  'last-event-id': Type.Optional(
-    Type.String({
-      pattern: '^(0|[1-9][0-9]{0,15})$',
-      maxLength: 16,
-      'x-errorMessage': 'must be an event id',
-      description: 'set by EventSource on a reconnection: resume after it (0: from the oldest event kept, as after=0)',
-    }),
-  ),
-});
-
-const EventPage = Type.Object(
-  {
-    data: Type.Array(Type.Ref(EventSchema), { maxItems: 100 }),
-    limit: SmallInt(1, 100),
-    hasMore: Type.Boolean({ description: 'more events follow at once; false: read again later from nextCursor' }),
-    nextCursor: Type.Union([Id, Type.Null()], {
-      description:
-        'the after of the next request: the last event returned, else the after sent (null only on an empty feed read from its start)',
-    }),
-    prevCursor: Type.Null({ description: 'always null: the feed is read forward' }),
-  },
-  {
-    additionalProperties: false,
-    description: 'a page of the feed',
-    headers: { ETag, Link: { ...LinkHeader, description: 'RFC 8288: next, with after=nextCursor' } },
-  },
-);
+  const EventPage = Type.Object(
+    {
+      data: Type.Array(Type.Ref(EventSchema), { maxItems: 100 }),
+      limit: SmallInt(1, 100),
+      hasMore: Type.Boolean({ description: 'more events follow at once; false: read again later from nextCursor' }),
+      nextCursor: Type.Union([Id, Type.Null()], {
+        description:
+          'the after of the next request: the last event returned, else the after sent (null only on an empty feed read from its start)',
+      }),
+      prevCursor: Type.Null({ description: 'always null: the feed is read forward' }),
+    },
+    {
+      additionalProperties: false,
+      description: 'a page of the feed',
+      headers: { ETag, Link: { ...LinkHeader, description: 'RFC 8288: next, with after=nextCursor' } },
+    },
+  );
+  return { EventSchema, EventListQuery, EventStreamQuery, EventStreamHeaders, EventPage };
+}
 
 const EventStream = Type.String({
   description:
@@ -131,10 +139,12 @@ const EventStream = Type.String({
 const STREAMS_FULL_RETRY_SECONDS = 5;
 const RECONNECT_MS = 1_000;
 
-/** `apiPrefix`, for the events' resource paths: not `prefix`, which Fastify would add to the routes' own. */
-const eventsRoutes: FastifyPluginAsyncTypebox<{ apiPrefix: string; maxStreams: number }> = async (app, options) => {
-  const { apiPrefix, maxStreams } = options;
+const eventsRoutes: FastifyPluginAsyncTypebox<{ maxStreams: number }> = async (app, options) => {
+  const { maxStreams } = options;
   const { sequencer, hub } = app.events;
+  const { EventSchema, EventListQuery, EventStreamQuery, EventStreamHeaders, EventPage } = eventContracts(
+    app.resources,
+  );
   app.addSchema(EventSchema);
   const events = eventsRepository(app.db);
 
@@ -183,7 +193,7 @@ const eventsRoutes: FastifyPluginAsyncTypebox<{ apiPrefix: string; maxStreams: n
       const page = rows.slice(0, limit);
       const result = {
         kind: 'cursor' as const,
-        items: page.map((row) => toEvent(row, apiPrefix)),
+        items: page.map((row) => toEvent(row, app.resources)),
         hasMore: rows.length > limit,
         nextCursor: page.length > 0 ? page[page.length - 1]!.id : after || null,
         nextKey: null,

@@ -4,6 +4,7 @@
  */
 import type { ServerResponse } from 'node:http';
 import { type EventFilter, type EventRow, eventsRepository, matches, toEvent } from './repository.js';
+import type { ResourceRegistry } from '../resource.js';
 import type { Queryable } from '../db/pool.js';
 import { serial } from './serial.js';
 
@@ -18,9 +19,9 @@ interface Stream {
 
 export function createStreamHub(
   db: Queryable,
-  options: { prefix: string; heartbeatMs: number; pollMs: number; onError(error: unknown): void },
+  options: { resources: ResourceRegistry; heartbeatMs: number; pollMs: number; onError(error: unknown): void },
 ) {
-  const { prefix, heartbeatMs, pollMs, onError } = options;
+  const { resources, heartbeatMs, pollMs, onError } = options;
   const repository = eventsRepository(db);
   const streams = new Set<Stream>();
   const live = new Set<Stream>();
@@ -100,7 +101,7 @@ export function createStreamHub(
     if (row.id <= stream.position || stream.closed) return;
     stream.position = row.id;
     if (matches(stream.filter, row))
-      write(stream, `id: ${row.id}\nevent: ${row.type}\ndata: ${JSON.stringify(toEvent(row, prefix))}\n\n`);
+      write(stream, `id: ${row.id}\nevent: ${row.type}\ndata: ${JSON.stringify(toEvent(row, resources))}\n\n`);
   }
 
   const heartbeat = setInterval(() => {

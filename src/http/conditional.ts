@@ -1,19 +1,10 @@
-/** ETags, If-None-Match, If-Match (docs/api.md §8); a user's tag digests this viewer's view, betraying no e-mail. */
+/** ETags, If-None-Match, If-Match (docs/api.md §8); each resource's own ETag is in its declaration. */
 import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { preconditionFailed } from '../errors.js';
 
-export const postEtag = (post: { id: number; version: number; commentCount: number }) =>
-  `"p${post.id}-${post.version}-${post.commentCount}"`;
-
-export const commentEtag = (comment: { id: number; version: number }) => `"c${comment.id}-${comment.version}"`;
-
-const digest = (text: string) => createHash('sha256').update(text).digest('base64url').slice(0, 22);
-
-export function userEtag(user: { id: number; name: string; role: string; email?: string; createdAt: string }): string {
-  const shown = [user.id, user.name, user.role, user.email ?? null, user.createdAt];
-  return `"u${user.id}-${digest(JSON.stringify(shown))}"`;
-}
+/** 132 bits of SHA-256, enough to tell two representations apart. */
+export const digest = (text: string): string => createHash('sha256').update(text).digest('base64url').slice(0, 22);
 
 export const bodyEtag = (payload: string) => `"b${digest(payload)}"`;
 

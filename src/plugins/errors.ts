@@ -8,7 +8,6 @@ import {
   HttpError,
   badRequest,
   conflict,
-  emailTaken,
   invalidToken,
   notFound,
   serviceUnavailable,
@@ -17,15 +16,9 @@ import {
 import { POOL_EXHAUSTED, codeOf } from '../db/pool.js';
 import { toFieldErrors } from '../validation.js';
 import { quotedPath, requestPath } from '../http/links.js';
+import { missing } from '../resource.js';
 
 export const MAX_PARAM_LENGTH = 16_384;
-
-const UNIQUE_VIOLATIONS = new Map<string, () => HttpError>([['users_email_key', emailTaken]]);
-
-// Columns referencing users are `author_id` or `user_id`, so any new table's constraint matches. A write's
-// only user id is the token's: a violation means the user was deleted behind a cached token (401).
-const USER_REFERENCE = /_(author|user)_id_fkey$/;
-const POST_REFERENCE = /_post_id_fkey$/;
 
 /** 503s by SQLSTATE, its class or a Node.js code; retryAfter is long (30) where an operator must act. */
 const FAILURES: [codes: string, cause: string, retryAfter: number, advice?: string][] = [
@@ -100,6 +93,7 @@ function dataException(code: string, request: FastifyRequest): HttpError {
 type AnyError = FastifyError & {
   validationContext?: string;
   constraint?: string;
+  table?: string;
   fieldErrors?: Record<string, string[]>;
   headers?: Record<string, string>;
 };
@@ -147,13 +141,8 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
   }
   if (isCatalogued(error)) return new HttpError(error.statusCode, error.message, error.fieldErrors, error.headers);
   if (error.code === '23505') {
-    const unique = error.constraint ? UNIQUE_VIOLATIONS.get(error.constraint) : undefined;
-    return unique ? unique() : conflict('the request conflicts with an existing resource');
-  }
-  if (error.code === '23503' && USER_REFERENCE.test(error.constraint ?? '')) return invalidToken();
-  // The post was deleted (by SQL) between the request's check and its insert.
-  if (error.code === '23503' && POST_REFERENCE.test(error.constraint ?? '')) {
-    return notFound(`post ${(request.params as { postId?: number }).postId} does not exist`);
+    const declared = error.constraint ? request.server.resources.uniqueViolation(error.constraint) : undefined;
+    return declared ?? conflict('the request conflicts with an existing resource');
   }
   if (error.code?.startsWith('22') && error.code.length === 5) return dataException(error.code, request);
   const failure = databaseFailure(error);
@@ -175,15 +164,50 @@ export function sendError(reply: FastifyReply, request: FastifyRequest, e: HttpE
   return reply.code(e.statusCode).type('application/json; charset=utf-8').send(body);
 }
 
+/**
+ * A broken foreign key, by the table it references, read from the catalog (once per constraint), so no naming rule
+ * ties a constraint to its meaning.
+ */
+function referenceErrors(): (error: AnyError, request: FastifyRequest) => Promise<HttpError | undefined> {
+  const referenced = new Map<string, Promise<string | undefined>>();
+  const tableOf = (request: FastifyRequest, constraint: string, table: string): Promise<string | undefined> => {
+    const key = `${table}.${constraint}`;
+    let found = referenced.get(key);
+    if (!found) {
+      const text = `SELECT confrelid::regclass::text AS name FROM pg_constraint
+        WHERE contype = 'f' AND conname = $1 AND conrelid = to_regclass($2)`;
+      found = request.server.db.query<{ name: string }>(text, [constraint, table]).then(
+        ({ rows }) => rows[0]?.name,
+        () => {
+          referenced.delete(key);
+          return undefined;
+        },
+      );
+      referenced.set(key, found);
+    }
+    return found;
+  };
+  return async (error, request) => {
+    if (error.code !== '23503' || !error.constraint || !error.table) return undefined;
+    const table = await tableOf(request, error.constraint, error.table);
+    // A write's only user id is its token's: that user was deleted behind a token still trusted (401).
+    if (table === 'users') return invalidToken();
+    // What the request's path names was deleted (by SQL) between the request's check and its write.
+    const resource = table === undefined ? undefined : request.server.resources.byTable(table);
+    return resource && notFound(missing(resource, request.params));
+  };
+}
+
 export default fp(
   async (app) => {
+    const referenceError = referenceErrors();
     app.addHook('onRequest', (request, reply, done) => {
       reply.header('x-request-id', request.id);
       done();
     });
 
-    app.setErrorHandler((error: AnyError, request, reply) => {
-      const mapped = toHttpError(error, request);
+    app.setErrorHandler(async (error: AnyError, request, reply) => {
+      const mapped = (await referenceError(error, request)) ?? toHttpError(error, request);
       if (!mapped) {
         request.log.error({ err: error }, 'unhandled error');
         return sendError(reply, request, new HttpError(500, INTERNAL));

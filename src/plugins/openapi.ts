@@ -4,6 +4,7 @@
  */
 import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
 import fp from 'fastify-plugin';
+import type { ResourceRegistry } from '../resource.js';
 import type { AppConfig } from '../config.js';
 import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -93,10 +94,8 @@ function chooseEncoding(acceptEncoding: string | undefined): Encoding | undefine
     .sort((a, b) => weight(b) - weight(a))[0];
 }
 
-const OPENAPI_TAGS = [
-  { name: 'posts', description: 'posts, their lists, and the posts of one author' },
-  { name: 'comments', description: 'comments, which exist only under their post' },
-  { name: 'users', description: 'sign-up, profiles, own profile' },
+/** The groups of operations that are not a declared resource's (each resource declares its own). */
+const OTHER_GROUPS = [
   { name: 'tokens', description: 'log-in (bearer tokens), own tokens, revocation' },
   { name: 'events', description: 'the change feed and its live stream' },
   {
@@ -141,7 +140,7 @@ function completeDocument(documentObject: DocumentObject) {
   return openapiObject;
 }
 
-function swaggerOptions(prefix: string): FastifyDynamicSwaggerOptions {
+function swaggerOptions(prefix: string, resources: ResourceRegistry): FastifyDynamicSwaggerOptions {
   // Public, not an internal-only deployment (OWASP API9 inventory); a variable, as the typings lack x- fields.
   const server = { url: prefix || '/', 'x-internal': false };
   return {
@@ -159,7 +158,7 @@ function swaggerOptions(prefix: string): FastifyDynamicSwaggerOptions {
           'PATCH the demo webhook status active before retrying its delivery).',
       },
       servers: [server],
-      tags: OPENAPI_TAGS,
+      tags: [...resources.resources.map((resource) => resource.group), ...OTHER_GROUPS],
       components: {
         securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer', description: 'a token from POST /tokens' } },
       },
@@ -208,7 +207,7 @@ function documentServer(document: () => unknown) {
 export default fp<{ config: AppConfig }>(
   async (app, { config: { apiPrefix: prefix } }) => {
     app.addSchema(ErrorSchema);
-    await app.register(swagger, swaggerOptions(prefix));
+    await app.register(swagger, swaggerOptions(prefix, app.resources));
     const serveDocument = documentServer(() => app.swagger());
 
     app.get(`${prefix}/openapi.json`, { schema: { hide: true, querystring: NoQuery } }, serveDocument);

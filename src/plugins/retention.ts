@@ -15,7 +15,11 @@ export default fp<{ config: AppConfig }>(
   async (app, { config: { tombstoneRetentionSeconds, eventRetentionSeconds } }) => {
     const purges: [string, () => Promise<number>][] = [
       ['expired idempotency keys', () => idempotencyKeysRepository(app.db).purgeExpired(BATCH)],
-      ['expired tombstones', () => tombstonesRepository(app.db).purgeExpired(tombstoneRetentionSeconds, BATCH)],
+      [
+        'expired tombstones',
+        () =>
+          tombstonesRepository(app.db, app.resources.tombstoneTables).purgeExpired(tombstoneRetentionSeconds, BATCH),
+      ],
       ['expired events', () => eventsRepository(app.db).purgeExpired(eventRetentionSeconds, BATCH)],
       ['finished webhook deliveries', () => webhookQueue(app.db).purgeFinished(eventRetentionSeconds, BATCH)],
     ];

@@ -1,5 +1,4 @@
-/** /posts/{postId}/comments (docs/api.md §4, §5): comments exist only under their post. */
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+/** The comment resource: its declaration, and /posts/{postId}/comments (docs/api.md §4, §5). */
 import { BODY_ERRORS, COMMON_ERRORS, errorResponses, secured } from '../schemas/common.js';
 import {
   CommentBody,
@@ -20,21 +19,42 @@ import { notFound } from '../errors.js';
 import { sortOf } from '../http/lists.js';
 import { rangeOf, viewOf } from '../http/view-params.js';
 import { changeOwned } from '../use-cases/change-owned.js';
-import { commentEtag, withEtag } from '../http/conditional.js';
+import { withEtag } from '../http/conditional.js';
 import { ConditionalWriteHeaders, WithEtag } from '../schemas/conditional.js';
-import { Created, authenticated, createRoute, deleteRoute, itemRoute, listRoute, type Api } from './resource-routes.js';
+import { defineResource, missing } from '../resource.js';
+import { posts } from './posts.js';
+import {
+  Created,
+  authenticated,
+  createRoute,
+  deleteRoute,
+  groupOf,
+  itemRoute,
+  listRoute,
+  type Api,
+} from './resource-routes.js';
 
-const missingComment = ({ postId, commentId }: { postId: number; commentId: number }) =>
-  `comment ${commentId} of post ${postId} does not exist`;
-const tags = ['comments'];
+export const commentEtag = (comment: { id: number; version: number }): string => `"c${comment.id}-${comment.version}"`;
 
-const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  app.addSchema(CommentSchema);
-  app.addSchema(CommentViewSchema);
+export const comments = defineResource<VersionedComment>({
+  name: 'comment',
+  table: 'comments',
+  path: '/posts/:postId/comments/:commentId',
+  parent: posts,
+  group: { name: 'comments', description: 'comments, which exist only under their post' },
+  etag: commentEtag,
+  tombstones: 'deleted_comments',
+  routes: async (app) => {
+    app.addSchema(CommentSchema);
+    app.addSchema(CommentViewSchema);
+    readRoutes(app);
+    await authenticated(app, writeRoutes);
+  },
+});
+
+function readRoutes(app: Api): void {
   const publicReads = readRepository(commentsRepository, app.db);
-
-  listRoute(app, '/posts/:postId/comments', {
-    tags,
+  listRoute(app, comments, '/posts/:postId/comments', {
     operationId: 'listComments',
     summary: 'List the comments of a post',
     params: PostParams,
@@ -45,11 +65,8 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const filter = { postId: params.postId, author: query.author, ...rangeOf(query) };
       return publicReads(request).list(filter, sortOf(query), page, viewOf(query));
     },
-    missing: ({ postId }) => `post ${postId} does not exist`,
   });
-
-  itemRoute(app, '/posts/:postId/comments/:commentId', {
-    tags,
+  itemRoute(app, comments, {
     operationId: 'getComment',
     summary: 'One comment of a post',
     params: CommentParams,
@@ -61,36 +78,30 @@ const commentsRoutes: FastifyPluginAsyncTypebox = async (app) => {
     find: (request) => publicReads(request).find(request.params.postId, request.params.commentId),
     read: (request, view: View<CommentField>) =>
       publicReads(request).read(request.params.postId, request.params.commentId, view),
-    etag: commentEtag,
-    missing: missingComment,
   });
+}
 
-  await authenticated(app, writeRoutes);
-};
-
-function writeRoutes(r: Api) {
-  createRoute(r, '/posts/:postId/comments', {
-    tags,
+function writeRoutes(r: Api): void {
+  createRoute(r, comments, '/posts/:postId/comments', {
     operationId: 'createComment',
     summary: 'Comment on a post',
     params: PostParams,
     body: CommentBody,
     created: Created(CommentSchema, 'the new comment'),
     errors: [404, 409],
-    kind: 'comment',
     input: ({ body }) => ({ body }),
     create: async (db, { params: { postId }, body: { body }, user }) => {
       const comment = await commentsRepository(db).create(postId, user!.id, body);
-      if (!comment) throw notFound(`post ${postId} does not exist`);
+      if (!comment) throw notFound(missing(posts, { postId }));
       return { id: comment.id, etag: commentEtag(comment), body: comment };
     },
   });
 
   r.patch(
-    '/posts/:postId/comments/:commentId',
+    comments.path,
     {
       schema: {
-        tags,
+        tags: groupOf(comments),
         operationId: 'updateComment',
         summary: 'Change a comment (its author or an admin)',
         description: 'Only the given fields change. Also accepts application/merge-patch+json.',
@@ -109,7 +120,7 @@ function writeRoutes(r: Api) {
       const comment = await changeOwned<VersionedComment, VersionedComment>(request, {
         lock: (tx) => commentsRepository(tx).lockForUpdate(postId, commentId),
         rule: {
-          missing: missingComment(request.params),
+          missing: missing(comments, request.params),
           owners: (comment) => [comment.authorId],
           denied: 'only its author or an admin may change this comment',
         },
@@ -120,20 +131,13 @@ function writeRoutes(r: Api) {
     },
   );
 
-  deleteRoute(r, '/posts/:postId/comments/:commentId', {
-    tags,
+  deleteRoute(r, comments, {
     operationId: 'deleteComment',
     summary: "Delete a comment (its author, the post's author or an admin)",
     params: CommentParams,
     lock: (tx, { postId, commentId }) => commentsRepository(tx).lockForDelete(postId, commentId),
-    rule: (ids) => ({
-      missing: missingComment(ids),
-      owners: (comment) => [comment.authorId, comment.postAuthorId],
-      denied: "only its author, the post's author or an admin may delete this comment",
-    }),
-    etag: commentEtag,
+    owners: (comment) => [comment.authorId, comment.postAuthorId],
+    denied: "only its author, the post's author or an admin may delete this comment",
     remove: (tx, { postId, commentId }) => commentsRepository(tx).delete(postId, commentId),
   });
 }
-
-export default commentsRoutes;

@@ -1,5 +1,4 @@
-/** /posts and /users/{userId}/posts (docs/api.md §4, §5). */
-import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+/** The post resource: its declaration, and /posts and /users/{userId}/posts (docs/api.md §4, §5). */
 import { BODY_ERRORS, COMMON_ERRORS, errorResponses, secured } from '../schemas/common.js';
 import {
   PostBody,
@@ -19,35 +18,52 @@ import type { View } from '../db/views.js';
 import { readRepository } from '../plugins/read-routing.js';
 import { sortOf } from '../http/lists.js';
 import { rangeOf, viewOf } from '../http/view-params.js';
-import { changeOwned, type OwnershipRule } from '../use-cases/change-owned.js';
-import { postEtag, withEtag } from '../http/conditional.js';
+import { changeOwned } from '../use-cases/change-owned.js';
+import { withEtag } from '../http/conditional.js';
 import { ConditionalWriteHeaders, WithEtag } from '../schemas/conditional.js';
-import { Created, authenticated, createRoute, deleteRoute, itemRoute, listRoute, type Api } from './resource-routes.js';
+import { defineResource, missing } from '../resource.js';
+import {
+  Created,
+  authenticated,
+  createRoute,
+  deleteRoute,
+  groupOf,
+  itemRoute,
+  listRoute,
+  type Api,
+} from './resource-routes.js';
 
-const tags = ['posts'];
+/** A post's version changes with each edit; its comment count is part of what a GET shows. */
+export const postEtag = (post: { id: number; version: number; commentCount: number }): string =>
+  `"p${post.id}-${post.version}-${post.commentCount}"`;
+
+export const posts = defineResource<VersionedPost>({
+  name: 'post',
+  table: 'posts',
+  path: '/posts/:postId',
+  group: { name: 'posts', description: 'posts, their lists, and the posts of one author' },
+  etag: postEtag,
+  tombstones: 'deleted_posts',
+  routes: async (app) => {
+    app.addSchema(PostSchema);
+    app.addSchema(PostViewSchema);
+    readRoutes(app);
+    await authenticated(app, changeRoutes);
+  },
+});
+
 const Post = WithEtag(PostSchema, 'the post');
 const PostView = WithEtag(
   PostViewSchema,
   "the post; with fields or include, that representation, whose ETag is a digest of it (If-Match takes the full one's)",
 );
 
-const ownPost = (id: number): OwnershipRule<VersionedPost> => ({
-  missing: `post ${id} does not exist`,
-  owners: (post) => [post.authorId],
-  denied: 'only its author or an admin may change this post',
-});
+const owners = (post: VersionedPost): number[] => [post.authorId];
+const denied = 'only its author or an admin may change this post';
 
-const postsRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  app.addSchema(PostSchema);
-  app.addSchema(PostViewSchema);
-  readRoutes(app);
-  await authenticated(app, changeRoutes);
-};
-
-function readRoutes(app: Api) {
+function readRoutes(app: Api): void {
   const publicReads = readRepository((db) => postsRepository(db, app.db), app.db);
-  listRoute(app, '/posts', {
-    tags,
+  listRoute(app, posts, '/posts', {
     operationId: 'listPosts',
     summary: 'List posts',
     querystring: PostListQuery,
@@ -58,8 +74,7 @@ function readRoutes(app: Api) {
       return publicReads(request).list(filter, sortOf(query), page, viewOf(query));
     },
   });
-  listRoute(app, '/users/:userId/posts', {
-    tags,
+  listRoute(app, posts, '/users/:userId/posts', {
     operationId: 'listUserPosts',
     summary: 'The posts of one author',
     params: UserPostsParams,
@@ -70,10 +85,10 @@ function readRoutes(app: Api) {
       const filter = { q: query.q, ...rangeOf(query) };
       return publicReads(request).listOfUser(params.userId, filter, sortOf(query), page, viewOf(query));
     },
-    missing: ({ userId }) => `user ${userId} does not exist`,
+    // Its 404 names the user: what this list lives under is not the post's parent.
+    under: { name: 'user', path: '/users/:userId' },
   });
-  itemRoute(app, '/posts/:postId', {
-    tags,
+  itemRoute(app, posts, {
     operationId: 'getPost',
     summary: 'One post',
     params: PostParams,
@@ -81,21 +96,17 @@ function readRoutes(app: Api) {
     item: PostView,
     find: (request) => publicReads(request).findById(request.params.postId),
     read: (request, view: View<PostField>) => publicReads(request).read(request.params.postId, view),
-    etag: postEtag,
-    missing: ({ postId }) => `post ${postId} does not exist`,
   });
 }
 
-function changeRoutes(r: Api) {
-  const posts = postsRepository(r.db);
-  createRoute(r, '/posts', {
-    tags,
+function changeRoutes(r: Api): void {
+  const direct = postsRepository(r.db);
+  createRoute(r, posts, '/posts', {
     operationId: 'createPost',
     summary: 'Write a post',
     body: PostBody,
     created: Created(PostSchema, 'the new post'),
     errors: [409],
-    kind: 'post',
     input: ({ title, body }) => ({ title, body }),
     create: async (db, { body: { title, body }, user }) => {
       const post = await postsRepository(db).create(user!.id, { title, body });
@@ -113,7 +124,7 @@ function changeRoutes(r: Api) {
       method,
       url: '/posts/:postId',
       schema: {
-        tags,
+        tags: groupOf(posts),
         security: secured,
         params: PostParams,
         headers: ConditionalWriteHeaders,
@@ -129,28 +140,25 @@ function changeRoutes(r: Api) {
         const changes = { title: request.body.title, body: request.body.body };
         const post = await changeOwned<VersionedPost, VersionedPost>(request, {
           lock: (tx) => postsRepository(tx).lock(id, 'update'),
-          rule: ownPost(id),
+          rule: { missing: missing(posts, request.params), owners, denied },
           etag: postEtag,
           write: async (tx, current) => (await postsRepository(tx).update(id, changes)) ?? current,
           direct:
             changes.title !== undefined || changes.body !== undefined
-              ? { write: (ownerId) => posts.update(id, changes, ownerId), read: () => posts.findById(id) }
+              ? { write: (ownerId) => direct.update(id, changes, ownerId), read: () => direct.findById(id) }
               : undefined,
         });
         return withEtag(reply, postEtag(post), post);
       },
     });
 
-  deleteRoute(r, '/posts/:postId', {
-    tags,
+  deleteRoute(r, posts, {
     operationId: 'deletePost',
     summary: 'Delete a post and its comments (its author or an admin)',
     params: PostParams,
     lock: (tx, { postId }) => postsRepository(tx).lock(postId, 'delete'),
-    rule: ({ postId }) => ownPost(postId),
-    etag: postEtag,
+    owners,
+    denied,
     remove: (tx, { postId }) => postsRepository(tx).delete(postId),
   });
 }
-
-export default postsRoutes;

@@ -1,5 +1,8 @@
-/** The route shapes resources share; each states only what differs (docs/architecture.md, "Adding a resource"). */
-import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+/**
+ * The route shapes resources share; each states only what differs, and takes its group, path, ETag, 404 message and
+ * Idempotency-Key record from the resource's declaration (docs/architecture.md, "Adding a resource").
+ */
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ListResult, PageRequest } from '../db/pagination.js';
@@ -14,18 +17,22 @@ import { createOnce, type CreatedResource, type Creation } from '../use-cases/cr
 import { conditionalGet } from '../http/conditional.js';
 import { listResponse, pageRequest } from '../http/lists.js';
 import { viewOf } from '../http/view-params.js';
+import { missing as missingOf, type Api, type Listed, type Named, type Resource } from '../resource.js';
 
-export type Api = Parameters<FastifyPluginAsyncTypebox>[0];
+export type { Api };
 
 /** Routes that need a bearer token, in a scope of their own. */
-export const authenticated = (app: Api, routes: (r: Api) => void) =>
-  app.register(async (authed) => {
+export async function authenticated(app: Api, routes: (r: Api) => void): Promise<void> {
+  await app.register(async (authed) => {
     authed.addHook('onRequest', app.requireUser);
     routes(authed.withTypeProvider<TypeBoxTypeProvider>());
   });
+}
+
+/** The OpenAPI group of a resource's operations. */
+export const groupOf = (resource: Listed): string[] => [resource.group.name];
 
 interface Operation {
-  tags: string[];
   operationId: string;
   summary: string;
   description?: string;
@@ -38,39 +45,52 @@ interface Reads<T> {
   present?(request: FastifyRequest, reply: FastifyReply, item: NoInfer<T>): NoInfer<T>;
 }
 
-/** A list (public unless `security`); with `params`, its parent may not exist (a 404 saying `missing`). */
+/**
+ * A list of `resource` (public unless `security`) at `url`; with `params`, what it lives under may not exist: a 404
+ * naming it (`under`, by default the resource's parent).
+ */
 export function listRoute<P extends TSchema, Q extends TSchema, T>(
   app: Api,
+  resource: Listed,
   url: string,
   spec: Operation &
     Reads<T> & {
       params?: P;
       querystring: Q;
       list: TSchema;
-      /** null: the parent does not exist. */
+      /** null: what it lives under does not exist. */
       load(request: Request<P, Q>, page: PageRequest): Promise<ListResult<T>>;
-      missing?(params: Static<P>): string;
+      under?: Named;
     },
 ): void {
-  const { params, querystring, list, load, missing, config = { readsReplica: true }, present, ...doc } = spec;
+  const {
+    params,
+    querystring,
+    list,
+    load,
+    under = resource.parent,
+    config = { readsReplica: true },
+    present,
+    ...doc
+  } = spec;
   const response = params ? listResponses(list, 404) : listResponses(list);
-  app.get(
-    url,
-    { config, schema: { ...doc, ...(params && { params }), querystring, headers: ConditionalGetHeaders, response } },
-    async (request, reply) => {
-      const page = pageRequest(request.query as Parameters<typeof pageRequest>[0]);
-      const result = await load(request as Request<P, Q>, page);
-      if (!result) throw notFound(missing!(request.params as Static<P>));
-      const envelope = listResponse(request, reply, result, page);
-      return present ? { ...envelope, data: envelope.data.map((item) => present(request, reply, item)) } : envelope;
-    },
-  );
+  const schema = { ...doc, tags: groupOf(resource), ...(params && { params }), querystring };
+  app.get(url, { config, schema: { ...schema, headers: ConditionalGetHeaders, response } }, async (request, reply) => {
+    const page = pageRequest(request.query as Parameters<typeof pageRequest>[0]);
+    const result = await load(request as Request<P, Q>, page);
+    if (!result) throw notFound(missingOf(under!, request.params));
+    const envelope = listResponse(request, reply, result, page);
+    return present ? { ...envelope, data: envelope.data.map((item) => present(request, reply, item)) } : envelope;
+  });
 }
 
-/** One public item with its ETag; with `read`, `fields` and `include` give a representation ETagged by its body. */
+/**
+ * One public item of `resource` at its path, with its ETag; with `read`, `fields` and `include` give a representation
+ * ETagged by its body.
+ */
 export function itemRoute<P extends TSchema, Q extends TSchema, T, F extends string = string>(
   app: Api,
-  url: string,
+  resource: Resource<T>,
   spec: Operation &
     Reads<T> & {
       params: P;
@@ -78,18 +98,17 @@ export function itemRoute<P extends TSchema, Q extends TSchema, T, F extends str
       item: TSchema;
       find(request: Request<P, Q>): Promise<T | undefined>;
       read?(request: Request<P, Q>, view: View<F>): Promise<object | undefined>;
-      etag(item: NoInfer<T>): string;
-      missing(params: Static<P>): string;
     },
 ): void {
-  const { params, querystring, item, find, read, etag, missing, ...reads } = spec;
+  const { params, querystring, item, find, read, ...reads } = spec;
   const { config = { readsReplica: true }, present, ...doc } = reads;
   app.get(
-    url,
+    resource.path,
     {
       config,
       schema: {
         ...doc,
+        tags: groupOf(resource),
         params,
         ...(querystring && { querystring }),
         headers: ConditionalGetHeaders,
@@ -101,17 +120,21 @@ export function itemRoute<P extends TSchema, Q extends TSchema, T, F extends str
       const view = viewOf<F>(request.query as Parameters<typeof viewOf>[0]);
       const partial = read && !isFull(view);
       const found = partial ? await read(typed, view) : await find(typed);
-      if (!found) throw notFound(missing(request.params as Static<P>));
+      if (!found) throw notFound(missingOf(resource, request.params));
       const shown = present ? present(request, reply, found as T) : found;
-      return partial ? shown : conditionalGet(request, reply, etag(shown as T), shown);
+      return partial ? shown : conditionalGet(request, reply, resource.etag(shown as T), shown);
     },
   );
 }
 
 type CreateRequest<P extends TSchema, B extends TSchema> = FastifyRequest<{ Params: Static<P>; Body: Static<B> }>;
-/** A create, replayed for a repeated Idempotency-Key; `errors` beyond the common ones. `security: null`: a sign-up. */
+/**
+ * A create of `resource` at `url`, replayed for a repeated Idempotency-Key; `errors` beyond the common ones.
+ * `security: null`: a sign-up.
+ */
 export function createRoute<P extends TSchema, B extends TSchema>(
   r: Api,
+  resource: Resource<never>,
   url: string,
   spec: Omit<Operation, 'security'> & {
     security?: null;
@@ -120,7 +143,6 @@ export function createRoute<P extends TSchema, B extends TSchema>(
     body: B;
     created: TSchema;
     errors: number[];
-    kind: string;
     /** The body members the create uses (what a replay's fingerprint compares). */
     input(body: Static<B>): Creation['input'];
     password?(body: Static<B>): string;
@@ -128,7 +150,7 @@ export function createRoute<P extends TSchema, B extends TSchema>(
     create(db: Queryable, request: CreateRequest<P, B>, passwordHash: string | undefined): Promise<CreatedResource>;
   },
 ): void {
-  const { params, body, created, errors, kind, input, password, precheck, create, config, ...doc } = spec;
+  const { params, body, created, errors, input, password, precheck, create, config, ...doc } = spec;
   const { security = secured, ...operation } = doc;
   r.post(
     url,
@@ -136,6 +158,7 @@ export function createRoute<P extends TSchema, B extends TSchema>(
       config,
       schema: {
         ...operation,
+        tags: groupOf(resource),
         ...(security && { security }),
         ...(params && { params }),
         headers: IdempotentHeaders,
@@ -145,7 +168,7 @@ export function createRoute<P extends TSchema, B extends TSchema>(
     },
     async (request, reply) => {
       const typed = request as CreateRequest<P, B>;
-      const creation = { kind, input: input(typed.body), password: password?.(typed.body) };
+      const creation = { kind: resource.name, input: input(typed.body), password: password?.(typed.body) };
       const prechecked = precheck && (() => precheck(typed));
       return createOnce(request, reply, {
         ...creation,
@@ -156,24 +179,25 @@ export function createRoute<P extends TSchema, B extends TSchema>(
   );
 }
 
-/** A delete by its owner (or an admin), honouring If-Match: 204. */
-export function deleteRoute<P extends TSchema, T>(
+/** A delete of `resource` at its path by an owner (or an admin), honouring If-Match: 204. */
+export function deleteRoute<P extends TSchema, T, L extends T>(
   r: Api,
-  url: string,
+  resource: Resource<T>,
   spec: Operation & {
     params: P;
-    lock(tx: Queryable, params: Static<P>): Promise<T | undefined>;
-    rule(params: Static<P>): OwnershipRule<NoInfer<T>>;
-    etag(item: NoInfer<T>): string;
+    lock(tx: Queryable, params: Static<P>): Promise<L | undefined>;
+    owners(item: L): readonly number[];
+    denied: string;
     remove(tx: Queryable, params: Static<P>): Promise<unknown>;
   },
 ): void {
-  const { params, lock, rule, etag, remove, ...doc } = spec;
+  const { params, lock, owners, denied, remove, ...doc } = spec;
   r.delete(
-    url,
+    resource.path,
     {
       schema: {
         ...doc,
+        tags: groupOf(resource),
         security: secured,
         params,
         headers: ConditionalWriteHeaders,
@@ -182,11 +206,14 @@ export function deleteRoute<P extends TSchema, T>(
     },
     async (request, reply) => {
       const ids = request.params as Static<P>;
-      await changeOwned<T, void>(request, {
+      const rule: OwnershipRule<L> = { missing: missingOf(resource, ids), owners, denied };
+      await changeOwned<L, void>(request, {
         lock: (tx) => lock(tx, ids),
-        rule: rule(ids),
-        etag,
-        write: async (tx) => void (await remove(tx, ids)),
+        rule,
+        etag: resource.etag,
+        write: async (tx) => {
+          await remove(tx, ids);
+        },
       });
       return reply.code(204).send(null);
     },

@@ -16,20 +16,28 @@ import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
 import { sortOf } from '../http/lists.js';
 import { PRIVATE } from '../http/conditional.js';
-import { authenticated, listRoute } from './resource-routes.js';
+import { authenticated, groupOf, listRoute } from './resource-routes.js';
+import { missing, type Listed } from '../resource.js';
+
+/** Tokens are listed like resources, but make no events and keep no tombstones: not a declared resource. */
+const tokens: Listed = {
+  name: 'token',
+  path: '/tokens/:tokenId',
+  group: { name: 'tokens', description: 'log-in (bearer tokens), own tokens, revocation' },
+};
 
 const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = async (app, { tokenTtlSeconds }) => {
   app.addSchema(TokenSchema);
   // A new token's answer embeds its user.
   app.addSchema(UserSchema);
-  const tokens = tokensRepository(app.db);
+  const issued = tokensRepository(app.db);
   const users = usersRepository(app.db);
   app.post(
     '/tokens',
     {
       config: { authRateLimit: true, cacheControl: PRIVATE },
       schema: {
-        tags: ['tokens'],
+        tags: groupOf(tokens),
         operationId: 'createToken',
         summary: 'Log in: exchange e-mail and password for a bearer token',
         body: CreateTokenBody,
@@ -43,7 +51,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
       const ok = await verifyPassword(password, credentials?.passwordHash);
       if (!credentials || !ok) throw unauthorized('e-mail or password is wrong');
       const { token, hash } = newToken();
-      const created = await tokens.create(credentials.id, hash, tokenTtlSeconds);
+      const created = await issued.create(credentials.id, hash, tokenTtlSeconds);
       const user = await users.findById(credentials.id);
       reply.code(201);
       return { id: created.id, token, tokenType: 'Bearer' as const, expiresAt: created.expiresAt, user: user! };
@@ -51,22 +59,21 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
   );
 
   await authenticated(app, (r) => {
-    listRoute(r, '/tokens', {
-      tags: ['tokens'],
+    listRoute(r, tokens, '/tokens', {
       operationId: 'listTokens',
       summary: 'List own live tokens (never their secrets)',
       security: secured,
       config: { cacheControl: PRIVATE },
       querystring: TokenListQuery,
       list: TokenList,
-      load: (request, page) => tokens.list(request.user!.id, sortOf(request.query), page),
+      load: (request, page) => issued.list(request.user!.id, sortOf(request.query), page),
     });
 
     r.delete(
       '/tokens/:tokenId',
       {
         schema: {
-          tags: ['tokens'],
+          tags: groupOf(tokens),
           operationId: 'revokeToken',
           summary: 'Revoke one of your tokens',
           security: secured,
@@ -77,7 +84,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
       async (request, reply) => {
         const id = request.params.tokenId;
         // Another user's token is reported as missing: its existence is not ours to reveal.
-        if (!(await tokens.revoke(request.user!.id, id))) throw notFound(`token ${id} does not exist`);
+        if (!(await issued.revoke(request.user!.id, id))) throw notFound(missing(tokens, request.params));
         r.forgetTokens((user) => user.tokenId === id);
         return reply.code(204).send(null);
       },

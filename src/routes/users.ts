@@ -1,5 +1,5 @@
-/** /users: sign-up, profiles, own profile, profile changes (docs/api.md §4). */
-import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+/** The user resource: its declaration, and /users: sign-up, profiles, own profile, profile changes (docs/api.md §4). */
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { BODY_ERRORS, COMMON_ERRORS, errorResponses, secured } from '../schemas/common.js';
 import {
@@ -20,11 +20,28 @@ import { emailTaken, invalidToken } from '../errors.js';
 import { hashPassword } from '../security.js';
 import { sortOf } from '../http/lists.js';
 import { viewOf } from '../http/view-params.js';
-import { conditionalGet, withEtag, userEtag, PRIVATE } from '../http/conditional.js';
-import { Created, createRoute, itemRoute, listRoute } from './resource-routes.js';
+import { conditionalGet, digest, withEtag, PRIVATE } from '../http/conditional.js';
+import { defineResource, missing, type Api } from '../resource.js';
+import { Created, createRoute, groupOf, itemRoute, listRoute } from './resource-routes.js';
 import { changeOwned, loadForChange, type OwnedCheck } from '../use-cases/change-owned.js';
 import { keepPrivate } from '../plugins/http-caching.js';
 import { ConditionalGetHeaders, ConditionalWriteHeaders, NotModified, WithEtag } from '../schemas/conditional.js';
+
+/** A digest of the view this viewer gets, so the tag betrays no e-mail to one who may not see it. */
+export function userEtag(user: { id: number; name: string; role: string; email?: string; createdAt: string }): string {
+  const shown = [user.id, user.name, user.role, user.email ?? null, user.createdAt];
+  return `"u${user.id}-${digest(JSON.stringify(shown))}"`;
+}
+
+export const users = defineResource<User>({
+  name: 'user',
+  table: 'users',
+  path: '/users/:userId',
+  group: { name: 'users', description: 'sign-up, profiles, own profile' },
+  etag: userEtag,
+  unique: { users_email_key: emailTaken },
+  routes: (app) => usersRoutes(app),
+});
 
 const WITH_EMAIL = 'the user (with e-mail only for the user themself and admins)';
 const User = WithEtag(UserSchema, WITH_EMAIL);
@@ -44,13 +61,12 @@ function visible<U extends Viewed<User>>(request: FastifyRequest, reply: Fastify
   return user;
 }
 
-const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
+async function usersRoutes(app: Api): Promise<void> {
   app.addSchema(UserSchema);
   app.addSchema(UserViewSchema);
-  const users = usersRepository(app.db);
+  const profiles = usersRepository(app.db);
 
-  createRoute(app, '/users', {
-    tags: ['users'],
+  createRoute(app, users, '/users', {
     operationId: 'createUser',
     summary: 'Sign up',
     security: null,
@@ -58,11 +74,10 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     body: CreateUserBody,
     created: Created(UserSchema, 'the new user, with e-mail'),
     errors: [409],
-    kind: 'user',
     input: ({ name, email }) => ({ name, email }),
     password: ({ password }) => password,
     precheck: async ({ body }) => {
-      if (await users.emailTaken(body.email)) throw emailTaken();
+      if (await profiles.emailTaken(body.email)) throw emailTaken();
     },
     create: async (db, { body: { name, email } }, passwordHash) => {
       const user = await usersRepository(db).create({ name, email, passwordHash: passwordHash! });
@@ -70,26 +85,24 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   });
 
-  const reads = { tags: ['users'], config: {}, present: visible };
-  listRoute(app, '/users', {
+  const reads = { config: {}, present: visible };
+  listRoute(app, users, '/users', {
     ...reads,
     operationId: 'listUsers',
     summary: 'List users',
     querystring: UserListQuery,
     list: UserList,
-    load: (request, page) => users.list(sortOf(request.query), page, viewOf(request.query)),
+    load: (request, page) => profiles.list(sortOf(request.query), page, viewOf(request.query)),
   });
-  itemRoute(app, '/users/:userId', {
+  itemRoute(app, users, {
     ...reads,
     operationId: 'getUser',
     summary: 'One user',
     params: UserParams,
     querystring: UserQuery,
     item: UserView,
-    find: (request) => users.findById(request.params.userId),
-    read: (request, view: View<UserField>) => users.read(request.params.userId, view),
-    etag: userEtag,
-    missing: ({ userId }) => `user ${userId} does not exist`,
+    find: (request) => profiles.findById(request.params.userId),
+    read: (request, view: View<UserField>) => profiles.read(request.params.userId, view),
   });
 
   await app.register(async (authed) => {
@@ -106,7 +119,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       {
         config: { cacheControl: PRIVATE },
         schema: {
-          tags: ['users'],
+          tags: groupOf(users),
           operationId: 'getMe',
           summary: 'The authenticated user, with e-mail',
           security: secured,
@@ -115,7 +128,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
       async (request, reply) => {
-        const user = await users.findById(request.user!.id);
+        const user = await profiles.findById(request.user!.id);
         // Deleted since its token was checked (trusted for a second): the token names no one.
         if (!user) throw invalidToken();
         return conditionalGet(request, reply, userEtag(user), user);
@@ -127,7 +140,7 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       {
         config: { cacheControl: PRIVATE },
         schema: {
-          tags: ['users'],
+          tags: groupOf(users),
           operationId: 'updateUser',
           summary: 'Change a user (that user or an admin)',
           description: 'Only the given fields change. A new password revokes every other token of that user.',
@@ -144,17 +157,17 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
         // The viewer is the user or an admin: both get (and were given the ETag of) the view with e-mail.
         const check: OwnedCheck<User> = {
           rule: {
-            missing: `user ${id} does not exist`,
+            missing: missing(users, request.params),
             owners: (user) => [user.id],
             denied: 'you may only change your own profile',
           },
           etag: userEtag,
         };
         // Every cheap check passes before the password is hashed (scrypt: costly by design), then again on the locked row.
-        const current = await loadForChange(request, users.findById(id), check);
+        const current = await loadForChange(request, profiles.findById(id), check);
         if (name === undefined && email === undefined && password === undefined)
           return withEtag(reply, userEtag(current), current);
-        if (email !== undefined && (await users.emailTaken(email, id))) throw emailTaken();
+        if (email !== undefined && (await profiles.emailTaken(email, id))) throw emailTaken();
         const passwordHash = password === undefined ? undefined : await hashPassword(password);
 
         const updated = await changeOwned(request, {
@@ -172,6 +185,4 @@ const usersRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     );
   });
-};
-
-export default usersRoutes;
+}

@@ -1,7 +1,10 @@
 /** ETags and their comparison (src/http/conditional.ts, docs/api.md §8). */
 import type { FastifyRequest } from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { bodyEtag, commentEtag, namesEtag, postEtag, requireMatch, userEtag } from '../../src/http/conditional.js';
+import { bodyEtag, namesEtag, requireMatch } from '../../src/http/conditional.js';
+import { postEtag } from '../../src/routes/posts.js';
+import { commentEtag } from '../../src/routes/comments.js';
+import { userEtag } from '../../src/routes/users.js';
 import { HttpError } from '../../src/errors.js';
 
 describe('tags', () => {

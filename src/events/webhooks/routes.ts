@@ -27,15 +27,12 @@ import { listResponse, pageRequest, sortOf } from '../../http/lists.js';
 import { webhooksRepository } from './repository.js';
 import {
   BacklogSchema,
-  CreateWebhookBody,
-  CreatedWebhookSchema,
   DeliveryListQuery,
   DeliveryParams,
   DeliverySchema,
-  UpdateWebhookBody,
   WEBHOOK_SORT_FIELDS,
   WebhookParams,
-  WebhookSchema,
+  webhookContracts,
 } from './schemas.js';
 import { normalizedUrl, urlProblem, type TargetPolicy } from './targets.js';
 
@@ -44,6 +41,9 @@ const webhookRoutes: FastifyPluginAsyncTypebox<{
   secretKey: Buffer | undefined;
   maxPerUser: number;
 }> = async (app, { targets, secretKey, maxPerUser }) => {
+  const { WebhookSchema, CreatedWebhookSchema, CreateWebhookBody, UpdateWebhookBody } = webhookContracts(
+    app.resources.eventTypes,
+  );
   app.addSchema(WebhookSchema);
   app.addSchema(DeliverySchema);
   const webhooks = webhooksRepository(app.db);

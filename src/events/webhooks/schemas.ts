@@ -1,7 +1,6 @@
 /** Webhook contracts (docs/api.md §12). */
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Count, Id, PathId, SmallInt, Storable, StringEnum, Text, Timestamp } from '../../schemas/common.js';
-import { EVENT_TYPES } from '../repository.js';
 
 export const WEBHOOK_SORT_FIELDS = ['id', 'createdAt'] as const;
 const OrNull = <T extends TSchema>(schema: T, description: string) =>
@@ -14,60 +13,68 @@ const Url = Type.String({
     'where events are POSTed: https, and not a private, loopback or link-local address (unless the operator allows them)',
   examples: ['https://hooks.example.com/posts-api'],
 });
-const Types = Type.Union(
-  [
-    Type.Array(StringEnum([...EVENT_TYPES]), { minItems: 1, maxItems: EVENT_TYPES.length, uniqueItems: true }),
-    Type.Null(),
-  ],
-  { description: 'the event types sent; null = every type', examples: [['post.created', 'comment.created']] },
-);
 const Description = OrNull(Text(500), 'a note for the owner');
 const Status = StringEnum(['active', 'disabled'], {
   description: 'disabled: after failing every attempt for 24 h (or by its owner); PATCH status active re-enables it',
 });
 
-const webhookProperties = {
-  id: Id,
-  userId: { ...Id, description: 'the owner' },
-  url: Url,
-  types: Types,
-  description: Description,
-  status: Status,
-  failingSince: OrNull(Timestamp, 'since when every attempt has failed; null after a success'),
-  createdAt: Timestamp,
-  updatedAt: Timestamp,
-};
+/** The contracts that name event types: those of the declared resources. */
+export function webhookContracts(eventTypes: readonly string[]) {
+  const Types = Type.Union(
+    [
+      Type.Array(StringEnum([...eventTypes]), { minItems: 1, maxItems: eventTypes.length, uniqueItems: true }),
+      Type.Null(),
+    ],
+    { description: 'the event types sent; null = every type', examples: [['post.created', 'comment.created']] },
+  );
 
-export const WebhookSchema = Type.Object(webhookProperties, {
-  $id: 'Webhook',
-  additionalProperties: false,
-  description: 'a webhook: never its secret',
-});
-export const CreatedWebhookSchema = Type.Object(
-  {
-    ...webhookProperties,
-    secret: Type.String({
-      pattern: '^whsec_[A-Za-z0-9+/]{32}$',
-      maxLength: 38,
-      description: 'the signing secret (whsec_ + base64 of 24 random bytes); shown in this answer only',
-    }),
-  },
-  { additionalProperties: false, description: 'the new webhook with its signing secret, shown only here' },
-);
+  const webhookProperties = {
+    id: Id,
+    userId: { ...Id, description: 'the owner' },
+    url: Url,
+    types: Types,
+    description: Description,
+    status: Status,
+    failingSince: OrNull(Timestamp, 'since when every attempt has failed; null after a success'),
+    createdAt: Timestamp,
+    updatedAt: Timestamp,
+  };
 
-export const CreateWebhookBody = Type.Object(
-  { url: Url, types: Type.Optional(Types), description: Type.Optional(Description) },
-  { additionalProperties: false, examples: [{ url: 'https://hooks.example.com/posts-api', types: ['post.created'] }] },
-);
-export const UpdateWebhookBody = Type.Object(
-  {
-    url: Type.Optional(Url),
-    types: Type.Optional(Types),
-    description: Type.Optional(Description),
-    status: Type.Optional(Status),
-  },
-  { additionalProperties: false, minProperties: 1, examples: [{ status: 'active' }] },
-);
+  const WebhookSchema = Type.Object(webhookProperties, {
+    $id: 'Webhook',
+    additionalProperties: false,
+    description: 'a webhook: never its secret',
+  });
+  const CreatedWebhookSchema = Type.Object(
+    {
+      ...webhookProperties,
+      secret: Type.String({
+        pattern: '^whsec_[A-Za-z0-9+/]{32}$',
+        maxLength: 38,
+        description: 'the signing secret (whsec_ + base64 of 24 random bytes); shown in this answer only',
+      }),
+    },
+    { additionalProperties: false, description: 'the new webhook with its signing secret, shown only here' },
+  );
+
+  const CreateWebhookBody = Type.Object(
+    { url: Url, types: Type.Optional(Types), description: Type.Optional(Description) },
+    {
+      additionalProperties: false,
+      examples: [{ url: 'https://hooks.example.com/posts-api', types: ['post.created'] }],
+    },
+  );
+  const UpdateWebhookBody = Type.Object(
+    {
+      url: Type.Optional(Url),
+      types: Type.Optional(Types),
+      description: Type.Optional(Description),
+      status: Type.Optional(Status),
+    },
+    { additionalProperties: false, minProperties: 1, examples: [{ status: 'active' }] },
+  );
+  return { WebhookSchema, CreatedWebhookSchema, CreateWebhookBody, UpdateWebhookBody };
+}
 
 export const WebhookParams = Type.Object({ webhookId: PathId });
 export const DeliveryParams = Type.Object({ webhookId: PathId, deliveryId: PathId });
@@ -120,7 +127,8 @@ export const BacklogSchema = Type.Object(
   { additionalProperties: false, description: 'the webhook delivery backlog, for monitoring' },
 );
 
-export type Webhook = Static<typeof WebhookSchema>;
-export type WebhookChanges = Static<typeof UpdateWebhookBody>;
+type WebhookContracts = ReturnType<typeof webhookContracts>;
+export type Webhook = Static<WebhookContracts['WebhookSchema']>;
+export type WebhookChanges = Static<WebhookContracts['UpdateWebhookBody']>;
 export type Delivery = Static<typeof DeliverySchema>;
 export type Backlog = Omit<Static<typeof BacklogSchema>, 'status'>;

@@ -6,6 +6,7 @@ import { channel } from 'node:diagnostics_channel';
 import { trace, type Link } from '@opentelemetry/api';
 import fp from 'fastify-plugin';
 import type { Config } from '../../config.js';
+import type { ResourceRegistry } from '../../resource.js';
 import { toEvent } from '../repository.js';
 import { serial } from '../serial.js';
 import { webhookQueue, type Claimed, type Outcome } from './queue.js';
@@ -18,7 +19,8 @@ declare module 'fastify' {
   }
 }
 
-type WebhookWorkerOptions = Config['webhooks'] & { apiPrefix: string };
+/** `resources`: an event's path as its resource declares it. */
+type WebhookWorkerOptions = Config['webhooks'] & { resources: ResourceRegistry };
 
 /** Each attempt's outcome, for the metrics (src/plugins/metrics.ts). */
 export const WEBHOOK_ATTEMPTS = 'posts-api:webhook-attempt';
@@ -61,7 +63,7 @@ async function sendAttempt(claimed: Claimed, options: WebhookWorkerOptions, sign
   if (event) {
     try {
       const secret = openSecret(claimed, claimed.webhookId, options.secretKey);
-      const body = JSON.stringify(toEvent(event, options.apiPrefix));
+      const body = JSON.stringify(toEvent(event, options.resources));
       result = await send({ url: claimed.url, messageId: String(event.id), body, secret }, { ...options, signal });
     } catch (error) {
       result = { ok: false, statusCode: null, error: (error as Error).message, durationMs: 0 };

@@ -13,7 +13,7 @@ import {
   Timestamp,
 } from '../schemas/common.js';
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
-import { listResponse } from '../http/lists.js';
+import { listRequest, listResponse } from '../http/lists.js';
 import { gone, serviceUnavailable, validation } from '../errors.js';
 import { eventsRepository, toEvent } from './repository.js';
 import type { ResourceRegistry } from '../resource.js';
@@ -201,8 +201,8 @@ const eventsRoutes: FastifyPluginAsyncTypebox<{ maxStreams: number }> = async (a
         prevKey: null,
       };
       // A cursor page always: its nextCursor and Link as any list's, prevCursor null.
-      const cursor = { kind: 'cursor' as const, after, afterKey: undefined, limit };
-      return listResponse(request, reply, result, cursor) as typeof EventPage.static;
+      const list = listRequest(request, { after, limit });
+      return listResponse(request, reply, result, list) as typeof EventPage.static;
     },
   );
 

@@ -1,12 +1,53 @@
-/** The HTTP side of every list: pagination mode, envelope, RFC 8288 Link header. */
+/**
+ * The HTTP side of every list: its query taken apart once into a ListRequest (pagination mode, sort, view, filters),
+ * the envelope, and the RFC 8288 Link header.
+ */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ListResult, PageRequest, Sort } from '../db/pagination.js';
+import type { CreatedRange, View } from '../db/views.js';
 import { validation } from '../errors.js';
 import { JSON_MEDIA_TYPE } from '../media-types.js';
 import { linkTo } from './links.js';
+import { rangeOf, viewOf } from './view-params.js';
 
 type PageQuery = Partial<Record<'page' | 'perPage' | 'after' | 'before' | 'limit', number>> &
   Partial<Record<'sort' | 'afterKey' | 'beforeKey', string>>;
+
+/** Every list parameter of docs/api.md §5 and §10, as a list's query schema validated it. */
+export type ListQuery = PageQuery & {
+  author?: number;
+  q?: string;
+  createdAfter?: string;
+  createdBefore?: string;
+  fields?: string[];
+  include?: 'author';
+};
+
+/** The filters a list may take; each repository reads those its list supports. */
+export type ListFilter = { author?: number | undefined; q?: string | undefined } & CreatedRange;
+
+/** A list request, taken apart once from its query; `search` is the query as sent, which its links keep. */
+export interface ListRequest<S extends string = string, V extends string = string> {
+  page: PageRequest;
+  sort: Sort<S>;
+  view: View<V>;
+  filter: ListFilter;
+  search: URLSearchParams;
+}
+
+/** The schemas have allow-listed every value; the URL's own spelling is kept for the links (no defaults added). */
+export function listRequest<S extends string, V extends string>(
+  request: FastifyRequest,
+  query: ListQuery,
+): ListRequest<S, V> {
+  return {
+    page: pageRequest(query),
+    sort: sortOf<S>(query),
+    view: viewOf<V>(query),
+    filter: { author: query.author, q: query.q, ...rangeOf(query) },
+    search: new URLSearchParams(request.url.split('?')[1]),
+  };
+}
 
 export function pageRequest(query: PageQuery): PageRequest {
   const offset = query.page !== undefined || query.perPage !== undefined;
@@ -38,9 +79,14 @@ export function sortOf<F extends string>(query: PageQuery): Sort<F> {
   return { field: (descending ? sort.slice(1) : sort) as F, descending };
 }
 
-/** Params set to null are removed from the request's query. */
-function link(request: FastifyRequest, params: Record<string, number | string | null>, rel: string): string {
-  const query = new URLSearchParams(request.url.split('?')[1]);
+/** The request's query with `params` set; those set to null are removed. */
+function link(
+  request: FastifyRequest,
+  search: URLSearchParams,
+  params: Record<string, number | string | null>,
+  rel: string,
+): string {
+  const query = new URLSearchParams(search);
   for (const [key, value] of Object.entries(params)) {
     if (value === null) query.delete(key);
     else query.set(key, String(value));
@@ -67,8 +113,9 @@ export function listResponse<T>(
   request: FastifyRequest,
   reply: FastifyReply,
   result: Exclude<ListResult<T>, null>,
-  page: PageRequest,
+  list: Pick<ListRequest, 'page' | 'search'>,
 ): ListEnvelope<T> {
+  const { page, search } = list;
   serializeAs(reply, result.kind === 'offset' ? 'OffsetPage' : 'CursorPage');
   const links: string[] = [];
   if (result.kind === 'cursor' && page.kind === 'cursor') {
@@ -76,8 +123,10 @@ export function listResponse<T>(
     const { limit } = page;
     // The anchor's key as read travels with it, so the walk stays put when the anchor is edited.
     const cursor = { after: null, afterKey: null, before: null, beforeKey: null, limit };
-    if (nextCursor !== null) links.push(link(request, { ...cursor, after: nextCursor, afterKey: nextKey }, 'next'));
-    if (prevCursor !== null) links.push(link(request, { ...cursor, before: prevCursor, beforeKey: prevKey }, 'prev'));
+    if (nextCursor !== null)
+      links.push(link(request, search, { ...cursor, after: nextCursor, afterKey: nextKey }, 'next'));
+    if (prevCursor !== null)
+      links.push(link(request, search, { ...cursor, before: prevCursor, beforeKey: prevKey }, 'prev'));
     if (links.length) reply.header('link', links.join(', '));
     return { data, limit, hasMore, nextCursor, prevCursor };
   }
@@ -85,10 +134,10 @@ export function listResponse<T>(
   const { perPage } = page;
   const totalPages = Math.ceil(result.total / perPage);
   const last = Math.max(totalPages, 1);
-  links.push(link(request, { page: 1, perPage }, 'first'));
-  if (page.page > 1) links.push(link(request, { page: Math.min(page.page - 1, last), perPage }, 'prev'));
-  if (page.page < totalPages) links.push(link(request, { page: page.page + 1, perPage }, 'next'));
-  links.push(link(request, { page: last, perPage }, 'last'));
+  links.push(link(request, search, { page: 1, perPage }, 'first'));
+  if (page.page > 1) links.push(link(request, search, { page: Math.min(page.page - 1, last), perPage }, 'prev'));
+  if (page.page < totalPages) links.push(link(request, search, { page: page.page + 1, perPage }, 'next'));
+  links.push(link(request, search, { page: last, perPage }, 'last'));
   reply.header('link', links.join(', '));
   const envelope = { data: result.items, page: page.page, perPage, total: result.total, totalPages };
   return result.estimated === undefined ? envelope : { ...envelope, totalEstimated: result.estimated };

@@ -10,14 +10,14 @@ import {
   CommentSchema,
   CommentViewSchema,
   type CommentField,
+  type CommentSortField,
 } from '../schemas/comments.js';
 import { PostParams } from '../schemas/posts.js';
 import { commentsRepository, type VersionedComment } from '../repositories/comments.js';
 import { readRepository } from '../plugins/read-routing.js';
 import type { View } from '../db/views.js';
 import { notFound } from '../errors.js';
-import { sortOf } from '../http/lists.js';
-import { rangeOf, viewOf } from '../http/view-params.js';
+import type { ListRequest } from '../http/lists.js';
 import { changeOwned } from '../use-cases/change-owned.js';
 import { withEtag } from '../http/conditional.js';
 import { ConditionalWriteHeaders, WithEtag } from '../schemas/conditional.js';
@@ -60,11 +60,8 @@ function readRoutes(app: Api): void {
     params: PostParams,
     querystring: CommentListQuery,
     list: CommentList,
-    load: (request, page) => {
-      const { params, query } = request;
-      const filter = { postId: params.postId, author: query.author, ...rangeOf(query) };
-      return publicReads(request).list(filter, sortOf(query), page, viewOf(query));
-    },
+    load: (request, { filter, sort, page, view }: ListRequest<CommentSortField, CommentField>) =>
+      publicReads(request).list({ ...filter, postId: request.params.postId }, sort, page, view),
   });
   itemRoute(app, comments, {
     operationId: 'getComment',

@@ -12,12 +12,12 @@ import {
   UserPostListQuery,
   UserPostsParams,
   type PostField,
+  type PostSortField,
 } from '../schemas/posts.js';
 import { postsRepository, type VersionedPost } from '../repositories/posts.js';
 import type { View } from '../db/views.js';
 import { readRepository } from '../plugins/read-routing.js';
-import { sortOf } from '../http/lists.js';
-import { rangeOf, viewOf } from '../http/view-params.js';
+import type { ListRequest } from '../http/lists.js';
 import { changeOwned } from '../use-cases/change-owned.js';
 import { withEtag } from '../http/conditional.js';
 import { ConditionalWriteHeaders, WithEtag } from '../schemas/conditional.js';
@@ -68,11 +68,8 @@ function readRoutes(app: Api): void {
     summary: 'List posts',
     querystring: PostListQuery,
     list: PostList,
-    load: (request, page) => {
-      const { query } = request;
-      const filter = { author: query.author, q: query.q, ...rangeOf(query) };
-      return publicReads(request).list(filter, sortOf(query), page, viewOf(query));
-    },
+    load: (request, { filter, sort, page, view }: ListRequest<PostSortField, PostField>) =>
+      publicReads(request).list(filter, sort, page, view),
   });
   listRoute(app, posts, '/users/:userId/posts', {
     operationId: 'listUserPosts',
@@ -80,11 +77,8 @@ function readRoutes(app: Api): void {
     params: UserPostsParams,
     querystring: UserPostListQuery,
     list: PostList,
-    load: (request, page) => {
-      const { params, query } = request;
-      const filter = { q: query.q, ...rangeOf(query) };
-      return publicReads(request).listOfUser(params.userId, filter, sortOf(query), page, viewOf(query));
-    },
+    load: (request, { filter, sort, page, view }: ListRequest<PostSortField, PostField>) =>
+      publicReads(request).listOfUser(request.params.userId, filter, sort, page, view),
     // Its 404 names the user: what this list lives under is not the post's parent.
     under: { name: 'user', path: '/users/:userId' },
   });

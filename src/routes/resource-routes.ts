@@ -5,7 +5,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Static, TSchema } from '@sinclair/typebox';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ListResult, PageRequest } from '../db/pagination.js';
+import type { ListResult } from '../db/pagination.js';
 import type { Queryable } from '../db/pool.js';
 import { isFull, type View } from '../db/views.js';
 import { notFound } from '../errors.js';
@@ -15,7 +15,7 @@ import { Created, IdempotentHeaders } from '../schemas/idempotency.js';
 import { changeOwned, type OwnershipRule } from '../use-cases/change-owned.js';
 import { createOnce, type CreatedResource, type Creation } from '../use-cases/create-once.js';
 import { conditionalGet } from '../http/conditional.js';
-import { listResponse, pageRequest } from '../http/lists.js';
+import { listRequest, listResponse, type ListQuery, type ListRequest } from '../http/lists.js';
 import { viewOf } from '../http/view-params.js';
 import { missing as missingOf, type Api, type Listed, type Named, type Resource } from '../resource.js';
 
@@ -38,7 +38,6 @@ interface Operation {
   description?: string;
   security?: typeof secured;
 }
-type Request<P extends TSchema, Q extends TSchema> = FastifyRequest<{ Params: Static<P>; Querystring: Static<Q> }>;
 /** What a read answers with, per item: `present` may hide members and set headers; `config` replaces replica reads. */
 interface Reads<T> {
   config?: object;
@@ -49,7 +48,19 @@ interface Reads<T> {
  * A list of `resource` (public unless `security`) at `url`; with `params`, what it lives under may not exist: a 404
  * naming it (`under`, by default the resource's parent).
  */
-export function listRoute<P extends TSchema, Q extends TSchema, T>(
+/** A list's request: its query is what every list's schema allows (ListQuery), taken apart once by listRequest. */
+type ListOf<P extends TSchema> = FastifyRequest<{ Params: Static<P>; Querystring: ListQuery }>;
+/** What an item's query may hold (docs/api.md §10): the representation asked for. */
+type ViewQuery = { fields?: string[]; include?: 'author' };
+type ItemOf<P extends TSchema> = FastifyRequest<{ Params: Static<P>; Querystring: ViewQuery }>;
+
+export function listRoute<
+  P extends TSchema,
+  Q extends TSchema & { static: ListQuery },
+  T,
+  S extends string = string,
+  V extends string = string,
+>(
   app: Api,
   resource: Listed,
   url: string,
@@ -59,7 +70,7 @@ export function listRoute<P extends TSchema, Q extends TSchema, T>(
       querystring: Q;
       list: TSchema;
       /** null: what it lives under does not exist. */
-      load(request: Request<P, Q>, page: PageRequest): Promise<ListResult<T>>;
+      load(request: ListOf<P>, list: ListRequest<S, V>): Promise<ListResult<T>>;
       under?: Named;
     },
 ): void {
@@ -75,56 +86,45 @@ export function listRoute<P extends TSchema, Q extends TSchema, T>(
   } = spec;
   const response = params ? listResponses(list, 404) : listResponses(list);
   const schema = { ...doc, tags: groupOf(resource), ...(params && { params }), querystring };
-  app.get(url, { config, schema: { ...schema, headers: ConditionalGetHeaders, response } }, async (request, reply) => {
-    const page = pageRequest(request.query as Parameters<typeof pageRequest>[0]);
-    const result = await load(request as Request<P, Q>, page);
+  const handler = async (request: ListOf<P>, reply: FastifyReply): Promise<object> => {
+    const parsed = listRequest<S, V>(request, request.query);
+    const result = await load(request, parsed);
     if (!result) throw notFound(missingOf(under!, request.params));
-    const envelope = listResponse(request, reply, result, page);
+    const envelope = listResponse(request, reply, result, parsed);
     return present ? { ...envelope, data: envelope.data.map((item) => present(request, reply, item)) } : envelope;
-  });
+  };
+  app.get(url, { config, schema: { ...schema, headers: ConditionalGetHeaders, response } }, handler);
 }
 
 /**
  * One public item of `resource` at its path, with its ETag; with `read`, `fields` and `include` give a representation
  * ETagged by its body.
  */
-export function itemRoute<P extends TSchema, Q extends TSchema, T, F extends string = string>(
+export function itemRoute<P extends TSchema, T, F extends string = string>(
   app: Api,
   resource: Resource<T>,
   spec: Operation &
     Reads<T> & {
       params: P;
-      querystring?: Q;
+      querystring?: TSchema & { static: ViewQuery };
       item: TSchema;
-      find(request: Request<P, Q>): Promise<T | undefined>;
-      read?(request: Request<P, Q>, view: View<F>): Promise<object | undefined>;
+      find(request: ItemOf<P>): Promise<T | undefined>;
+      read?(request: ItemOf<P>, view: View<F>): Promise<object | undefined>;
     },
 ): void {
   const { params, querystring, item, find, read, ...reads } = spec;
   const { config = { readsReplica: true }, present, ...doc } = reads;
-  app.get(
-    resource.path,
-    {
-      config,
-      schema: {
-        ...doc,
-        tags: groupOf(resource),
-        params,
-        ...(querystring && { querystring }),
-        headers: ConditionalGetHeaders,
-        response: { 200: item, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) },
-      },
-    },
-    async (request, reply) => {
-      const typed = request as Request<P, Q>;
-      const view = viewOf<F>(request.query as Parameters<typeof viewOf>[0]);
-      const partial = read && !isFull(view);
-      const found = partial ? await read(typed, view) : await find(typed);
-      if (!found) throw notFound(missingOf(resource, request.params));
-      const shown = present ? present(request, reply, found as T) : found;
-      return partial ? shown : conditionalGet(request, reply, resource.etag(shown as T), shown);
-    },
-  );
+  const handler = async (request: ItemOf<P>, reply: FastifyReply): Promise<unknown> => {
+    const view = viewOf<F>(request.query);
+    const partial = read && !isFull(view);
+    const found = partial ? await read(request, view) : await find(request);
+    if (!found) throw notFound(missingOf(resource, request.params));
+    const shown = present ? present(request, reply, found as T) : found;
+    return partial ? shown : conditionalGet(request, reply, resource.etag(shown as T), shown);
+  };
+  const schema = { ...doc, tags: groupOf(resource), params, ...(querystring && { querystring }) };
+  const response = { 200: item, 304: NotModified, ...errorResponses(...COMMON_ERRORS, 404) };
+  app.get(resource.path, { config, schema: { ...schema, headers: ConditionalGetHeaders, response } }, handler);
 }
 
 type CreateRequest<P extends TSchema, B extends TSchema> = FastifyRequest<{ Params: Static<P>; Body: Static<B> }>;

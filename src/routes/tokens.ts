@@ -8,13 +8,14 @@ import {
   TokenListQuery,
   TokenParams,
   TokenSchema,
+  type TokenSortField,
 } from '../schemas/tokens.js';
 import { UserSchema } from '../schemas/users.js';
 import { tokensRepository } from '../repositories/tokens.js';
 import { usersRepository } from '../repositories/users.js';
 import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
-import { sortOf } from '../http/lists.js';
+import type { ListRequest } from '../http/lists.js';
 import { PRIVATE } from '../http/conditional.js';
 import { authenticated, groupOf, listRoute } from './resource-routes.js';
 import { missing, type Listed } from '../resource.js';
@@ -66,7 +67,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
       config: { cacheControl: PRIVATE },
       querystring: TokenListQuery,
       list: TokenList,
-      load: (request, page) => issued.list(request.user!.id, sortOf(request.query), page),
+      load: (request, { sort, page }: ListRequest<TokenSortField>) => issued.list(request.user!.id, sort, page),
     });
 
     r.delete(

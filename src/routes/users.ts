@@ -12,14 +12,14 @@ import {
   UserSchema,
   UserViewSchema,
   type UserField,
+  type UserSortField,
 } from '../schemas/users.js';
 import { usersRepository, type User } from '../repositories/users.js';
 import { tokensRepository } from '../repositories/tokens.js';
 import type { View, Viewed } from '../db/views.js';
 import { emailTaken, invalidToken } from '../errors.js';
 import { hashPassword } from '../security.js';
-import { sortOf } from '../http/lists.js';
-import { viewOf } from '../http/view-params.js';
+import type { ListRequest } from '../http/lists.js';
 import { conditionalGet, digest, withEtag, PRIVATE } from '../http/conditional.js';
 import { defineResource, missing, type Api } from '../resource.js';
 import { Created, createRoute, groupOf, itemRoute, listRoute } from './resource-routes.js';
@@ -92,7 +92,7 @@ async function usersRoutes(app: Api): Promise<void> {
     summary: 'List users',
     querystring: UserListQuery,
     list: UserList,
-    load: (request, page) => profiles.list(sortOf(request.query), page, viewOf(request.query)),
+    load: (_request, { sort, page, view }: ListRequest<UserSortField, UserField>) => profiles.list(sort, page, view),
   });
   itemRoute(app, users, {
     ...reads,

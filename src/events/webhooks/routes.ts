@@ -23,7 +23,7 @@ import { loadOwned } from '../../use-cases/change-owned.js';
 import { linkTo } from '../../http/links.js';
 import { withTransaction } from '../../db/pool.js';
 import { PRIVATE } from '../../http/conditional.js';
-import { listResponse, pageRequest, sortOf } from '../../http/lists.js';
+import { listRequest, listResponse } from '../../http/lists.js';
 import { webhooksRepository } from './repository.js';
 import {
   BacklogSchema,
@@ -32,6 +32,7 @@ import {
   DeliverySchema,
   WEBHOOK_SORT_FIELDS,
   WebhookParams,
+  type WebhookSortField,
   webhookContracts,
 } from './schemas.js';
 import { normalizedUrl, urlProblem, type TargetPolicy } from './targets.js';
@@ -130,10 +131,10 @@ const webhookRoutes: FastifyPluginAsyncTypebox<{
         },
       },
       async (request, reply) => {
-        const page = pageRequest(request.query);
+        const list = listRequest<WebhookSortField, never>(request, request.query);
         const { id, role } = request.user!;
-        const result = await webhooks.list(role === 'admin' ? undefined : id, sortOf(request.query), page);
-        return listResponse(request, reply, result!, page);
+        const result = await webhooks.list(role === 'admin' ? undefined : id, list.sort, list.page);
+        return listResponse(request, reply, result!, list);
       },
     );
 
@@ -221,10 +222,10 @@ const webhookRoutes: FastifyPluginAsyncTypebox<{
       async (request, reply) => {
         await loadWebhook(request);
         // Always a cursor page, even with neither after nor limit.
-        const page = pageRequest({ ...request.query, limit: request.query.limit ?? 20 });
-        const result = await webhooks.deliveries(request.params.webhookId, page);
+        const list = listRequest(request, { ...request.query, limit: request.query.limit ?? 20 });
+        const result = await webhooks.deliveries(request.params.webhookId, list.page);
         if (!result) throw notFound(`webhook ${request.params.webhookId} does not exist`);
-        const envelope = listResponse(request, reply, result, page);
+        const envelope = listResponse(request, reply, result, list);
         if (!('limit' in envelope)) throw new Error('a cursor page was expected');
         return envelope;
       },

@@ -3,6 +3,7 @@ import { Type, type Static, type TSchema } from '@sinclair/typebox';
 import { Count, Id, PathId, SmallInt, Storable, StringEnum, Text, Timestamp } from '../../schemas/common.js';
 
 export const WEBHOOK_SORT_FIELDS = ['id', 'createdAt'] as const;
+export type WebhookSortField = (typeof WEBHOOK_SORT_FIELDS)[number];
 const OrNull = <T extends TSchema>(schema: T, description: string) =>
   Type.Union([schema, Type.Null()], { description });
 

@@ -14,6 +14,7 @@ import {
 } from '../schemas/common.js';
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
 import { listRequest, listResponse } from '../http/lists.js';
+import { NO_STORE } from '../http/route-options.js';
 import { gone, serviceUnavailable, validation } from '../errors.js';
 import { eventsRepository, toEvent } from './repository.js';
 import type { ResourceRegistry } from '../resource.js';
@@ -209,7 +210,7 @@ const eventsRoutes: FastifyPluginAsyncTypebox<{ maxStreams: number }> = async (a
   app.get(
     '/events/stream',
     {
-      config: { cacheControl: 'no-store' },
+      config: { cacheControl: NO_STORE },
       schema: {
         tags: ['events'],
         operationId: 'streamEvents',

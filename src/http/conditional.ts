@@ -37,5 +37,3 @@ export function withEtag<T>(reply: FastifyReply, etag: string, body: T): T {
   reply.header('etag', etag);
   return body;
 }
-
-export const PRIVATE = 'private, no-store';

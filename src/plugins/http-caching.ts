@@ -5,16 +5,8 @@
 import fp from 'fastify-plugin';
 import type { AppConfig } from '../config.js';
 import type { FastifyReply } from 'fastify';
-import { PRIVATE, bodyEtag, namesEtag } from '../http/conditional.js';
-
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** An explicit policy (PRIVATE, 'no-store') instead of the public-read one. */
-    cacheControl?: string;
-    /** Anonymous GETs of this route may read a streaming replica (plugins/read-routing.ts). */
-    readsReplica?: boolean;
-  }
-}
+import { bodyEtag, namesEtag } from '../http/conditional.js';
+import { NO_STORE, PRIVATE } from '../http/route-options.js';
 
 /** For an answer that shows this viewer's own data (their e-mail) to them. */
 export function keepPrivate(reply: FastifyReply): void {
@@ -35,7 +27,7 @@ export default fp<{ config: AppConfig }>(
           // The answer depends on the credentials: a shared cache keeps the anonymous one apart.
           const vary = reply.getHeader('vary');
           reply.header('vary', vary ? `${String(vary)}, Authorization` : 'Authorization');
-        } else reply.header('cache-control', 'no-store');
+        } else reply.header('cache-control', NO_STORE);
       }
       // Nothing stores a no-store answer (health), so a validator would never be sent back.
       if (
@@ -43,7 +35,7 @@ export default fp<{ config: AppConfig }>(
         status === 200 &&
         typeof payload === 'string' &&
         !reply.hasHeader('etag') &&
-        reply.getHeader('cache-control') !== 'no-store'
+        reply.getHeader('cache-control') !== NO_STORE
       ) {
         const etag = bodyEtag(payload);
         reply.header('etag', etag);

@@ -8,13 +8,6 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppConfig } from '../config.js';
 import { HttpError } from '../errors.js';
 
-declare module 'fastify' {
-  interface FastifyContextConfig {
-    /** Spend the stricter RATE_LIMIT_AUTH_MAX budget instead of the default one. */
-    authRateLimit?: boolean;
-  }
-}
-
 type Policy = { name: 'default' | 'auth'; max: number };
 
 const REDIS_WARNING_INTERVAL_MS = 30_000;

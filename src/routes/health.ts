@@ -7,6 +7,7 @@ import { databaseFailure } from '../plugins/errors.js';
 import { schemaState, shippedMigrations } from '../db/migrate.js';
 import { codeOf } from '../db/pool.js';
 import { eventsRepository } from '../events/repository.js';
+import { PROBE } from '../http/route-options.js';
 
 const schemaBehind = (missing: readonly string[]) =>
   serviceUnavailable(
@@ -35,7 +36,7 @@ const Backlog = Type.Object(
 const Ready = Type.Object({ ...ok, eventBacklog: Backlog }, { additionalProperties: false, description: 'ok' });
 
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const exempt = { rateLimit: false, cacheControl: 'no-store' } as const;
+  const exempt = PROBE;
   const shipped = shippedMigrations();
   const events = eventsRepository(app.db);
   let verdict = 'ready';

@@ -17,6 +17,7 @@ import { createOnce, type CreatedResource, type Creation } from '../use-cases/cr
 import { conditionalGet } from '../http/conditional.js';
 import { listRequest, listResponse, type ListQuery, type ListRequest } from '../http/lists.js';
 import { viewOf } from '../http/view-params.js';
+import { PUBLIC_READ } from '../http/route-options.js';
 import { missing as missingOf, type Api, type Listed, type Named, type Resource } from '../resource.js';
 
 export type { Api };
@@ -74,16 +75,7 @@ export function listRoute<
       under?: Named;
     },
 ): void {
-  const {
-    params,
-    querystring,
-    list,
-    load,
-    under = resource.parent,
-    config = { readsReplica: true },
-    present,
-    ...doc
-  } = spec;
+  const { params, querystring, list, load, under = resource.parent, config = PUBLIC_READ, present, ...doc } = spec;
   const response = params ? listResponses(list, 404) : listResponses(list);
   const schema = { ...doc, tags: groupOf(resource), ...(params && { params }), querystring };
   const handler = async (request: ListOf<P>, reply: FastifyReply): Promise<object> => {
@@ -113,7 +105,7 @@ export function itemRoute<P extends TSchema, T, F extends string = string>(
     },
 ): void {
   const { params, querystring, item, find, read, ...reads } = spec;
-  const { config = { readsReplica: true }, present, ...doc } = reads;
+  const { config = PUBLIC_READ, present, ...doc } = reads;
   const handler = async (request: ItemOf<P>, reply: FastifyReply): Promise<unknown> => {
     const view = viewOf<F>(request.query);
     const partial = read && !isFull(view);

@@ -16,7 +16,7 @@ import { usersRepository } from '../repositories/users.js';
 import { notFound, unauthorized } from '../errors.js';
 import { newToken, verifyPassword } from '../security.js';
 import type { ListRequest } from '../http/lists.js';
-import { PRIVATE } from '../http/conditional.js';
+import { CREDENTIALS, PRIVATE } from '../http/route-options.js';
 import { authenticated, groupOf, listRoute } from './resource-routes.js';
 import { missing, type Listed } from '../resource.js';
 
@@ -36,7 +36,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
   app.post(
     '/tokens',
     {
-      config: { authRateLimit: true, cacheControl: PRIVATE },
+      config: CREDENTIALS,
       schema: {
         tags: groupOf(tokens),
         operationId: 'createToken',

@@ -20,7 +20,8 @@ import type { View, Viewed } from '../db/views.js';
 import { emailTaken, invalidToken } from '../errors.js';
 import { hashPassword } from '../security.js';
 import type { ListRequest } from '../http/lists.js';
-import { conditionalGet, digest, withEtag, PRIVATE } from '../http/conditional.js';
+import { conditionalGet, digest, withEtag } from '../http/conditional.js';
+import { CREDENTIALS, PRIVATE } from '../http/route-options.js';
 import { defineResource, missing, type Api } from '../resource.js';
 import { Created, createRoute, groupOf, itemRoute, listRoute } from './resource-routes.js';
 import { changeOwned, loadForChange, type OwnedCheck } from '../use-cases/change-owned.js';
@@ -70,7 +71,7 @@ async function usersRoutes(app: Api): Promise<void> {
     operationId: 'createUser',
     summary: 'Sign up',
     security: null,
-    config: { authRateLimit: true, cacheControl: PRIVATE },
+    config: CREDENTIALS,
     body: CreateUserBody,
     created: Created(UserSchema, 'the new user, with e-mail'),
     errors: [409],

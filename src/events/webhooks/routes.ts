@@ -22,7 +22,7 @@ import { conflict, notFound, validation } from '../../errors.js';
 import { loadOwned } from '../../use-cases/change-owned.js';
 import { linkTo } from '../../http/links.js';
 import { withTransaction } from '../../db/pool.js';
-import { PRIVATE } from '../../http/conditional.js';
+import { NO_STORE, PRIVATE, PROBE } from '../../http/route-options.js';
 import { listRequest, listResponse } from '../../http/lists.js';
 import { webhooksRepository } from './repository.js';
 import {
@@ -66,7 +66,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox<{
   app.get(
     '/health/webhooks',
     {
-      config: { rateLimit: false, cacheControl: 'no-store' },
+      config: PROBE,
       schema: {
         tags: ['health'],
         operationId: 'getWebhookBacklog',
@@ -185,7 +185,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox<{
     r.delete(
       '/webhooks/:webhookId',
       {
-        config: { cacheControl: 'no-store' },
+        config: { cacheControl: NO_STORE },
         schema: {
           operationId: 'deleteWebhook',
           summary: 'Delete a webhook and its deliveries',

@@ -17,6 +17,7 @@ import { POOL_EXHAUSTED, codeOf } from '../db/pool.js';
 import { toFieldErrors } from '../validation.js';
 import { quotedPath, requestPath } from '../http/links.js';
 import { missing } from '../resource.js';
+import { referencedTable } from '../repositories/catalog.js';
 
 export const MAX_PARAM_LENGTH = 16_384;
 
@@ -174,15 +175,11 @@ function referenceErrors(): (error: AnyError, request: FastifyRequest) => Promis
     const key = `${table}.${constraint}`;
     let found = referenced.get(key);
     if (!found) {
-      const text = `SELECT confrelid::regclass::text AS name FROM pg_constraint
-        WHERE contype = 'f' AND conname = $1 AND conrelid = to_regclass($2)`;
-      found = request.server.db.query<{ name: string }>(text, [constraint, table]).then(
-        ({ rows }) => rows[0]?.name,
-        () => {
-          referenced.delete(key);
-          return undefined;
-        },
-      );
+      found = referencedTable(request.server.db, table, constraint).catch(() => {
+        // Asked again next time: the database may be back.
+        referenced.delete(key);
+        return undefined;
+      });
       referenced.set(key, found);
     }
     return found;

@@ -134,10 +134,12 @@ BEGIN
 
   EXECUTE format($f$
     CREATE FUNCTION %1$I() RETURNS trigger LANGUAGE plpgsql AS $body$
+    DECLARE
+      shown jsonb := %2$s(NEW);
     BEGIN
-      IF %2$s(OLD) IS DISTINCT FROM %2$s(NEW) THEN
+      IF shown IS DISTINCT FROM %2$s(OLD) THEN
         INSERT INTO events_pending (type, resource_type, resource_id, post_id, data)
-          VALUES (%3$L, %4$L, NEW.id, %5$s, %2$s(NEW));
+          VALUES (%3$L, %4$L, NEW.id, %5$s, shown);
         PERFORM notify_from_outside('events');
       END IF;
       RETURN NULL;

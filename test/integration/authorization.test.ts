@@ -4,15 +4,21 @@
  * owner, an admin, the owner's expired token, the owner's revoked token, and for
  * comment PATCH/DELETE the post's author — gives exactly the contract's status
  * (docs/api.md §4, §6). One table; each case gets fresh resources, so a DELETE in one
- * row cannot change the outcome of another.
+ * row cannot change the outcome of another. The rows are written by hand, for
+ * they hold the expected statuses; which rows there must be is not: it is read
+ * from the OpenAPI document the app builds from its routes (issue 45), so an
+ * operation that needs a token, a new resource's included, cannot go untested.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { newToken } from '../../src/security.js';
 import { tokensRepository } from '../../src/repositories/tokens.js';
 import { createComment, createPost, useTestApp } from '../helpers/factories.js';
 import { describeResponse, expectContractResponse } from '../helpers/contract.js';
+import { needsToken, openApiDocument, operationsOf } from '../helpers/operations.js';
 
-const t = useTestApp();
+// No webhook worker: the matrix queues deliveries by hand, and a retried one must not go out mid-test. Each
+// webhook row creates the owner's webhooks afresh for every caller, more than the default cap of 20 allows.
+const t = useTestApp({ WEBHOOK_CONCURRENCY: '0', WEBHOOK_MAX_PER_USER: '1000' });
 /** Owns the resources under test; also the post's author unless a row says otherwise. */
 const owner = t.user({ name: 'Owner' });
 const other = t.user({ name: 'Other' });
@@ -56,6 +62,28 @@ async function ownersComment(): Promise<{ postId: number; commentId: number }> {
 /** Another live token of the owner, issued without a log-in's password hash. */
 async function ownersSpareToken(): Promise<number> {
   return (await tokensRepository(t.app.db).create(owner.user.id, newToken().hash, 3600)).id;
+}
+
+/** A webhook of the owner's, registered as a client would. */
+async function ownersWebhook(): Promise<number> {
+  const res = await t.app.inject({
+    method: 'POST',
+    url: '/webhooks',
+    headers: owner.auth,
+    payload: { url: 'https://hooks.example.com/in' },
+  });
+  expect(res.statusCode, res.body).toBe(201);
+  return (res.json() as { id: number }).id;
+}
+
+/** A delivery of the owner's webhook, queued in SQL: without a worker nothing fans events out to it. */
+async function ownersDelivery(): Promise<{ webhookId: number; deliveryId: number }> {
+  const webhookId = await ownersWebhook();
+  const { rows } = await t.app.db.query<{ id: string }>(
+    'INSERT INTO webhook_deliveries (webhook_id, event_id) VALUES ($1, 1) RETURNING id',
+    [webhookId],
+  );
+  return { webhookId, deliveryId: Number(rows[0]!.id) };
 }
 
 interface Row {
@@ -142,6 +170,49 @@ const MATRIX: Row[] = [
     request: async () => ({ method: 'DELETE', url: `/tokens/${await ownersSpareToken()}` }),
     expected: { ...unauthenticated, other: 404, owner: 204, admin: 404 },
   },
+  {
+    endpoint: 'POST /webhooks',
+    request: async () => ({ method: 'POST', url: '/webhooks', payload: { url: 'https://hooks.example.com/in' } }),
+    expected: { ...unauthenticated, other: 201, owner: 201, admin: 201 },
+  },
+  {
+    // Everyone may list; what each sees (their own, an admin everyone's) is webhooks.test.ts's subject.
+    endpoint: 'GET /webhooks',
+    request: async () => ({ method: 'GET', url: '/webhooks' }),
+    expected: { ...unauthenticated, other: 200, owner: 200, admin: 200 },
+  },
+  {
+    endpoint: 'GET /webhooks/{webhookId}',
+    request: async () => ({ method: 'GET', url: `/webhooks/${await ownersWebhook()}` }),
+    expected: { ...unauthenticated, other: 403, owner: 200, admin: 200 },
+  },
+  {
+    endpoint: 'PATCH /webhooks/{webhookId}',
+    request: async () => ({
+      method: 'PATCH',
+      url: `/webhooks/${await ownersWebhook()}`,
+      payload: { description: 'changed' },
+    }),
+    expected: { ...unauthenticated, other: 403, owner: 200, admin: 200 },
+  },
+  {
+    endpoint: 'DELETE /webhooks/{webhookId}',
+    request: async () => ({ method: 'DELETE', url: `/webhooks/${await ownersWebhook()}` }),
+    expected: { ...unauthenticated, other: 403, owner: 204, admin: 204 },
+  },
+  {
+    endpoint: 'GET /webhooks/{webhookId}/deliveries',
+    request: async () => ({ method: 'GET', url: `/webhooks/${(await ownersDelivery()).webhookId}/deliveries` }),
+    expected: { ...unauthenticated, other: 403, owner: 200, admin: 200 },
+  },
+  {
+    endpoint: 'POST /webhooks/{webhookId}/deliveries/{deliveryId}/retry',
+    request: async () => {
+      const { webhookId, deliveryId } = await ownersDelivery();
+      return { method: 'POST', url: `/webhooks/${webhookId}/deliveries/${deliveryId}/retry` };
+    },
+    expected: { ...unauthenticated, other: 403, owner: 202, admin: 202 },
+  },
 ];
 
 const ERROR_CODE: Record<number, string> = { 401: 'unauthorized', 403: 'forbidden', 404: 'not_found' };
@@ -178,6 +249,24 @@ describe('authorization matrix', () => {
     ]) {
       expect(MATRIX.find((r) => r.endpoint === endpoint)?.expected.postAuthor).toBeDefined();
     }
+  });
+
+  it('has a row for every operation the OpenAPI document says needs a token, and no row for anything else', async () => {
+    const doc = await openApiDocument(t.app);
+    // `PATCH /posts/{postId}`…: the public operations declare security `[{}]`, anyone, token or not.
+    const needToken = operationsOf(doc)
+      .filter(({ operation }) => needsToken(doc, operation))
+      .map(({ endpoint }) => endpoint);
+    const rows = MATRIX.map((row) => row.endpoint);
+    expect(
+      needToken.filter((endpoint) => !rows.includes(endpoint)),
+      'operations that need a token but have no row in MATRIX',
+    ).toEqual([]);
+    // A row for a public operation, or for one that no longer exists, would pass while testing nothing it claims.
+    expect(
+      rows.filter((endpoint) => !needToken.includes(endpoint)),
+      'MATRIX rows that name no operation needing a token',
+    ).toEqual([]);
   });
 
   it('what an allowed caller sees is their own: /users/me and /tokens', async () => {

@@ -1,7 +1,8 @@
 /**
  * What docs/operations.md and docs/api.md tell an operator holds: every variable they name is a setting the service
  * reads (src/config.ts), one docker-compose.yml reads, OpenTelemetry's, or a constant the code exports under that
- * name (never a setting that does not exist); and the metrics endpoint operations.md documents is not denied in it.
+ * name (never a setting that does not exist); the metrics endpoint operations.md documents is not denied in it; and the
+ * ports README.md says `npm start` opens are the defaults of src/config.ts.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -37,4 +38,13 @@ it('docs/operations.md documents GET /metrics and nowhere says there is none', (
   expect(settings.has('METRICS_PORT')).toBe(true);
   const sentences = text.replace(/\s+/g, ' ').split(/(?<=\.)\s/);
   expect(sentences.filter((sentence) => /no metrics endpoint/i.test(sentence))).toEqual([]);
+});
+
+it("README.md says which ports npm start opens, with src/config.ts's defaults", () => {
+  const readme = readFileSync('README.md', 'utf8').replace(/\s+/g, ' ');
+  const line = /`npm start` opens three ports[^.]*\./.exec(readme)?.[0];
+  expect(line).toBeDefined();
+  const properties = EnvSchema.properties as Record<string, { default?: unknown }>;
+  for (const setting of ['PORT', 'METRICS_PORT', 'EMBEDDED_PG_PORT'])
+    expect(line, setting).toContain(`${String(properties[setting]!.default)} (\`${setting}\`)`);
 });

@@ -13,7 +13,10 @@
 #   - the scale profile alone routes the api through PgBouncer and the replica, and the api
 #     waits for both to be healthy;
 #   - HOST=0.0.0.0 for the api, in Compose and in the image; the image's Node is pinned too;
-#   - Compose's api and the image run the server as `npm run start:prod` does (its node flags).
+#   - Compose's api and the image run the server as `npm run start:prod` does (its node flags);
+#   - every variable passed to the service's own containers (api, migrate) is a setting that
+#     `npm start -- --help` lists, or one their command reads itself: the service ignores a name it
+#     does not know without a word (src/config.ts checks the values of the names it knows only).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -90,16 +93,22 @@ fi
 grep -q 'POSTGRES_PASSWORD is required' <<<"$out" || { echo "$out" >&2; fail "without POSTGRES_PASSWORD the error does not say what to set"; }
 echo "check-compose: ok: POSTGRES_PASSWORD is required, and the error says so"
 
+# The settings the service knows, as its help lists them: "  NAME (default): what it does".
+npm start --silent -- --help >"$work/help.txt" 2>&1 || { cat "$work/help.txt" >&2; fail "npm start -- --help failed"; }
+sed -nE 's/^  ([A-Z][A-Z0-9_]*) \(.*$/\1/p' "$work/help.txt" >"$work/settings.txt"
+[ -s "$work/settings.txt" ] || { cat "$work/help.txt" >&2; fail "npm start -- --help lists no settings"; }
+
 # What the resolved configuration (scale profile: every service) promises. python3-yaml
 # comes with Debian's docker-compose.
 env -u POSTGRES_PASSWORD docker-compose --profile scale --env-file "$password_env" -f "$v1_file" config >"$work/resolved.yml"
-python3 - "$work/resolved.yml" "$COMPOSE_FILE_PATH" Dockerfile <<'PY' || fail "see the problems above"
+python3 - "$work/resolved.yml" "$COMPOSE_FILE_PATH" Dockerfile "$work/settings.txt" <<'PY' || fail "see the problems above"
 import json, re, sys, yaml
 from urllib.parse import urlsplit
 
 resolved = yaml.safe_load(open(sys.argv[1]))["services"]
 original = yaml.safe_load(open(sys.argv[2]))["services"]
 dockerfile = open(sys.argv[3]).read()
+settings = set(open(sys.argv[4]).read().split())
 problems = []
 # major.minor.patch; PostgreSQL (10 and later) numbers its releases major.minor.
 EXACT = re.compile(r"^[^:]+:v?\d+\.\d+\.\d+(-[A-Za-z0-9.-]+)?(@sha256:[0-9a-f]{64})?$|^postgres:\d+\.\d+(-[a-z0-9]+)?$")
@@ -144,6 +153,21 @@ cmd = [json.loads(line[4:]) for line in dockerfile.splitlines() if line.startswi
 if not cmd or cmd[-1] != start_prod[1:]:
     problems.append(f"Dockerfile: CMD is not start:prod's {json.dumps(start_prod[1:])}")
 
+# Read by Node.js and libraries, not a setting of the service (the image sets it too).
+NOT_SETTINGS = {"NODE_ENV"}
+for name, service in resolved.items():
+    # The service's own image (api, migrate); the others are configured by their images' variables.
+    if "build" not in service:
+        continue
+    own_command = " ".join(service.get("command") or [])
+    for variable in sorted(service.get("environment") or {}):
+        if variable in settings or variable in NOT_SETTINGS:
+            continue
+        # POOLED_DATABASE_URL and the like: what the container's command reads to set a setting.
+        if re.search(rf"\$\$?\{{?{variable}\b", own_command):
+            continue
+        problems.append(f"{name}: passes {variable}, which is no setting of the service (npm start -- --help)")
+
 if not re.search(r"^ARG NODE_IMAGE=node:\d+\.\d+\.\d+-[a-z]+-slim$", dockerfile, re.M):
     problems.append("Dockerfile: NODE_IMAGE is not pinned to an exact Node version")
 if not re.search(r"^\s+HOST=0\.0\.0\.0", dockerfile, re.M):
@@ -153,6 +177,6 @@ for problem in problems:
     print(f"check-compose: {problem}", file=sys.stderr)
 sys.exit(1 if problems else 0)
 PY
-echo "check-compose: ok: exact images, healthchecks, the scale profile's routing, HOST"
+echo "check-compose: ok: exact images, healthchecks, the scale profile's routing, HOST, only settings passed to the service"
 
 echo "check-compose: $COMPOSE_FILE_PATH is valid"

@@ -36,22 +36,33 @@ function makeAjv(options: Options): Ajv {
 
 const CANONICAL_INTEGER = /^(?:0|[1-9][0-9]*)$/;
 const NOT_CANONICAL = 'must be written in plain decimal digits (no sign, leading zero, exponent or spaces)';
+const REPEATED = 'must be given once';
 
 type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
 type Properties = Record<string, { type?: unknown }>;
 
+const refusal = (name: string, keyword: string, message: string): ErrorObject => ({
+  instancePath: `/${name}`,
+  schemaPath: `#/properties/${name}`,
+  keyword,
+  params: {},
+  message,
+});
+
 /**
  * A URL part, past Ajv: a query list comes comma-separated (`fields=title,body`) or repeated (`fields=title&fields=body`,
- * what generated clients send), and either is the one array its schema checks; integers are refused when `Number()`
- * takes them but they are not canonical (`01`, `1e3`).
+ * what generated clients send), and either is the one array its schema checks; any other query parameter repeated
+ * arrives as an array too, and is refused as repeated rather than as a value of the wrong type; integers are refused
+ * when `Number()` takes them but they are not canonical (`01`, `1e3`).
  */
-function urlPart(validate: Validate, schema: { properties?: Properties }, splitLists: boolean): Validate {
+function urlPart(validate: Validate, schema: { properties?: Properties }, query: boolean): Validate {
   const properties = schema.properties ?? {};
   const named = (test: (s: Properties[string]) => boolean) =>
     Object.keys(properties).filter((n) => test(properties[n]!));
   const integers = named((s) => s.type === 'integer');
-  const lists = splitLists ? named((s) => s.type === 'array') : [];
-  if (integers.length + lists.length === 0) return validate;
+  const lists = query ? named((s) => s.type === 'array') : [];
+  const scalars = query ? named((s) => s.type !== 'array') : [];
+  if (integers.length + lists.length + scalars.length === 0) return validate;
   const checked: Validate = (data) => {
     const values = (data ?? {}) as Record<string, unknown>;
     const refused: ErrorObject[] = [];
@@ -59,16 +70,13 @@ function urlPart(validate: Validate, schema: { properties?: Properties }, splitL
       const value = values[name];
       if (typeof value === 'string' || Array.isArray(value)) values[name] = [value].flat().join(',').split(',');
     }
+    for (const name of scalars) {
+      if (Array.isArray(values[name])) refused.push(refusal(name, 'repeated', REPEATED));
+    }
     for (const name of integers) {
       const value = values[name];
       if (typeof value === 'string' && !CANONICAL_INTEGER.test(value) && Number.isInteger(Number(value)))
-        refused.push({
-          instancePath: `/${name}`,
-          schemaPath: `#/properties/${name}`,
-          keyword: 'canonical',
-          params: {},
-          message: NOT_CANONICAL,
-        });
+        refused.push(refusal(name, 'canonical', NOT_CANONICAL));
     }
     const valid = validate(data);
     const errors = (validate.errors ?? []).filter(

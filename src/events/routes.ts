@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox';
 import type { Socket } from 'node:net';
 import {
   COMMON_ERRORS,
+  ErrorSchema,
   ETag,
   errorResponses,
   Id,
@@ -74,7 +75,10 @@ function eventContracts(resources: ResourceRegistry) {
     examples: [['post.created', 'comment.created']],
   });
 
-  const After = (description: string) => Type.Optional({ ...Id, minimum: 0, description });
+  // checkCursor's answers, named where a client reads about the cursor.
+  const CURSOR_REFUSALS = 'older than the oldest event kept: 410; beyond the newest event: 422';
+  const After = (description: string) =>
+    Type.Optional({ ...Id, minimum: 0, description: `${description}; ${CURSOR_REFUSALS}` });
   const filters = {
     type: Type.Optional(TypesParam),
     post: Type.Optional({ ...Id, description: "only this post's events and its comments'" }),
@@ -106,7 +110,8 @@ function eventContracts(resources: ResourceRegistry) {
         maxLength: 16,
         'x-errorMessage': 'must be an event id',
         description:
-          'set by EventSource on a reconnection: resume after it (0: from the oldest event kept, as after=0)',
+          'set by EventSource on a reconnection: resume after it (0: from the oldest event kept, as after=0); ' +
+          CURSOR_REFUSALS,
       }),
     ),
   });
@@ -130,6 +135,18 @@ function eventContracts(resources: ResourceRegistry) {
   );
   return { EventSchema, EventListQuery, EventStreamQuery, EventStreamHeaders, EventPage };
 }
+
+/**
+ * The feed's 422, in place of a list's (which names page, perPage and before, none of which the feed takes) and of
+ * the generic one: its own parameters, and checkCursor's refusal of a cursor ahead of the feed.
+ */
+const feedValidationError = (parameters: string) =>
+  Type.Ref(ErrorSchema, {
+    description:
+      `validation: see fieldErrors; a bad ${parameters}, or an unknown query parameter; ` +
+      'also a cursor beyond the newest event ever numbered ("the cursor is ahead of the feed": the feed was reset, ' +
+      'or it is not a cursor the feed gave), to be resynchronised from the lists',
+  });
 
 const EventStream = Type.String({
   description:
@@ -181,7 +198,7 @@ const eventsRoutes: FastifyPluginAsyncTypebox<{ maxStreams: number }> = async (a
           'hasMore false means none more now: ask again later from nextCursor.',
         querystring: EventListQuery,
         headers: ConditionalGetHeaders,
-        response: listResponses(EventPage, 410),
+        response: { ...listResponses(EventPage, 410), 422: feedValidationError('after, limit, type or post') },
       },
     },
     async (request, reply) => {
@@ -226,6 +243,7 @@ const eventsRoutes: FastifyPluginAsyncTypebox<{ maxStreams: number }> = async (a
             content: { 'text/event-stream': { schema: EventStream } },
           },
           ...errorResponses(...COMMON_ERRORS, 410),
+          422: feedValidationError('after, type, post or Last-Event-ID'),
         },
       },
     },

@@ -31,6 +31,20 @@ function decode(request: FastifyRequest, body: Buffer): string | HttpError | und
   }
 }
 
+/**
+ * Fastify's parser (secure-json-parse) refuses a `__proto__` or `constructor.prototype` member with the error it gives
+ * broken JSON; parsed again without that check, JSON that is valid says what was refused instead.
+ */
+function refusedJson(text: string): HttpError {
+  try {
+    // Only to tell the two apart: the value is dropped, so the member it keeps harms nothing.
+    JSON.parse(text);
+  } catch {
+    return badRequest('body is not valid JSON');
+  }
+  return badRequest('body must not contain a __proto__ or constructor.prototype member');
+}
+
 export default fp(
   async (app) => {
     const parseJson = app.getDefaultJsonParser('error', 'error');
@@ -40,7 +54,7 @@ export default fp(
       if (typeof text !== 'string') return done(text ?? null, undefined);
       // Fastify's parser calls back; the promise its typing adds carries nothing.
       void parseJson(request, text, (error, value: unknown) => {
-        if (error) done(badRequest('body is not valid JSON'), undefined);
+        if (error) done(refusedJson(text), undefined);
         else if (typeof value !== 'object' || value === null || Array.isArray(value))
           done(badRequest('body must be a JSON object'), undefined);
         else done(null, value);

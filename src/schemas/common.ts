@@ -151,7 +151,9 @@ const CreatedBound = (side: string) =>
         '^(?:000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:[.][0-9]+)?' +
         '(?:[Zz]|[+-](?:0[0-9]|1[0-3]):[0-5][0-9]|[+-]14:00)$',
       maxLength: 64,
-      'x-errorMessage': 'must be an RFC 3339 date-time with Z or an offset within ±14:00, e.g. 2026-11-22T10:00:00Z',
+      // Year 0000 is RFC 3339 syntax: the message says which years are taken (docs/api.md §2 quotes it).
+      'x-errorMessage':
+        'must be an RFC 3339 date-time from year 0001 on, with Z or an offset within ±14:00, e.g. 2026-11-22T10:00:00Z',
       description: `only items created ${side} this RFC 3339 date-time (with Z or an offset); exclusive, at millisecond precision`,
     }),
   );

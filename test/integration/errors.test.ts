@@ -68,14 +68,38 @@ describe('400 bad_request', () => {
     expectError(res, 400, 'bad_request');
   });
 
-  it('prototype poisoning is refused', async () => {
+  // Valid JSON: the answer says what is refused, not that the JSON is broken.
+  const POISONING = 'body must not contain a __proto__ or constructor.prototype member';
+  it.each([
+    [
+      'a __proto__ member',
+      'POST',
+      '{"name":"x","email":"p@example.com","password":"12345678","__proto__":{"admin":true}}',
+    ],
+    ['a nested __proto__ member', 'POST', '{"name":"x","profile":{"__proto__":{"admin":true}}}'],
+    ['a constructor.prototype member', 'POST', '{"name":"x","constructor":{"prototype":{"admin":true}}}'],
+    ['a __proto__ member in a merge patch', 'PATCH', '{"__proto__":{"admin":true}}'],
+  ])('prototype poisoning is refused: %s', async (_what, method, payload) => {
+    const patch = method === 'PATCH';
+    const res = await t.app.inject({
+      method: patch ? 'PATCH' : 'POST',
+      url: patch ? `/users/${ann.user.id}` : '/users',
+      payload,
+      headers: patch
+        ? { ...ann.auth, 'content-type': 'application/merge-patch+json' }
+        : { 'content-type': 'application/json' },
+    });
+    expect(expectError(res, 400, 'bad_request').message).toBe(POISONING);
+  });
+
+  it('a member merely named constructor is no poisoning: an unknown member (422)', async () => {
     const res = await t.app.inject({
       method: 'POST',
       url: '/users',
-      payload: '{"name":"x","email":"p@example.com","password":"12345678","__proto__":{"admin":true}}',
+      payload: '{"name":"x","email":"c@example.com","password":"12345678","constructor":{"name":"y"}}',
       headers: { 'content-type': 'application/json' },
     });
-    expectError(res, 400, 'bad_request');
+    expect(expectError(res, 422, 'validation').fieldErrors).toEqual({ constructor: ['is not allowed'] });
   });
 });
 

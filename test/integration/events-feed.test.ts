@@ -190,6 +190,37 @@ describe('the feed', () => {
   });
 });
 
+describe('the 422 in the OpenAPI document', () => {
+  interface Operation {
+    parameters: { name: string; in: string; description?: string }[];
+    responses: Record<string, { description: string }>;
+  }
+  const operations = async () => {
+    const doc = (await get('/openapi.json')).json<{ paths: Record<string, { get: Operation }> }>();
+    return ['/events', '/events/stream'].map((path) => ({ path, operation: doc.paths[path]!.get }));
+  };
+
+  it("is /events' own: its parameters and a cursor ahead of the feed, never page, perPage or before", async () => {
+    for (const { path, operation } of await operations()) {
+      const description = operation.responses['422']!.description;
+      expect(description, path).toMatch(/after/);
+      expect(description, path).toMatch(/type/);
+      expect(description, path).toMatch(/beyond the newest event/);
+      expect(description, path).not.toMatch(/\bpage\b|perPage|before/);
+    }
+    const [feed] = await operations();
+    expect(feed!.operation.responses['422']!.description).toMatch(/limit/);
+  });
+
+  it("names after's 422 (a cursor ahead) and 410 (a cursor purged) in after's description", async () => {
+    for (const { path, operation } of await operations()) {
+      const after = operation.parameters.find((p) => p.in === 'query' && p.name === 'after')!;
+      expect(after.description, path).toMatch(/beyond the newest event[^;]*422/);
+      expect(after.description, path).toMatch(/410/);
+    }
+  });
+});
+
 describe('no gaps, no repeats', () => {
   it('a transaction held open: what commits meanwhile is listed, the held one follows it once committed', async () => {
     const post = await createPost(ann, 'to be held');

@@ -1,7 +1,8 @@
 /**
  * Every list-valued query parameter the document names (`fields`, `type`) takes the comma form
  * (`fields=title,body`) and the repeated form (`fields=title&fields=body`, what openapi-fetch and other
- * generated clients send) as the same list: the same answer, the same 422s.
+ * generated clients send) as the same list: the same answer, the same 422s. Every other query parameter takes one
+ * value: given twice, it is a 422 that says it is repeated.
  */
 import { beforeAll, expect, it } from 'vitest';
 import { createComment, createPost, useTestApp } from '../helpers/factories.js';
@@ -71,4 +72,41 @@ it('the repeated form is the comma form: the same answer, valid or not', async (
       expect(bodyY, where).toEqual(bodyX);
     }
   }
+});
+
+it('a scalar parameter given more than once is a 422 that says so, on every route', async () => {
+  const doc = (await t.app.inject({ method: 'GET', url: '/openapi.json' })).json<Document>();
+  const scalars: { path: string; name: string }[] = [];
+  for (const [path, item] of Object.entries(doc.paths))
+    for (const parameter of item.get?.parameters ?? [])
+      if (parameter.in === 'query' && parameter.schema.type !== 'array') scalars.push({ path, name: parameter.name });
+  expect(scalars.length).toBeGreaterThan(50);
+  for (const { path, name } of scalars) {
+    // The query is checked before the path's resource is looked up: any id will do.
+    const url = path.replace(/\{\w+\}/g, '1');
+    // The same value twice, and two different ones: either way the parameter is not one value.
+    for (const values of [
+      ['1', '1'],
+      ['5', '6'],
+    ]) {
+      const query = values.map((v) => `${name}=${v}`).join('&');
+      const res = await t.app.inject({ method: 'GET', url: `${url}?${query}`, headers: ann.auth });
+      expect(res.statusCode, `${url}?${query}`).toBe(422);
+      expect(res.json<{ fieldErrors: unknown }>().fieldErrors, `${url}?${query}`).toEqual({
+        [name]: ['must be given once'],
+      });
+    }
+  }
+});
+
+it('a repeated scalar is reported with the other problems of the request', async () => {
+  const res = await t.app.inject({ method: 'GET', url: '/posts?perPage=5&perPage=6&sort=nope&colour=red' });
+  expect(res.json()).toMatchObject({
+    error: 'validation',
+    fieldErrors: {
+      perPage: ['must be given once'],
+      sort: [expect.stringMatching(/^must be one of/)],
+      colour: ['is not allowed'],
+    },
+  });
 });

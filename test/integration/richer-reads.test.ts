@@ -5,6 +5,7 @@
  * titles, bodies and creation times the tests set; the estimated total is last,
  * with its 10 001 rows inserted in one statement.
  */
+import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { useTestApp, type SignedUp } from '../helpers/factories.js';
@@ -160,7 +161,17 @@ describe('createdAfter / createdBefore', () => {
     expect(await ids(`${url}&limit=1&sort=-createdAt`)).toEqual([made[2]]);
   });
 
-  const NOT_A_DATE_TIME = 'must be an RFC 3339 date-time with Z or an offset within ±14:00, e.g. 2026-11-22T10:00:00Z';
+  // Year 0000 is RFC 3339 syntax: the message names the years taken, as docs/api.md does.
+  const NOT_A_DATE_TIME =
+    'must be an RFC 3339 date-time from year 0001 on, with Z or an offset within ±14:00, e.g. 2026-11-22T10:00:00Z';
+
+  it('year 0, here and in docs/api.md: one message, the one the service sends', async () => {
+    for (const url of ['/posts?createdAfter=0000-01-01T00:00:00Z', '/posts?createdBefore=0000-12-31T23:59:59Z'])
+      expect422(await get(url), { [url.includes('After') ? 'createdAfter' : 'createdBefore']: [NOT_A_DATE_TIME] });
+    const docs = readFileSync('docs/api.md', 'utf8').replace(/\s+/g, ' ');
+    const quoted = /`createdAfter=0000-01-01T00:00:00Z`[^"]*"([^"]+)"/.exec(docs)?.[1];
+    expect(quoted).toBe(NOT_A_DATE_TIME);
+  });
 
   it('must be RFC 3339 date-times with an offset', async () => {
     for (const value of ['2026-01-01', '2026-01-01T00:00:00', 'yesterday', '2026-13-01T00:00:00Z']) {

@@ -1,6 +1,9 @@
 /** The pure parts of webhooks: backoff, target rules, sealed secrets. */
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { createValidatorCompiler } from '../../src/validation.js';
+import { webhookContracts } from '../../src/events/webhooks/schemas.js';
 import { nextAttemptAt } from '../../src/events/webhooks/worker.js';
 import { normalizedUrl, refusedRange, urlProblem } from '../../src/events/webhooks/targets.js';
 import { newSecret, openSecret, sealSecret } from '../../src/events/webhooks/repository.js';
@@ -108,6 +111,33 @@ describe('targets', () => {
     expect(normalizedUrl('HTTPS://Hooks.Example.COM:443/a/../b?x=1')).toBe('https://hooks.example.com/b?x=1');
     expect(normalizedUrl('https://[::FFFF:8.8.8.8]/')).toBe('https://[::ffff:808:808]/');
     expect(normalizedUrl('https://b\u00fccher.example/')).toBe('https://xn--bcher-kva.example/');
+  });
+});
+
+describe("the url's format: uri (ajv-formats, as the service validates bodies)", () => {
+  const { CreateWebhookBody } = webhookContracts(['post.created']);
+  const compile = createValidatorCompiler();
+  const validate = compile({ schema: CreateWebhookBody, httpPart: 'body', method: 'POST', url: '/webhooks' });
+  const loose = { allowHttp: true, allowPrivate: true };
+
+  it('takes every URL the service takes, as sent and as stored: ports, paths, queries, IPv4 and IPv6 literals', () => {
+    const urls = fc.webUrl({
+      validSchemes: ['https', 'http'],
+      withQueryParameters: true,
+      authoritySettings: { withPort: true, withIPv4: true, withIPv6: true, withIPv4Extended: true },
+    });
+    let taken = 0;
+    fc.assert(
+      fc.property(urls, (url) => {
+        if (urlProblem(url, loose)) return;
+        taken += 1;
+        expect(validate({ url }), url).toBe(true);
+        expect(validate({ url: normalizedUrl(url) }), normalizedUrl(url)).toBe(true);
+      }),
+      { numRuns: 1_000 },
+    );
+    // Most of them: the property says something.
+    expect(taken).toBeGreaterThan(500);
   });
 });
 

@@ -7,8 +7,15 @@ export type WebhookSortField = (typeof WEBHOOK_SORT_FIELDS)[number];
 const OrNull = <T extends TSchema>(schema: T, description: string) =>
   Type.Union([schema, Type.Null()], { description });
 
+/**
+ * format: uri, so that generated clients and fuzzers send URLs; ajv-formats' uri (RFC 3986) takes every URL the route's
+ * own check (targets.ts urlProblem) takes that RFC 3986 writes, and what WHATWG URL stores of it.
+ */
 const Url = Type.String({
+  format: 'uri',
   maxLength: 2000,
+  'x-errorMessage':
+    'must be an absolute URL as RFC 3986 writes it (spaces, non-ASCII and other characters it does not allow percent-encoded)',
   allOf: [Storable],
   description:
     'where events are POSTed: https, and not a private, loopback or link-local address (unless the operator allows them)',

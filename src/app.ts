@@ -1,7 +1,14 @@
 /** The whole HTTP application. It never listens and never exits; server.ts and the tests do that. */
 import { randomUUID } from 'node:crypto';
 import { trace } from '@opentelemetry/api';
-import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type RawReplyDefaultExpression,
+  type RawRequestDefaultExpression,
+  type RawServerDefault,
+} from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { DestinationStream } from 'pino';
 import type { AppConfig } from './config.js';
@@ -31,10 +38,19 @@ import webhookWorker from './events/webhooks/worker.js';
 import webhookRoutes from './events/webhooks/routes.js';
 import metrics from './plugins/metrics.js';
 
+/** The application as buildApp makes it: routes see their TypeBox schemas as types. */
+export type App = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  TypeBoxTypeProvider
+>;
+
 // Short and plain, so a client's X-Request-Id can neither forge log lines nor bloat them.
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-export async function buildApp(config: AppConfig, options: { logStream?: DestinationStream } = {}) {
+export async function buildApp(config: AppConfig, options: { logStream?: DestinationStream } = {}): Promise<App> {
   const validator = createValidatorCompiler();
   const app = Fastify({
     logger: {

@@ -5,12 +5,12 @@
  */
 import fp from 'fastify-plugin';
 import pg from 'pg';
-import { createSequencer } from './sequencer.js';
-import { createStreamHub } from './stream.js';
+import { createSequencer, type Sequencer } from './sequencer.js';
+import { createStreamHub, type StreamHub } from './stream.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    events: { sequencer: ReturnType<typeof createSequencer>; hub: ReturnType<typeof createStreamHub> };
+    events: { sequencer: Sequencer; hub: StreamHub };
   }
 }
 

@@ -27,8 +27,17 @@ export interface EventFilter {
   post?: number | undefined;
 }
 
-/** The event object of docs/api.md §12; `prefix` is the API's path prefix. */
-export function toEvent(row: EventRow, prefix: string) {
+/** The event object of docs/api.md §12, as the feed, the streams and webhooks send it. */
+export interface EventObject {
+  id: number;
+  type: EventType;
+  createdAt: string;
+  resource: { type: EventRow['resourceType']; id: number; path: string };
+  data: Record<string, unknown>;
+}
+
+/** `prefix` is the API's path prefix. */
+export function toEvent(row: EventRow, prefix: string): EventObject {
   const path =
     row.resourceType === 'comment'
       ? `${prefix}/posts/${row.postId}/comments/${row.resourceId}`
@@ -42,7 +51,7 @@ export function toEvent(row: EventRow, prefix: string) {
   };
 }
 
-export const matches = (filter: EventFilter, row: EventRow) =>
+export const matches = (filter: EventFilter, row: EventRow): boolean =>
   (filter.type === undefined || filter.type.includes(row.type)) &&
   (filter.post === undefined || row.postId === filter.post);
 
@@ -50,7 +59,16 @@ export const matches = (filter: EventFilter, row: EventRow) =>
 export const EVENT_COLUMNS = `id::float8 AS id, type, iso_utc(created_at) AS "createdAt", resource_type AS "resourceType",
   resource_id::float8 AS "resourceId", post_id::float8 AS "postId", data`;
 
-export function eventsRepository(db: Queryable) {
+export interface EventsRepository {
+  page(after: number, limit: number, filter?: EventFilter): Promise<EventRow[]>;
+  head(): Promise<number>;
+  bounds(): Promise<{ floor: number; head: number }>;
+  purgeExpired(retentionSeconds: number, batch: number): Promise<number>;
+  /** Committed events not numbered yet, and the age of the oldest. */
+  backlog(): Promise<{ unnumbered: number; oldestSeconds: number }>;
+}
+
+export function eventsRepository(db: Queryable): EventsRepository {
   return {
     async page(after: number, limit: number, filter: EventFilter = {}): Promise<EventRow[]> {
       // Only the conditions asked for: ?post= then walks its (post_id, id) index.

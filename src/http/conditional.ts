@@ -3,10 +3,10 @@ import { createHash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { preconditionFailed } from '../errors.js';
 
-export const postEtag = (post: { id: number; version: number; commentCount: number }) =>
+export const postEtag = (post: { id: number; version: number; commentCount: number }): string =>
   `"p${post.id}-${post.version}-${post.commentCount}"`;
 
-export const commentEtag = (comment: { id: number; version: number }) => `"c${comment.id}-${comment.version}"`;
+export const commentEtag = (comment: { id: number; version: number }): string => `"c${comment.id}-${comment.version}"`;
 
 const digest = (text: string) => createHash('sha256').update(text).digest('base64url').slice(0, 22);
 
@@ -15,7 +15,7 @@ export function userEtag(user: { id: number; name: string; role: string; email?:
   return `"u${user.id}-${digest(JSON.stringify(shown))}"`;
 }
 
-export const bodyEtag = (payload: string) => `"b${digest(payload)}"`;
+export const bodyEtag = (payload: string): string => `"b${digest(payload)}"`;
 
 const ENTITY_TAG = /(W\/)?("[^"]*")/g;
 
@@ -27,9 +27,14 @@ function matches(header: string, etag: string, comparison: 'weak' | 'strong'): b
   return false;
 }
 
-export const namesEtag = (header: string, etag: string) => matches(header, etag, 'weak');
+export const namesEtag = (header: string, etag: string): boolean => matches(header, etag, 'weak');
 
-export function conditionalGet<T>(request: FastifyRequest, reply: FastifyReply, etag: string, body: T) {
+export function conditionalGet<T>(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  etag: string,
+  body: T,
+): T | FastifyReply {
   reply.header('etag', etag);
   const header = request.headers['if-none-match'];
   if (header !== undefined && namesEtag(header, etag)) return reply.code(304).send();

@@ -21,7 +21,11 @@ export function oncePerDatabase<R>(make: (db: Queryable) => R): (db: Queryable) 
   };
 }
 
-export function readRepository<R>(make: (db: Queryable) => R, primary: Queryable) {
+/** A repository on the request's replica, else on `primary`; one per database handle. */
+export function readRepository<R>(
+  make: (db: Queryable) => R,
+  primary: Queryable,
+): (request: { replica: Queryable | null }) => R {
   const on = oncePerDatabase(make);
   return (request: { replica: Queryable | null }) => on(request.replica ?? primary);
 }

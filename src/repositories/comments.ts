@@ -2,13 +2,22 @@
 import type { Queryable } from '../db/pool.js';
 import type { Static } from '@sinclair/typebox';
 import type { CommentField, CommentSchema, CommentSortField } from '../schemas/comments.js';
-import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
+import {
+  type ListResult,
+  type ListSource,
+  type PageRequest,
+  type Sort,
+  idColumn,
+  runList,
+  timestampColumn,
+} from '../db/pagination.js';
 import { firstRow, sql, prepared, written } from '../db/sql.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
 import {
   type Columns,
   type CreatedRange,
   type View,
+  type Viewed,
   createdBetween,
   listView,
   readView,
@@ -20,7 +29,10 @@ export type Comment = Static<typeof CommentSchema>;
 /** `version` is internal (ETags), never serialized. */
 export type VersionedComment = Comment & { version: number };
 
-export type CommentFilter = { postId: number; author?: number | undefined };
+export interface CommentFilter {
+  postId: number;
+  author?: number | undefined;
+}
 
 const FIELDS: Columns<CommentField> = {
   id: 'id',
@@ -70,14 +82,33 @@ const createComments = batchedWrite<{ postId: number; authorId: number; body: st
   },
 });
 
-export function commentsRepository(db: Queryable) {
+export interface CommentsRepository {
+  /** undefined when the post does not exist. */
+  create(postId: number, authorId: number, body: string): Promise<VersionedComment | undefined>;
+  find(postId: number, id: number): Promise<VersionedComment | undefined>;
+  read(postId: number, id: number, view: View<CommentField>): Promise<Viewed<Comment> | undefined>;
+  /** For a change of its own columns: the post is not involved. */
+  lockForUpdate(postId: number, id: number): Promise<VersionedComment | undefined>;
+  /** The post first, then the comment; carries the post's author for the delete rule. */
+  lockForDelete(postId: number, id: number): Promise<(VersionedComment & { postAuthorId: number }) | undefined>;
+  /** A change to the body already stored leaves the comment as it is. */
+  update(postId: number, id: number, changes: { body?: string | undefined }): Promise<VersionedComment | undefined>;
+  delete(postId: number, id: number): Promise<boolean>;
+  list(
+    filter: CommentFilter & CreatedRange,
+    sort: Sort<CommentSortField>,
+    page: PageRequest,
+    view?: View<CommentField>,
+  ): Promise<ListResult<Comment>>;
+}
+
+export function commentsRepository(db: Queryable): CommentsRepository {
   const find = (postId: number, id: number, lock = '') => {
     const text = `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2${lock}`;
     return firstRow<VersionedComment>(db, text, [id, postId]);
   };
 
   return {
-    /** undefined when the post does not exist. */
     create: (postId: number, authorId: number, body: string) => createComments(db, { postId, authorId, body }),
 
     find: (postId: number, id: number) => find(postId, id),
@@ -85,10 +116,8 @@ export function commentsRepository(db: Queryable) {
     read: (postId: number, id: number, view: View<CommentField>) =>
       readView<Comment, CommentField>(db, FIELDS, 'comments', view, 'id = $1 AND post_id = $2', [id, postId]),
 
-    /** For a change of its own columns: the post is not involved. */
     lockForUpdate: (postId: number, id: number) => find(postId, id, ' FOR NO KEY UPDATE'),
 
-    /** The post first, then the comment; carries the post's author for the delete rule. */
     async lockForDelete(postId: number, id: number) {
       const post = await firstRow<{ authorId: number }>(
         db,
@@ -100,7 +129,6 @@ export function commentsRepository(db: Queryable) {
       return comment && { ...comment, postAuthorId: post.authorId };
     },
 
-    /** A change to the body already stored leaves the comment as it is. */
     async update(postId: number, id: number, changes: { body?: string | undefined }) {
       if (changes.body === undefined) return find(postId, id);
       const row = await firstRow<VersionedComment>(

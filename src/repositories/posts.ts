@@ -4,6 +4,7 @@ import type { Static } from '@sinclair/typebox';
 import type { PostField, PostSchema, PostSortField } from '../schemas/posts.js';
 import {
   type ListOptions,
+  type ListResult,
   type ListSource,
   type PageRequest,
   type Sort,
@@ -18,6 +19,7 @@ import {
   type Columns,
   type CreatedRange,
   type View,
+  type Viewed,
   createdBetween,
   listView,
   readView,
@@ -147,7 +149,31 @@ const updatePosts = batchedWrite<
   },
 });
 
-export function postsRepository(db: Queryable, primary: Queryable = db) {
+export interface PostsRepository {
+  create(authorId: number, input: { title: string; body: string }): Promise<VersionedPost>;
+  findById(id: number): Promise<VersionedPost | undefined>;
+  read(id: number, view: View<PostField>): Promise<Viewed<Post> | undefined>;
+  lock(id: number, purpose: keyof typeof LOCKS): Promise<VersionedPost | undefined>;
+  /** undefined when nothing changes, the post is missing, or it is not `author`'s. */
+  update(id: number, changes: { title?: string; body?: string }, author?: number): Promise<VersionedPost | undefined>;
+  delete(id: number): Promise<boolean>;
+  list(
+    filter: PostFilter,
+    sort: Sort<PostSortField>,
+    page: PageRequest,
+    view?: View<PostField>,
+  ): Promise<ListResult<Post>>;
+  listOfUser(
+    userId: number,
+    filter: Omit<PostFilter, 'author'>,
+    sort: Sort<PostSortField>,
+    page: PageRequest,
+    view?: View<PostField>,
+  ): Promise<ListResult<Post>>;
+}
+
+/** `primary` keys the memory of common search words, so lists read on any replica share it. */
+export function postsRepository(db: Queryable, primary: Queryable = db): PostsRepository {
   return {
     async create(authorId: number, input: { title: string; body: string }): Promise<VersionedPost> {
       return (await createPosts(db, { authorId, title: input.title, body: input.body }))!;
@@ -160,7 +186,6 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
     lock: (id: number, purpose: keyof typeof LOCKS) =>
       firstRow<VersionedPost>(db, `SELECT ${COLUMNS} FROM posts WHERE id = $1 ${LOCKS[purpose]}`, [id]),
 
-    /** undefined when nothing changes, the post is missing, or it is not `author`'s. */
     async update(id: number, changes: { title?: string; body?: string }, author?: number) {
       if (changes.title === undefined && changes.body === undefined) return undefined;
       return updatePosts(db, { id, author, title: changes.title, body: changes.body });

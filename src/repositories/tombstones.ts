@@ -3,7 +3,11 @@ import type { Queryable } from '../db/pool.js';
 
 export const TOMBSTONE_TABLES = ['deleted_posts', 'deleted_comments'] as const;
 
-export function tombstonesRepository(db: Queryable) {
+export interface TombstonesRepository {
+  purgeExpired(retentionSeconds: number, batch: number): Promise<number>;
+}
+
+export function tombstonesRepository(db: Queryable): TombstonesRepository {
   return {
     /** Returns the most deleted from one table (`batch`: more may be left). */
     async purgeExpired(retentionSeconds: number, batch: number): Promise<number> {

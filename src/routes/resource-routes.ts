@@ -18,11 +18,12 @@ import { viewOf } from '../http/view-params.js';
 export type Api = Parameters<FastifyPluginAsyncTypebox>[0];
 
 /** Routes that need a bearer token, in a scope of their own. */
-export const authenticated = (app: Api, routes: (r: Api) => void) =>
-  app.register(async (authed) => {
+export async function authenticated(app: Api, routes: (r: Api) => void): Promise<void> {
+  await app.register(async (authed) => {
     authed.addHook('onRequest', app.requireUser);
     routes(authed.withTypeProvider<TypeBoxTypeProvider>());
   });
+}
 
 interface Operation {
   tags: string[];
@@ -186,7 +187,9 @@ export function deleteRoute<P extends TSchema, T>(
         lock: (tx) => lock(tx, ids),
         rule: rule(ids),
         etag,
-        write: async (tx) => void (await remove(tx, ids)),
+        write: async (tx) => {
+          await remove(tx, ids);
+        },
       });
       return reply.code(204).send(null);
     },

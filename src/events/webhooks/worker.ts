@@ -8,13 +8,13 @@ import fp from 'fastify-plugin';
 import type { Config } from '../../config.js';
 import { toEvent } from '../repository.js';
 import { serial } from '../serial.js';
-import { webhookQueue, type Claimed, type Outcome } from './queue.js';
+import { webhookQueue, type Claimed, type Outcome, type WebhookQueue } from './queue.js';
 import { openSecret } from './repository.js';
 import { send, type AttemptResult } from './sender.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    webhooks: { wake(): void; backlog: ReturnType<typeof webhookQueue>['backlog'] };
+    webhooks: { wake(): void; backlog: WebhookQueue['backlog'] };
   }
 }
 

@@ -51,6 +51,8 @@ export default fp<{ config: AppConfig }>(
         },
       });
 
+    // Every metric's name is written whole, never built: the alert rules (deploy/prometheus/rules.yml) and
+    // docs/operations.md name them, and a grep from there must land here (test/unit/metric-names.test.ts).
     const duration = new Histogram({
       name: 'http_request_duration_seconds',
       help: 'requests answered, by method, route template and status class, and how long they took',
@@ -80,26 +82,36 @@ export default fp<{ config: AppConfig }>(
       name: 'posts_api_events_numbered_total',
       help: 'the newest event id given (rate() of it: events per second)',
       registers,
-      // A failed read keeps the last value: a drop to 0 would read as a counter reset.
       async collect() {
-        const head = (await sequencer().catch(() => undefined))?.[0];
-        if (head === undefined) return;
+        let head: number;
+        try {
+          [head] = await sequencer();
+        } catch {
+          // A failed read keeps the last value: a drop to 0 would read as a counter reset.
+          return;
+        }
         this.reset();
         this.inc(head);
       },
     });
-    for (const [name, key, help] of [
-      ['unnumbered', 'unnumbered', 'committed events not numbered yet'],
-      ['unnumbered_oldest_seconds', 'oldestSeconds', 'age of the oldest unnumbered event'],
-    ] as const)
-      gauge(`posts_api_events_${name}`, help, async (set) => set((await sequencer())[1][key]));
+    gauge('posts_api_events_unnumbered', 'committed events not numbered yet', async (set) => {
+      const [, pending] = await sequencer();
+      set(pending.unnumbered);
+    });
+    gauge('posts_api_events_unnumbered_oldest_seconds', 'age of the oldest unnumbered event', async (set) => {
+      const [, pending] = await sequencer();
+      set(pending.oldestSeconds);
+    });
     const backlog = perScrape(() => app.webhooks.backlog());
-    for (const [name, key, help] of [
-      ['deliveries_due', 'due', 'deliveries due and not in flight'],
-      ['deliveries_in_flight', 'inFlight', 'deliveries being sent, by every instance'],
-      ['oldest_due_seconds', 'oldestDueSeconds', 'how long the oldest due delivery has waited'],
-    ] as const)
-      gauge(`posts_api_webhook_${name}`, help, async (set) => set((await backlog())[key]));
+    gauge('posts_api_webhook_deliveries_due', 'deliveries due and not in flight', async (set) => {
+      set((await backlog()).due);
+    });
+    gauge('posts_api_webhook_deliveries_in_flight', 'deliveries being sent, by every instance', async (set) => {
+      set((await backlog()).inFlight);
+    });
+    gauge('posts_api_webhook_oldest_due_seconds', 'how long the oldest due delivery has waited', async (set) => {
+      set((await backlog()).oldestDueSeconds);
+    });
 
     const attempted = (message: unknown) => attempts.inc({ result: attemptStatus(message as Outcome) });
     subscribe(WEBHOOK_ATTEMPTS, attempted);

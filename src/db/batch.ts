@@ -6,6 +6,7 @@
 import { ROOT_CONTEXT, trace, type SpanContext } from '@opentelemetry/api';
 import pg from 'pg';
 import type { Queryable } from './pool.js';
+import { perDatabase } from './per-database.js';
 
 export interface BatchedWrite<I, O> {
   /** Each input's row in the inputs' order, undefined where nothing was written; unless `wait`, SKIP LOCKED. */
@@ -40,7 +41,7 @@ interface Lane<I, O> {
 }
 
 export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, input: I) => Promise<O | undefined> {
-  const lanes = new WeakMap<Queryable, Lane<I, O>>();
+  const laneOf = perDatabase((): Lane<I, O> => ({ running: false, queue: [] }));
 
   /** Up to MAX_ROWS, one per key, in arrival order. */
   function take(lane: Lane<I, O>): Waiting<I, O>[] {
@@ -99,12 +100,10 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
   }
 
   return (db, input) => {
-    let lane = lanes.get(db);
-    if (lane === undefined) lanes.set(db, (lane = { running: false, queue: [] }));
-    const current = lane;
+    const lane = laneOf(db);
     return new Promise<O | undefined>((resolve, reject) => {
-      current.queue.push({ input, resolve, reject, span: trace.getActiveSpan()?.spanContext() });
-      next(db, current);
+      lane.queue.push({ input, resolve, reject, span: trace.getActiveSpan()?.spanContext() });
+      next(db, lane);
     });
   };
 }

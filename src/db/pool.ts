@@ -1,7 +1,6 @@
 /** The pool and withTransaction, re-run whole after a conflict: its function touches only its client. */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { LRUCache } from 'lru-cache';
 
 /** Tells the change triggers these sessions NOTIFY after commit themselves (PgBouncer passes it on). */
 export const APPLICATION_NAME = 'posts-api';
@@ -11,16 +10,6 @@ export const APPLICATION_NAME = 'posts-api';
 export const SESSION_OPTIONS = '-c posts_api.notifies=after_commit -c jit=off -c TimeZone=UTC -c DateStyle=ISO';
 
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
-
-/** An LRU memory per database handle (pool or replica pool), dropped with the handle. */
-export function perDatabase<V extends NonNullable<unknown>>(max: number): (db: Queryable) => LRUCache<string, V> {
-  const memories = new WeakMap<Queryable, LRUCache<string, V>>();
-  return (db) => {
-    let memory = memories.get(db);
-    if (memory === undefined) memories.set(db, (memory = new LRUCache<string, V>({ max })));
-    return memory;
-  };
-}
 
 /**
  * A timestamptz as the API shows it (2026-11-22T10:00:00.123Z): to_char cost PostgreSQL about 1 µs a value. The

@@ -4,6 +4,7 @@
  */
 import fp from 'fastify-plugin';
 import type { Queryable } from '../db/pool.js';
+import { perDatabase } from '../db/per-database.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -12,21 +13,12 @@ declare module 'fastify' {
   }
 }
 
-export function oncePerDatabase<R>(make: (db: Queryable) => R): (db: Queryable) => R {
-  const made = new WeakMap<Queryable, R>();
-  return (db) => {
-    let r = made.get(db);
-    if (r === undefined) made.set(db, (r = make(db)));
-    return r;
-  };
-}
-
 /** A repository on the request's replica, else on `primary`; one per database handle. */
 export function readRepository<R>(
   make: (db: Queryable) => R,
   primary: Queryable,
 ): (request: { replica: Queryable | null }) => R {
-  const on = oncePerDatabase(make);
+  const on = perDatabase(make);
   return (request: { replica: Queryable | null }) => on(request.replica ?? primary);
 }
 

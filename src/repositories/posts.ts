@@ -1,5 +1,7 @@
 /** All SQL about posts. Totals are rows the triggers keep (`counters`, `author_post_counts`, `comment_counts`). */
-import { perDatabase, type Queryable } from '../db/pool.js';
+import { LRUCache } from 'lru-cache';
+import type { Queryable } from '../db/pool.js';
+import { perDatabase } from '../db/per-database.js';
 import type { Static } from '@sinclair/typebox';
 import type { PostField, PostSchema, PostSortField } from '../schemas/posts.js';
 import {
@@ -59,7 +61,7 @@ const findPost = lookup<VersionedPost>({
 });
 
 /** A word once counted past the threshold is shown to the planner, which then counts it by a cheap walk. */
-const commonOn = perDatabase<true>(1_000);
+const commonOn = perDatabase(() => new LRUCache<string, true>({ max: 1_000 }));
 
 function listOptions(filter: Omit<PostFilter, 'author'>, view: View<PostField>, primary: Queryable): ListOptions {
   const { q } = filter;

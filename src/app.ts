@@ -114,7 +114,11 @@ export async function buildApp(config: AppConfig, options: { logStream?: Destina
   return app;
 }
 
-/** The cross-cutting plugins; each declares the ones it needs before it (fastify-plugin `dependencies`). */
+/**
+ * The cross-cutting plugins, before any route: their onRoute hooks must see every route. Each declares the ones it
+ * needs before it (fastify-plugin `dependencies`), so Fastify refuses another order at start
+ * (test/integration/check-order.test.ts); the order here is one that satisfies them all.
+ */
 async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise<void> {
   app.decorate('publicBaseUrl', config.publicBaseUrl ?? '');
 

@@ -168,5 +168,6 @@ export default fp<{ config: AppConfig }>(
       },
     });
   },
-  { name: 'metrics', dependencies: ['db', 'read-routing'] },
+  // Its gauges read what these decorate: the pool, request.replica, the stream hub, the webhook backlog.
+  { name: 'metrics', dependencies: ['db', 'read-routing', 'events', 'webhook-worker'] },
 );

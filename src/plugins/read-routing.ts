@@ -51,5 +51,6 @@ export default fp(
       };
     });
   },
-  { name: 'read-routing', dependencies: ['db'] },
+  // After auth: a request its hooks refuse (429, 401) takes no replica; only one that gets through is routed.
+  { name: 'read-routing', dependencies: ['db', 'auth'] },
 );

@@ -1,6 +1,7 @@
 /** The pool and withTransaction, re-run whole after a conflict: its function touches only its client. */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { beginTransaction } from './trace-context.js';
 
 /** Tells the change triggers these sessions NOTIFY after commit themselves (PgBouncer passes it on). */
 export const APPLICATION_NAME = 'posts-api';
@@ -149,7 +150,7 @@ export function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) =>
   return retryingConflicts(() => transactionOnce(pool, fn));
 }
 
-/** Also for single autocommit statements. */
+/** Also for single autocommit statements (those that write set their trace context themselves: db/trace-context.ts). */
 export async function retryingConflicts<T>(unit: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
@@ -170,7 +171,8 @@ async function transactionOnce<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => 
   };
   client.on('error', onError);
   try {
-    await client.query('BEGIN');
+    // With the writer's trace context, if it has one: the events of the transaction's writes store it.
+    await client.query(beginTransaction());
     const result = await fn(client);
     await client.query('COMMIT');
     return result;

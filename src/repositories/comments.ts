@@ -13,6 +13,7 @@ import {
 } from '../db/pagination.js';
 import { firstRow, sql, prepared, written } from '../db/sql.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
+import { tracedCte } from '../db/trace-context.js';
 import {
   type Columns,
   type CreatedRange,
@@ -65,15 +66,16 @@ const list: ListSource<CommentSortField, CommentFilter> = {
 
 /** Posts locked first: a post delete waits or has happened. Ids grow in the inputs' order, so each input's row is the next with its post. */
 const createComments = batchedWrite<{ postId: number; authorId: number; body: string }, VersionedComment>({
-  async run(db, inputs, wait) {
+  async run(db, inputs, wait, traceparent) {
     const { rows } = await db.query<VersionedComment>(
       prepared(
-        `WITH input AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS i(post_id, author_id, body, n)),
+        `WITH ${tracedCte(4)},
+         input AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS i(post_id, author_id, body, n)),
          post AS (SELECT id FROM posts WHERE id IN (SELECT post_id FROM input) FOR NO KEY UPDATE${wait ? '' : ' SKIP LOCKED'})
          INSERT INTO comments (post_id, author_id, body)
-         SELECT i.post_id, i.author_id, i.body FROM input i JOIN post ON post.id = i.post_id ORDER BY i.n
+         SELECT i.post_id, i.author_id, i.body FROM traced, input i JOIN post ON post.id = i.post_id ORDER BY i.n
          RETURNING ${COLUMNS}`,
-        columnsOf(inputs, 'postId', 'authorId', 'body'),
+        [...columnsOf(inputs, 'postId', 'authorId', 'body'), traceparent],
       ),
     );
     rows.sort((a, b) => a.id - b.id);

@@ -30,6 +30,7 @@ import {
 } from '../db/views.js';
 import { lookup } from '../db/lookups.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
+import { tracedCte } from '../db/trace-context.js';
 
 export type Post = Static<typeof PostSchema>;
 
@@ -115,13 +116,15 @@ const postsOfUser: ListSource<PostSortField, number> = {
 
 /** Rows are inserted in the inputs' order, so sorted by id they line up with the inputs. */
 const createPosts = batchedWrite<{ authorId: number; title: string; body: string }, VersionedPost>({
-  async run(db, inputs) {
+  async run(db, inputs, _wait, traceparent) {
     const { rows } = await db.query<VersionedPost>(
       prepared(
-        `INSERT INTO posts (author_id, title, body)
-         SELECT author_id, title, body FROM unnest($1::bigint[], $2::text[], $3::text[]) WITH ORDINALITY AS i(author_id, title, body, n)
+        `WITH ${tracedCte(4)}
+         INSERT INTO posts (author_id, title, body)
+         SELECT author_id, title, body
+         FROM traced, unnest($1::bigint[], $2::text[], $3::text[]) WITH ORDINALITY AS i(author_id, title, body, n)
          ORDER BY n RETURNING ${COLUMNS}`,
-        columnsOf(inputs, 'authorId', 'title', 'body'),
+        [...columnsOf(inputs, 'authorId', 'title', 'body'), traceparent],
       ),
     );
     return rows.sort((a, b) => a.id - b.id);
@@ -134,16 +137,17 @@ const updatePosts = batchedWrite<
   VersionedPost
 >({
   key: (input) => input.id,
-  async run(db, inputs, wait) {
+  async run(db, inputs, wait, traceparent) {
     const { rows } = await db.query<VersionedPost>(
       prepared(
-        `WITH locked AS (SELECT id FROM posts WHERE id = ANY($1::bigint[]) FOR NO KEY UPDATE${wait ? '' : ' SKIP LOCKED'})
+        `WITH ${tracedCte(5)},
+         locked AS (SELECT id FROM posts WHERE id = ANY($1::bigint[]) FOR NO KEY UPDATE${wait ? '' : ' SKIP LOCKED'})
          UPDATE posts SET title = COALESCE(c_title, title), body = COALESCE(c_body, body), version = version + 1, updated_at = now()
-         FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS c(c_id, c_author, c_title, c_body)
+         FROM traced, unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS c(c_id, c_author, c_title, c_body)
          WHERE id = c_id AND id IN (SELECT id FROM locked) AND (c_author IS NULL OR author_id = c_author)
            AND ((c_title IS NOT NULL AND title <> c_title) OR (c_body IS NOT NULL AND body <> c_body))
          RETURNING ${COLUMNS}`,
-        columnsOf(inputs, 'id', 'author', 'title', 'body'),
+        [...columnsOf(inputs, 'id', 'author', 'title', 'body'), traceparent],
       ),
     );
     const written = new Map(rows.map((row) => [row.id, row]));

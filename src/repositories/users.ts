@@ -15,6 +15,7 @@ import {
   timestampColumn,
 } from '../db/pagination.js';
 import { firstRow, join, raw, sql, toQuery } from '../db/sql.js';
+import { traceparentOf, tracedCte } from '../db/trace-context.js';
 
 /** With e-mail: the schema's is optional, for the views that hide it. */
 export type User = Static<typeof UserSchema> & { email: string };
@@ -56,8 +57,10 @@ export function usersRepository(db: Queryable): UsersRepository {
 
   return {
     async create({ name, email, passwordHash }: { name: string; email: string; passwordHash: string }) {
-      const text = `INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`;
-      return (await firstRow<User>(db, text, [name, email, passwordHash]))!;
+      // Outside a transaction when the sign-up has no Idempotency-Key: the statement carries its trace context.
+      const text = `WITH ${tracedCte(4)}
+        INSERT INTO users (name, email, password_hash) SELECT $1, $2, $3 FROM traced RETURNING ${COLUMNS}`;
+      return (await firstRow<User>(db, text, [name, email, passwordHash, traceparentOf()]))!;
     },
 
     findById: (id: number) => findById(id),

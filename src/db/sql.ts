@@ -63,7 +63,12 @@ export function toQuery(root: SqlFragment, named = true): Statement {
   const walk = (f: SqlFragment): string => {
     let text = f.strings[0] ?? '';
     f.values.forEach((value, i) => {
-      text += isFragment(value) ? walk(value) : `$${values.push(value)}`;
+      if (isFragment(value)) {
+        text += walk(value);
+      } else {
+        values.push(value);
+        text += `$${values.length}`;
+      }
       text += f.strings[i + 1] ?? '';
     });
     return text;

@@ -72,7 +72,10 @@ export default fp<{ listenUrl: string; prefix: string; heartbeatMs: number }>(
       client = next;
       next.on('error', (error) => drop(next, error));
       next.on('end', () => drop(next, new Error('the connection ended')));
-      next.on('notification', ({ channel }) => (channel === 'events' ? sequencer.wake() : hub.wake()));
+      next.on('notification', ({ channel }) => {
+        if (channel === 'events') sequencer.wake();
+        else hub.wake();
+      });
       try {
         await next.connect();
         await next.query('LISTEN events; LISTEN events_numbered');

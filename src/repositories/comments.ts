@@ -80,7 +80,12 @@ const createComments = batchedWrite<{ postId: number; authorId: number; body: st
     );
     rows.sort((a, b) => a.id - b.id);
     let next = 0;
-    return inputs.map((input) => (rows[next]?.postId === input.postId ? rows[next++] : undefined));
+    return inputs.map((input) => {
+      const row = rows[next];
+      if (row?.postId !== input.postId) return undefined;
+      next += 1;
+      return row;
+    });
   },
 });
 

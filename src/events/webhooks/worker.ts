@@ -137,7 +137,12 @@ export default fp<WebhookWorkerOptions>(
 
     const timer = options.concurrency > 0 ? setInterval(wake, options.pollMs).unref() : undefined;
 
-    app.decorate('webhooks', { wake: () => options.concurrency > 0 && wake(), backlog: () => queue.backlog() });
+    app.decorate('webhooks', {
+      wake: () => {
+        if (options.concurrency > 0) wake();
+      },
+      backlog: () => queue.backlog(),
+    });
 
     // Registered after the db plugin, so this runs before the pool is ended.
     app.addHook('onClose', async () => {

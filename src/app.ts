@@ -1,7 +1,14 @@
 /** The whole HTTP application. It never listens and never exits; server.ts and the tests do that. */
 import { randomUUID } from 'node:crypto';
 import { trace } from '@opentelemetry/api';
-import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type RawReplyDefaultExpression,
+  type RawRequestDefaultExpression,
+  type RawServerDefault,
+} from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { DestinationStream } from 'pino';
 import type { AppConfig } from './config.js';
@@ -41,10 +48,19 @@ export interface BuildOptions {
   resources?: readonly Resource<never>[];
 }
 
+/** The application as buildApp makes it: routes see their TypeBox schemas as types. */
+export type App = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  FastifyBaseLogger,
+  TypeBoxTypeProvider
+>;
+
 // Short and plain, so a client's X-Request-Id can neither forge log lines nor bloat them.
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
-export async function buildApp(config: AppConfig, options: BuildOptions = {}): Promise<FastifyInstance> {
+export async function buildApp(config: AppConfig, options: BuildOptions = {}): Promise<App> {
   const registry = resourceRegistry([...CORE_RESOURCES, ...(options.resources ?? [])], config.apiPrefix);
   const validator = createValidatorCompiler();
   const app = Fastify({
@@ -110,7 +126,11 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   return app;
 }
 
-/** The cross-cutting plugins; each declares the ones it needs before it (fastify-plugin `dependencies`). */
+/**
+ * The cross-cutting plugins, before any route: their onRoute hooks must see every route. Each declares the ones it
+ * needs before it (fastify-plugin `dependencies`), so Fastify refuses another order at start
+ * (test/integration/check-order.test.ts); the order here is one that satisfies them all.
+ */
 async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise<void> {
   app.decorate('publicBaseUrl', config.publicBaseUrl ?? '');
 

@@ -1,5 +1,11 @@
 /** Operator commands on DATABASE_URL, else on the embedded development database (the running one, or started). */
-import { exitWithUsage, parseCommandLine, usageLine, type CommandSpec } from './command-line.js';
+import {
+  exitWithUsage,
+  parseCommandLine,
+  usageLine,
+  type CommandSpec,
+  type ParsedCommandLine,
+} from './command-line.js';
 import type { Pool } from 'pg';
 
 // The database modules are imported once the arguments and config are read: --help and errors answer at once.
@@ -13,7 +19,7 @@ pending migrations are applied to it first.`;
 const SETTINGS = ['DATABASE_URL', 'DATABASE_LISTEN_URL', 'EMBEDDED_PG_PORT', 'EMBEDDED_PG_DATA'] as const;
 
 /** `migrating`: the work is the migration, so on DATABASE_LISTEN_URL first, and none runs before it. */
-async function withDatabase(work: (url: string) => Promise<void>, migrating = false) {
+async function withDatabase(work: (url: string) => Promise<void>, migrating = false): Promise<void> {
   const config = (await import('./config.js')).readConfiguration(SETTINGS);
   if (config.databaseUrl) return work((migrating && config.databaseListenUrl) || config.databaseUrl);
   const [{ startDevelopmentDatabase }, { migrate }] = await Promise.all([
@@ -37,7 +43,7 @@ async function withDatabase(work: (url: string) => Promise<void>, migrating = fa
   }
 }
 
-const withPool = (work: (pool: Pool) => Promise<void>) =>
+const withPool = (work: (pool: Pool) => Promise<void>): Promise<void> =>
   withDatabase(async (url) => {
     const { createPool } = await import('./db/pool.js');
     const pool = createPool(url, 1);
@@ -45,7 +51,7 @@ const withPool = (work: (pool: Pool) => Promise<void>) =>
   });
 
 type Command = Omit<CommandSpec, 'scripts' | 'subcommand'> & {
-  run(parsed: ReturnType<typeof parseCommandLine>, spec: CommandSpec): Promise<void>;
+  run(parsed: ParsedCommandLine, spec: CommandSpec): Promise<void>;
 };
 /** Each is `npm run <name>`, or `cli.ts <name>` without npm. */
 const COMMANDS: Record<string, Command> = {

@@ -4,6 +4,11 @@ import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 
+/** What parseArgs makes of a command's arguments: its options' values by name, and the positionals. */
+export type ParsedCommandLine<O extends Options = Options> = ReturnType<
+  typeof parseArgs<{ args: string[]; options: O; allowPositionals: true; strict: true }>
+>;
+
 export interface CommandSpec {
   scripts: readonly string[];
   /** Its word after the entry file when run without npm (`cli.js seed`). */
@@ -37,14 +42,15 @@ export function exitWithUsage(spec: CommandSpec, reason: string): never {
 export function parseCommandLine<const O extends Options = Options>(
   spec: CommandSpec & { options?: O },
   args: string[],
-) {
+): ParsedCommandLine<O> {
   if (args.includes('--help') || args.includes('-h')) {
     console.log(`${usageLine(spec)}\n\n${spec.help.trimEnd()}`);
     process.exit(0);
   }
   try {
     const parsed = parseArgs({ args, options: (spec.options ?? {}) as O, allowPositionals: true, strict: true });
-    const [given, expected] = [parsed.positionals.length, spec.positionals ?? 0];
+    const given = parsed.positionals.length;
+    const expected = spec.positionals ?? 0;
     if (given > expected) exitWithUsage(spec, `unexpected argument '${parsed.positionals[expected]}'`);
     if (given < expected) exitWithUsage(spec, `missing argument: ${spec.synopsis ?? ''}`.trim());
     return parsed;

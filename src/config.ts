@@ -147,8 +147,60 @@ function parseTrustProxy(raw: string): boolean | number | string[] {
   return raw.split(',').map((s) => s.trim());
 }
 
+/** The webhook worker's and routes' settings (docs/operations.md, "Webhooks"). */
+export interface WebhookSettings {
+  /** The key webhook secrets are sealed with; undefined: stored as they are. */
+  secretKey: Buffer | undefined;
+  allowHttp: boolean;
+  allowPrivate: boolean;
+  concurrency: number;
+  maxPerUser: number;
+  timeoutMs: number;
+  retryBaseMs: number;
+  giveUpAfterSeconds: number;
+  disableAfterSeconds: number;
+  pollMs: number;
+}
+
+/** The settings as the code uses them: the environment's, and the contract's constants tests may change. */
+export interface Config {
+  /** Undefined: the embedded development database. */
+  databaseUrl: string | undefined;
+  databaseListenUrl: string | undefined;
+  databaseReadUrls: string[];
+  databaseReadMaxLagMs: number;
+  databasePreparedStatements: boolean;
+  host: string;
+  port: number;
+  /** Null: no metrics (METRICS_PORT=0). */
+  metrics: { host: string; port: number } | null;
+  apiPrefix: string;
+  logLevel: Env['LOG_LEVEL'];
+  bodyLimit: number;
+  tokenTtlSeconds: number;
+  rateLimit: { max: number; authMax: number; windowSeconds: number };
+  redisUrl: string | undefined;
+  trustProxy: boolean | number | string[];
+  corsOrigins: string[];
+  pgPoolMax: number;
+  pgStatementTimeoutMs: number;
+  publicBaseUrl: string | undefined;
+  tombstoneRetentionSeconds: number;
+  eventRetentionSeconds: number;
+  maxStreams: number;
+  sharedCacheSeconds: number;
+  eventStreamHeartbeatSeconds: number;
+  authCacheMs: number;
+  pgConnectTimeoutMs: number;
+  embeddedPg: { port: number; dataDir: string };
+  webhooks: WebhookSettings;
+}
+
 /** `only`: the settings a caller uses; the others take their defaults, whatever they are set to. */
-export function loadConfig(source: Record<string, string | undefined> = process.env, only?: readonly (keyof Env)[]) {
+export function loadConfig(
+  source: Record<string, string | undefined> = process.env,
+  only?: readonly (keyof Env)[],
+): Config {
   const raw: Record<string, unknown> = {};
   const problems: string[] = [];
   for (const [key, schema] of Object.entries(EnvSchema.properties) as [keyof Env, TSchema][]) {
@@ -206,7 +258,6 @@ export function loadConfig(source: Record<string, string | undefined> = process.
   };
 }
 
-export type Config = ReturnType<typeof loadConfig>;
 /** What the app runs with: the settings and the database they resolved to (the embedded one when DATABASE_URL is unset). */
 export type AppConfig = Config & { databaseUrl: string };
 
@@ -245,8 +296,16 @@ function databaseTarget(url: string): string {
   return `${u.hostname || u.searchParams.get('host') || 'localhost'}:${u.port || 5432}${decodeURIComponent(u.pathname)}`;
 }
 
+/** What the start-up log line says the service connects to. */
+export interface Connections {
+  database: string;
+  rateLimitStore: string;
+  sharedCache: string;
+  replicas: string;
+}
+
 /** What the service connects to, for the start-up log: hosts, ports and names, never a user or password. */
-export function describeConnections(config: Config, databaseUrl: string) {
+export function describeConnections(config: Config, databaseUrl: string): Connections {
   const redis = config.redisUrl === undefined ? undefined : new URL(config.redisUrl);
   return {
     database: databaseTarget(databaseUrl),
@@ -256,12 +315,16 @@ export function describeConnections(config: Config, databaseUrl: string) {
   };
 }
 
+/** A setting's default as --help shows it: an empty one must not read as a missing word. */
+function shownDefault(value: unknown): string {
+  if (value === undefined) return 'unset';
+  if (value === '') return 'empty';
+  return String(value);
+}
+
 export function describeSettings(): string {
   return Object.entries(EnvSchema.properties as Record<string, TSchema>)
-    .map(([key, schema]) => {
-      const def = schema.default === undefined ? 'unset' : schema.default === '' ? 'empty' : String(schema.default);
-      return `  ${key} (${def}): ${schema.description ?? ''}`;
-    })
+    .map(([key, schema]) => `  ${key} (${shownDefault(schema.default)}): ${schema.description ?? ''}`)
     .join('\n');
 }
 

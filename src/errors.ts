@@ -32,18 +32,23 @@ export class HttpError extends Error {
   }
 }
 
-export const badRequest = (message: string) => new HttpError(400, message);
-export const unauthorized = (message = 'valid credentials are required') =>
+export const badRequest = (message: string): HttpError => new HttpError(400, message);
+export const unauthorized = (message = 'valid credentials are required'): HttpError =>
   new HttpError(401, message, undefined, { 'www-authenticate': 'Bearer' });
-export const invalidToken = (message = 'the access token is malformed, unknown, expired or revoked') =>
+export const invalidToken = (message = 'the access token is malformed, unknown, expired or revoked'): HttpError =>
   new HttpError(401, message, undefined, { 'www-authenticate': 'Bearer error="invalid_token"' });
-export const forbidden = (message = 'you are not allowed to do this') => new HttpError(403, message);
-export const notFound = (message: string) => new HttpError(404, message);
-export const conflict = (message: string, fieldErrors?: FieldErrors) => new HttpError(409, message, fieldErrors);
-export const emailTaken = () => conflict('email is already registered', { email: ['is already registered'] });
-export const gone = (message: string) => new HttpError(410, message);
-export const preconditionFailed = (message = 'If-Match does not match the current ETag') => new HttpError(412, message);
-export const validation = (fieldErrors: FieldErrors, message = 'request is invalid') =>
+export const forbidden = (message = 'you are not allowed to do this'): HttpError => new HttpError(403, message);
+export const notFound = (message: string): HttpError => new HttpError(404, message);
+export const conflict = (message: string, fieldErrors?: FieldErrors): HttpError =>
+  new HttpError(409, message, fieldErrors);
+export const emailTaken = (): HttpError =>
+  conflict('email is already registered', { email: ['is already registered'] });
+export const gone = (message: string): HttpError => new HttpError(410, message);
+export const preconditionFailed = (message = 'If-Match does not match the current ETag'): HttpError =>
+  new HttpError(412, message);
+export const validation = (fieldErrors: FieldErrors, message = 'request is invalid'): HttpError =>
   new HttpError(422, message, fieldErrors);
-export const serviceUnavailable = (message = 'the database is unreachable; try again shortly', retryAfterSeconds = 5) =>
-  new HttpError(503, message, undefined, { 'retry-after': String(retryAfterSeconds) });
+export const serviceUnavailable = (
+  message = 'the database is unreachable; try again shortly',
+  retryAfterSeconds = 5,
+): HttpError => new HttpError(503, message, undefined, { 'retry-after': String(retryAfterSeconds) });

@@ -29,4 +29,5 @@ export function parametersOf(contentType: string): Map<string, string> | undefin
   return parameters;
 }
 
-export const isUtf8 = (charset: string | undefined) => charset === undefined || UTF8_NAMES.has(charset.toLowerCase());
+export const isUtf8 = (charset: string | undefined): boolean =>
+  charset === undefined || UTF8_NAMES.has(charset.toLowerCase());

@@ -6,8 +6,9 @@
 import { stopTracing } from './telemetry.js';
 import closeWithGrace from 'close-with-grace';
 import type { DestinationStream } from 'pino';
+import type PinoPretty from 'pino-pretty';
 import { describeConnections, describeSettings, readConfiguration } from './config.js';
-import type { buildApp } from './app.js';
+import type { App } from './app.js';
 import { parseCommandLine, type CommandSpec } from './command-line.js';
 import type { EmbeddedPostgresServer } from './dev/embedded.js';
 
@@ -36,16 +37,22 @@ const LISTEN_ERRORS: Record<string, string> = {
 /** Pretty logs on a terminal when pino-pretty (a dev dependency) is installed; JSON lines otherwise. */
 async function terminalLogStream(): Promise<DestinationStream | undefined> {
   if (!process.stdout.isTTY) return undefined;
-  const pretty = await import('pino-pretty').catch(() => undefined);
-  return pretty?.default({ translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
+  let pretty: typeof PinoPretty;
+  try {
+    pretty = (await import('pino-pretty')).default;
+  } catch {
+    // A production install (npm ci --omit=dev) has no pino-pretty.
+    return undefined;
+  }
+  return pretty({ translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
 }
 
 parseCommandLine(SERVER, process.argv.slice(2));
 const config = readConfiguration();
 
-let app: Awaited<ReturnType<typeof buildApp>> | undefined;
+let app: App | undefined;
 let embedded: EmbeddedPostgresServer | undefined;
-const stop = async () => {
+const stop = async (): Promise<void> => {
   await app?.close();
   await embedded?.stop();
   await stopTracing();
@@ -64,7 +71,9 @@ const grace = closeWithGrace({ delay: 10_000, skip: ['SIGINT'] }, async ({ signa
   else app.log.info({ signal }, 'shutting down');
   await stop();
 });
-process.once('SIGINT', () => void grace.close()).on('SIGINT', () => {});
+process.once('SIGINT', () => void grace.close());
+// Keeps Node's default (exit at once) off for the SIGINTs after the first.
+process.on('SIGINT', () => {});
 
 try {
   // Only now: --help and a configuration error answer at once, without loading the app.

@@ -6,10 +6,15 @@
 import { ROOT_CONTEXT, trace, type SpanContext } from '@opentelemetry/api';
 import pg from 'pg';
 import type { Queryable } from './pool.js';
+import { traceparentOf } from './trace-context.js';
+import { perDatabase } from './per-database.js';
 
 export interface BatchedWrite<I, O> {
-  /** Each input's row in the inputs' order, undefined where nothing was written; unless `wait`, SKIP LOCKED. */
-  run(db: Queryable, inputs: readonly I[], wait: boolean): Promise<readonly (O | undefined)[]>;
+  /**
+   * Each input's row in the inputs' order, undefined where nothing was written; unless `wait`, SKIP LOCKED. The
+   * statement sets `traceparent` with tracedCte (db/trace-context.ts): its events carry the writer's trace.
+   */
+  run(db: Queryable, inputs: readonly I[], wait: boolean, traceparent: string): Promise<readonly (O | undefined)[]>;
   /** Inputs with the same key (not undefined) never share a statement (an UPDATE changes a row once per statement). */
   key?(input: I): unknown;
 }
@@ -40,7 +45,7 @@ interface Lane<I, O> {
 }
 
 export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, input: I) => Promise<O | undefined> {
-  const lanes = new WeakMap<Queryable, Lane<I, O>>();
+  const laneOf = perDatabase((): Lane<I, O> => ({ running: false, queue: [] }));
 
   /** Up to MAX_ROWS, one per key, in arrival order. */
   function take(lane: Lane<I, O>): Waiting<I, O>[] {
@@ -61,7 +66,7 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
 
   async function alone(db: Queryable, waiting: Waiting<I, O>): Promise<void> {
     try {
-      waiting.resolve((await spec.run(db, [waiting.input], true))[0]);
+      waiting.resolve((await spec.run(db, [waiting.input], true, traceparentOf(waiting.span)))[0]);
     } catch (error) {
       waiting.reject(error);
     }
@@ -82,8 +87,9 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
       };
       const parent = first ? trace.setSpanContext(ROOT_CONTEXT, first) : ROOT_CONTEXT;
       const inputs = batch.map((waiting) => waiting.input);
+      // The events of the statement's rows name this span: it is in the first writer's trace, linked to the others.
       const rows = await tracer.startActiveSpan('group commit', options, parent, (span) =>
-        spec.run(db, inputs, false).finally(() => span.end()),
+        spec.run(db, inputs, false, traceparentOf(span.spanContext())).finally(() => span.end()),
       );
       for (const [i, waiting] of batch.entries()) {
         // Not made: its row may be locked elsewhere, so it runs again alone, outside the lane.
@@ -99,12 +105,10 @@ export function batchedWrite<I, O>(spec: BatchedWrite<I, O>): (db: Queryable, in
   }
 
   return (db, input) => {
-    let lane = lanes.get(db);
-    if (lane === undefined) lanes.set(db, (lane = { running: false, queue: [] }));
-    const current = lane;
+    const lane = laneOf(db);
     return new Promise<O | undefined>((resolve, reject) => {
-      current.queue.push({ input, resolve, reject, span: trace.getActiveSpan()?.spanContext() });
-      next(db, current);
+      lane.queue.push({ input, resolve, reject, span: trace.getActiveSpan()?.spanContext() });
+      next(db, lane);
     });
   };
 }

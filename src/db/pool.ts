@@ -1,7 +1,7 @@
 /** The pool and withTransaction, re-run whole after a conflict: its function touches only its client. */
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import { LRUCache } from 'lru-cache';
+import { beginTransaction } from './trace-context.js';
 
 /** Tells the change triggers these sessions NOTIFY after commit themselves (PgBouncer passes it on). */
 export const APPLICATION_NAME = 'posts-api';
@@ -11,16 +11,6 @@ export const APPLICATION_NAME = 'posts-api';
 export const SESSION_OPTIONS = '-c posts_api.notifies=after_commit -c jit=off -c TimeZone=UTC -c DateStyle=ISO';
 
 export type Queryable = Pick<pg.Pool, 'query'> | Pick<pg.PoolClient, 'query'>;
-
-/** An LRU memory per database handle (pool or replica pool), dropped with the handle. */
-export function perDatabase<V extends NonNullable<unknown>>(max: number): (db: Queryable) => LRUCache<string, V> {
-  const memories = new WeakMap<Queryable, LRUCache<string, V>>();
-  return (db) => {
-    let memory = memories.get(db);
-    if (memory === undefined) memories.set(db, (memory = new LRUCache<string, V>({ max })));
-    return memory;
-  };
-}
 
 /**
  * A timestamptz as the API shows it (2026-11-22T10:00:00.123Z): to_char cost PostgreSQL about 1 µs a value. The
@@ -160,7 +150,7 @@ export function withTransaction<T>(pool: pg.Pool, fn: (client: pg.PoolClient) =>
   return retryingConflicts(() => transactionOnce(pool, fn));
 }
 
-/** Also for single autocommit statements. */
+/** Also for single autocommit statements (those that write set their trace context themselves: db/trace-context.ts). */
 export async function retryingConflicts<T>(unit: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
@@ -181,7 +171,8 @@ async function transactionOnce<T>(pool: pg.Pool, fn: (client: pg.PoolClient) => 
   };
   client.on('error', onError);
   try {
-    await client.query('BEGIN');
+    // With the writer's trace context, if it has one: the events of the transaction's writes store it.
+    await client.query(beginTransaction());
     const result = await fn(client);
     await client.query('COMMIT');
     return result;

@@ -7,7 +7,7 @@ import type pg from 'pg';
 import { codeOf, type Queryable } from './pool.js';
 
 /** A fraction of the lag bound, so a healthy replica never drops out between checks. */
-export const checkInterval = (maxLagMs: number) => Math.min(250, Math.floor(maxLagMs / 4));
+export const checkInterval = (maxLagMs: number): number => Math.min(250, Math.floor(maxLagMs / 4));
 const SAMPLES = 64;
 
 /** `16/B374D848` as a number of bytes. */

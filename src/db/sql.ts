@@ -18,10 +18,10 @@ function isFragment(v: unknown): v is SqlFragment {
   return typeof v === 'object' && v !== null && FRAGMENT in v;
 }
 
-export const sql = (strings: TemplateStringsArray, ...values: unknown[]) => fragment(strings, values);
+export const sql = (strings: TemplateStringsArray, ...values: unknown[]): SqlFragment => fragment(strings, values);
 
 /** Splices constant SQL text (identifiers from an allow-list, keywords). Never pass user input. */
-export const raw = (text: string) => fragment([text], []);
+export const raw = (text: string): SqlFragment => fragment([text], []);
 
 export function join(parts: readonly SqlFragment[], separator = ', '): SqlFragment {
   if (parts.length === 0) return raw('');
@@ -35,7 +35,11 @@ export function join(parts: readonly SqlFragment[], separator = ', '): SqlFragme
   return fragment(strings, values);
 }
 
-export type Statement = { name?: string; text: string; values: unknown[] };
+export interface Statement {
+  name?: string;
+  text: string;
+  values: unknown[];
+}
 
 /** A guard: SQL texts are built from constant fragments only, so there are a few dozen. */
 const MAX_PREPARED_STATEMENTS = 500;
@@ -59,7 +63,12 @@ export function toQuery(root: SqlFragment, named = true): Statement {
   const walk = (f: SqlFragment): string => {
     let text = f.strings[0] ?? '';
     f.values.forEach((value, i) => {
-      text += isFragment(value) ? walk(value) : `$${values.push(value)}`;
+      if (isFragment(value)) {
+        text += walk(value);
+      } else {
+        values.push(value);
+        text += `$${values.length}`;
+      }
       text += f.strings[i + 1] ?? '';
     });
     return text;
@@ -68,7 +77,11 @@ export function toQuery(root: SqlFragment, named = true): Statement {
   return named ? prepared(text, values) : { text, values };
 }
 
-export async function firstRow<T extends object>(db: Queryable, text: string, values: unknown[]) {
+export async function firstRow<T extends object>(
+  db: Queryable,
+  text: string,
+  values: unknown[],
+): Promise<T | undefined> {
   return (await db.query<T & pg.QueryResultRow>(prepared(text, values))).rows[0];
 }
 

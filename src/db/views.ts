@@ -9,7 +9,7 @@ export interface View<F extends string> {
   author?: boolean | undefined;
 }
 
-export const isFull = (view: View<string>) => view.fields === undefined && !view.author;
+export const isFull = (view: View<string>): boolean => view.fields === undefined && !view.author;
 
 export function selectList<F extends string>(columns: Columns<F>, view: View<F> = {}): string {
   const names = view.fields ? ['id' as const, ...view.fields.filter((f) => f !== 'id')] : (Object.keys(columns) as F[]);
@@ -19,7 +19,7 @@ export function selectList<F extends string>(columns: Columns<F>, view: View<F> 
 }
 
 /** Evaluated for the returned rows only. Users are never deleted, so every row has one. */
-export const authorJoin = (table: string) =>
+export const authorJoin = (table: string): string =>
   `LEFT JOIN LATERAL (SELECT json_build_object('id', u.id, 'name', u.name) AS author FROM users u WHERE u.id = ${table}.author_id) a ON TRUE`;
 
 export interface CreatedRange {
@@ -40,7 +40,7 @@ export const createdBetween = ({ createdAfter, createdBefore }: CreatedRange): S
 ];
 
 /** Hidden (a sub-select), the word keeps one generic plan; a word known to be common is shown, for a cheaper count. */
-export const searchMatches = (q: string, shown = false) =>
+export const searchMatches = (q: string, shown = false): SqlFragment =>
   shown
     ? sql`search @@ websearch_to_tsquery('posts_search', ${q})`
     : sql`search @@ (SELECT websearch_to_tsquery('posts_search', ${q}))`;
@@ -57,7 +57,13 @@ export function readView<T extends { id: number }, F extends string>(
   return firstRow<Viewed<T>>(db, `SELECT ${selectList(columns, view)} FROM ${from} WHERE ${where}`, values);
 }
 
-export function listView<F extends string>(columns: Columns<F>, table: string, view: View<F>) {
+/** A list's select list and the author's join, for its ListOptions; neither for the full view. */
+export interface ListColumns {
+  columns?: string;
+  join?: string;
+}
+
+export function listView<F extends string>(columns: Columns<F>, table: string, view: View<F>): ListColumns {
   if (isFull(view)) return {};
   return { columns: selectList(columns, view), ...(view.author ? { join: authorJoin(table) } : {}) };
 }

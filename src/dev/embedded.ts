@@ -26,8 +26,10 @@ const START_TIMEOUT_MS = 60_000;
 const ORPHAN_STOP_TIMEOUT_MS = 30_000;
 
 /** When DATABASE_URL is unset; operator commands share the server `npm start` runs. */
-export const startDevelopmentDatabase = (where: { dataDir: string; port: number }, reuseRunning = false) =>
-  startEmbeddedPostgres({ ...where, database: 'posts_api', reuseRunning });
+export const startDevelopmentDatabase = (
+  where: { dataDir: string; port: number },
+  reuseRunning = false,
+): Promise<EmbeddedPostgresServer> => startEmbeddedPostgres({ ...where, database: 'posts_api', reuseRunning });
 
 export async function startEmbeddedPostgres(opts: {
   dataDir: string;

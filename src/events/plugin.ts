@@ -5,12 +5,12 @@
  */
 import fp from 'fastify-plugin';
 import pg from 'pg';
-import { createSequencer } from './sequencer.js';
-import { createStreamHub } from './stream.js';
+import { createSequencer, type Sequencer } from './sequencer.js';
+import { createStreamHub, type StreamHub } from './stream.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    events: { sequencer: ReturnType<typeof createSequencer>; hub: ReturnType<typeof createStreamHub> };
+    events: { sequencer: Sequencer; hub: StreamHub };
   }
 }
 
@@ -72,7 +72,10 @@ export default fp<{ listenUrl: string; heartbeatMs: number }>(
       client = next;
       next.on('error', (error) => drop(next, error));
       next.on('end', () => drop(next, new Error('the connection ended')));
-      next.on('notification', ({ channel }) => (channel === 'events' ? sequencer.wake() : hub.wake()));
+      next.on('notification', ({ channel }) => {
+        if (channel === 'events') sequencer.wake();
+        else hub.wake();
+      });
       try {
         await next.connect();
         await next.query('LISTEN events; LISTEN events_numbered');

@@ -23,7 +23,8 @@ export interface EventFilter {
   post?: number | undefined;
 }
 
-export interface Event {
+/** The event object of docs/api.md §12, as the feed, the streams and webhooks send it. */
+export interface EventObject {
   id: number;
   type: EventType;
   createdAt: string;
@@ -32,7 +33,7 @@ export interface Event {
 }
 
 /** The event object of docs/api.md §12; its resource's path as its declaration gives it. */
-export function toEvent(row: EventRow, resources: Pick<ResourceRegistry, 'eventPath'>): Event {
+export function toEvent(row: EventRow, resources: Pick<ResourceRegistry, 'eventPath'>): EventObject {
   const path = resources.eventPath(row.resourceType, row.resourceId, row.postId);
   return {
     id: row.id,
@@ -43,7 +44,7 @@ export function toEvent(row: EventRow, resources: Pick<ResourceRegistry, 'eventP
   };
 }
 
-export const matches = (filter: EventFilter, row: EventRow) =>
+export const matches = (filter: EventFilter, row: EventRow): boolean =>
   (filter.type === undefined || filter.type.includes(row.type)) &&
   (filter.post === undefined || row.postId === filter.post);
 
@@ -51,7 +52,16 @@ export const matches = (filter: EventFilter, row: EventRow) =>
 export const EVENT_COLUMNS = `id::float8 AS id, type, iso_utc(created_at) AS "createdAt", resource_type AS "resourceType",
   resource_id::float8 AS "resourceId", post_id::float8 AS "postId", data`;
 
-export function eventsRepository(db: Queryable) {
+export interface EventsRepository {
+  page(after: number, limit: number, filter?: EventFilter): Promise<EventRow[]>;
+  head(): Promise<number>;
+  bounds(): Promise<{ floor: number; head: number }>;
+  purgeExpired(retentionSeconds: number, batch: number): Promise<number>;
+  /** Committed events not numbered yet, and the age of the oldest. */
+  backlog(): Promise<{ unnumbered: number; oldestSeconds: number }>;
+}
+
+export function eventsRepository(db: Queryable): EventsRepository {
   return {
     async page(after: number, limit: number, filter: EventFilter = {}): Promise<EventRow[]> {
       // Only the conditions asked for: ?post= then walks its (post_id, id) index.

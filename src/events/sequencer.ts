@@ -10,10 +10,19 @@ const BUSY_RETRY_MS = 20;
 /** A call starts at least this long after the one before, so that a stream of writes gathers into batches. */
 const GAP_MS = 20;
 
+export interface Sequencer {
+  /** Numbers what has committed by now; resolves once done (never rejects). */
+  run(): Promise<void>;
+  /** run(), not waited for. */
+  wake(): void;
+  /** Stops the interval; resolves once the call running is over. */
+  close(): Promise<void>;
+}
+
 export function createSequencer(
   db: { connected(): boolean; query<R extends pg.QueryResultRow>(text: string): Promise<pg.QueryResult<R>> },
   { intervalMs, onError }: { intervalMs: number; onError: (error: unknown) => void },
-) {
+): Sequencer {
   // Waiting out the gap: the call to come has not begun, so it serves whoever asks now.
   let pacing = false;
   let nextAt = 0;
@@ -53,7 +62,6 @@ export function createSequencer(
 
   const calls = serial(call, () => !closed);
 
-  /** Numbers what has committed by now; resolves once done (never rejects). */
   const run = (): Promise<void> => (closed ? Promise.resolve() : calls.run(!pacing));
   const wake = (): void => void run();
 

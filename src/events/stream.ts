@@ -17,10 +17,24 @@ interface Stream {
   closed: boolean;
 }
 
+export interface StreamHub {
+  /** Places taken: open streams and those being opened. */
+  readonly size: number;
+  /** Takes a place if fewer than `max` are taken, at once (no await: a burst cannot overshoot). */
+  reserve(max: number): boolean;
+  /** Gives back a place reserved for a stream that did not open. */
+  release(): void;
+  /** Streams events after `after` to `res` (headers written) on a reserved place, given back when it closes. */
+  open(res: ServerResponse, filter: EventFilter, after: number): void;
+  /** New events may be numbered: the live streams read them. */
+  wake(): void;
+  close(): void;
+}
+
 export function createStreamHub(
   db: Queryable,
   options: { resources: ResourceRegistry; heartbeatMs: number; pollMs: number; onError(error: unknown): void },
-) {
+): StreamHub {
   const { resources, heartbeatMs, pollMs, onError } = options;
   const repository = eventsRepository(db);
   const streams = new Set<Stream>();
@@ -114,15 +128,14 @@ export function createStreamHub(
     get size() {
       return places;
     },
-    /** Takes a place if fewer than `max` are taken, at once (no await: a burst cannot overshoot). */
     reserve(max: number): boolean {
       if (places >= max) return false;
       places += 1;
       return true;
     },
-    /** Gives back a place reserved for a stream that did not open. */
-    release: () => void (places -= 1),
-    /** Streams events after `after` to `res` (headers written) on a reserved place, given back when it closes. */
+    release() {
+      places -= 1;
+    },
     open(res: ServerResponse, filter: EventFilter, after: number) {
       const stream: Stream = { filter, position: after, res, closed: false };
       const closed = () => {

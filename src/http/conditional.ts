@@ -6,7 +6,7 @@ import { preconditionFailed } from '../errors.js';
 /** 132 bits of SHA-256, enough to tell two representations apart. */
 export const digest = (text: string): string => createHash('sha256').update(text).digest('base64url').slice(0, 22);
 
-export const bodyEtag = (payload: string) => `"b${digest(payload)}"`;
+export const bodyEtag = (payload: string): string => `"b${digest(payload)}"`;
 
 const ENTITY_TAG = /(W\/)?("[^"]*")/g;
 
@@ -18,9 +18,14 @@ function matches(header: string, etag: string, comparison: 'weak' | 'strong'): b
   return false;
 }
 
-export const namesEtag = (header: string, etag: string) => matches(header, etag, 'weak');
+export const namesEtag = (header: string, etag: string): boolean => matches(header, etag, 'weak');
 
-export function conditionalGet<T>(request: FastifyRequest, reply: FastifyReply, etag: string, body: T) {
+export function conditionalGet<T>(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  etag: string,
+  body: T,
+): T | FastifyReply {
   reply.header('etag', etag);
   const header = request.headers['if-none-match'];
   if (header !== undefined && namesEtag(header, etag)) return reply.code(304).send();

@@ -14,7 +14,7 @@ export function requestPath(request: FastifyRequest): string {
 }
 
 /** A path as quoted in an error message: bounded, however long the URL. */
-export const quotedPath = (path: string) => (path.length > 200 ? `${path.slice(0, 200)}…` : path);
+export const quotedPath = (path: string): string => (path.length > 200 ? `${path.slice(0, 200)}…` : path);
 
 function routePath(request: FastifyRequest): string {
   const params = (request.params ?? {}) as Record<string, string>;

@@ -79,7 +79,10 @@ export default fp<{ config: AppConfig }>(
 );
 
 /** A schema behind this version stops start-up; one ahead (a rolling upgrade) is served; an unreachable database too. */
-export async function checkDatabaseAtStart(databaseUrl: string, warn: (message: string) => void = console.warn) {
+export async function checkDatabaseAtStart(
+  databaseUrl: string,
+  warn: (message: string) => void = console.warn,
+): Promise<void> {
   const client = new pg.Client({
     connectionString: databaseUrl,
     connectionTimeoutMillis: 3_000,

@@ -76,7 +76,11 @@ export function databaseFailure(error: unknown): HttpError | undefined {
  * A value PostgreSQL could not take: blamed on the one field of that kind when
  * there is one (422), else a 400; never in the database's words, which quote SQL values.
  */
-const kindOf = (code: string) => (code === '22003' ? 'integer' : /^2200[789]$/.test(code) ? 'date-time' : undefined);
+function kindOf(code: string): 'integer' | 'date-time' | undefined {
+  if (code === '22003') return 'integer';
+  if (/^2200[789]$/.test(code)) return 'date-time';
+  return undefined;
+}
 type Kinded = { type?: string; format?: string };
 function dataException(code: string, request: FastifyRequest): HttpError {
   const kind = kindOf(code);
@@ -156,7 +160,7 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
   return null;
 }
 
-export function sendError(reply: FastifyReply, request: FastifyRequest, e: HttpError) {
+export function sendError(reply: FastifyReply, request: FastifyRequest, e: HttpError): FastifyReply {
   // Set here too, for errors raised before the onRequest hooks (a malformed URL).
   reply.header('x-request-id', request.id);
   if (e.headers) reply.headers(e.headers);

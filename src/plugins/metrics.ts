@@ -9,6 +9,7 @@ import { codeOf } from '../db/pool.js';
 import { HttpError } from '../errors.js';
 import { eventsRepository } from '../events/repository.js';
 import { WEBHOOK_ATTEMPTS } from '../events/webhooks/worker.js';
+import { attemptStatus, type Outcome } from '../events/webhooks/queue.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -17,6 +18,16 @@ declare module 'fastify' {
 }
 
 type Labels = Record<string, string>;
+type SetGauge = (value: number, labels?: Labels) => void;
+
+/** One database read per scrape, shared by the gauges showing its parts: a read under a second old is reused. */
+function perScrape<T>(read: () => Promise<T>): () => Promise<T> {
+  let last: { at: number; value: Promise<T> } | undefined;
+  return () => {
+    if (last === undefined || performance.now() - last.at > 1_000) last = { at: performance.now(), value: read() };
+    return last.value;
+  };
+}
 
 export default fp<{ config: AppConfig }>(
   async (app, { config: { maxStreams } }) => {
@@ -24,14 +35,7 @@ export default fp<{ config: AppConfig }>(
     const registers = [registry];
     const counter = (name: string, help: string, ...labelNames: string[]) =>
       new Counter({ name, help, labelNames, registers });
-    // One database read per scrape, shared by the gauges showing its parts.
-    const perScrape = <T>(read: () => Promise<T>) => {
-      let last: { at: number; value?: Promise<T> } = { at: -Infinity };
-      return () =>
-        (performance.now() - last.at > 1_000 ? (last = { at: performance.now(), value: read() }) : last).value!;
-    };
-    // A failed read (the database down) leaves its gauge out of the scrape, not the scrape failed.
-    const gauge = (name: string, help: string, read: (set: (v: number, l?: Labels) => void) => unknown) =>
+    const gauge = (name: string, help: string, read: (set: SetGauge) => void | Promise<void>) =>
       new Gauge({
         name,
         help,
@@ -39,10 +43,16 @@ export default fp<{ config: AppConfig }>(
         registers,
         async collect() {
           this.reset();
-          await (async () => read((v, l) => this.set(l ?? {}, v)))().catch(() => undefined);
+          try {
+            await read((value, labels) => this.set(labels ?? {}, value));
+          } catch {
+            // A failed read (the database down) leaves its gauge out of the scrape, not the scrape failed.
+          }
         },
       });
 
+    // Every metric's name is written whole, never built: the alert rules (deploy/prometheus/rules.yml) and
+    // docs/operations.md name them, and a grep from there must land here (test/unit/metric-names.test.ts).
     const duration = new Histogram({
       name: 'http_request_duration_seconds',
       help: 'requests answered, by method, route template and status class, and how long they took',
@@ -62,9 +72,9 @@ export default fp<{ config: AppConfig }>(
       set(pool.options.max, { state: 'max' });
     });
     gauge('posts_api_db_pool_waiting', 'queries waiting for a free connection', (set) => set(pool.waitingCount));
-    gauge('posts_api_db_replica_lag_seconds', 'age of the newest primary position a replica replayed', (set) =>
-      app.replicas?.status().forEach((r, i) => set(r.lagMs / 1_000, { replica: String(i) })),
-    );
+    gauge('posts_api_db_replica_lag_seconds', 'age of the newest primary position a replica replayed', (set) => {
+      app.replicas?.status().forEach((replica, i) => set(replica.lagMs / 1_000, { replica: String(i) }));
+    });
     gauge('posts_api_event_streams_open', 'open event streams of this instance', (set) => set(app.events.hub.size));
     const events = eventsRepository(app.db);
     const sequencer = perScrape(() => Promise.all([events.head(), events.backlog()]));
@@ -72,31 +82,38 @@ export default fp<{ config: AppConfig }>(
       name: 'posts_api_events_numbered_total',
       help: 'the newest event id given (rate() of it: events per second)',
       registers,
-      // A failed read keeps the last value: a drop to 0 would read as a counter reset.
       async collect() {
-        const head = (await sequencer().catch(() => undefined))?.[0];
-        if (head === undefined) return;
+        let head: number;
+        try {
+          [head] = await sequencer();
+        } catch {
+          // A failed read keeps the last value: a drop to 0 would read as a counter reset.
+          return;
+        }
         this.reset();
         this.inc(head);
       },
     });
-    for (const [name, key, help] of [
-      ['unnumbered', 'unnumbered', 'committed events not numbered yet'],
-      ['unnumbered_oldest_seconds', 'oldestSeconds', 'age of the oldest unnumbered event'],
-    ] as const)
-      gauge(`posts_api_events_${name}`, help, async (set) => set((await sequencer())[1][key]));
+    gauge('posts_api_events_unnumbered', 'committed events not numbered yet', async (set) => {
+      const [, pending] = await sequencer();
+      set(pending.unnumbered);
+    });
+    gauge('posts_api_events_unnumbered_oldest_seconds', 'age of the oldest unnumbered event', async (set) => {
+      const [, pending] = await sequencer();
+      set(pending.oldestSeconds);
+    });
     const backlog = perScrape(() => app.webhooks.backlog());
-    for (const [name, key, help] of [
-      ['deliveries_due', 'due', 'deliveries due and not in flight'],
-      ['deliveries_in_flight', 'inFlight', 'deliveries being sent, by every instance'],
-      ['oldest_due_seconds', 'oldestDueSeconds', 'how long the oldest due delivery has waited'],
-    ] as const)
-      gauge(`posts_api_webhook_${name}`, help, async (set) => set((await backlog())[key]));
+    gauge('posts_api_webhook_deliveries_due', 'deliveries due and not in flight', async (set) => {
+      set((await backlog()).due);
+    });
+    gauge('posts_api_webhook_deliveries_in_flight', 'deliveries being sent, by every instance', async (set) => {
+      set((await backlog()).inFlight);
+    });
+    gauge('posts_api_webhook_oldest_due_seconds', 'how long the oldest due delivery has waited', async (set) => {
+      set((await backlog()).oldestDueSeconds);
+    });
 
-    const attempted = (message: unknown) => {
-      const { ok, nextAttemptAt } = message as { ok: boolean; nextAttemptAt: Date | null };
-      attempts.inc({ result: ok ? 'delivered' : nextAttemptAt ? 'failed' : 'given_up' });
-    };
+    const attempted = (message: unknown) => attempts.inc({ result: attemptStatus(message as Outcome) });
     subscribe(WEBHOOK_ATTEMPTS, attempted);
 
     app.addHook('onError', (request, _reply, error, done) => {
@@ -115,8 +132,8 @@ export default fp<{ config: AppConfig }>(
       const status = reply.statusCode;
       const route = request.routeOptions.url ?? 'unmatched';
       duration.observe(
-        { method: request.method, route, status_class: `${(status / 100) | 0}xx` },
-        reply.elapsedTime / 1e3,
+        { method: request.method, route, status_class: `${Math.floor(status / 100)}xx` },
+        reply.elapsedTime / 1_000,
       );
       if (status === 429) rateLimited.inc({ limit: request.routeOptions.config.authRateLimit ? 'auth' : 'default' });
       if (request.replica) replicaReads.inc();
@@ -134,11 +151,16 @@ export default fp<{ config: AppConfig }>(
       async serve(host: string, port: number) {
         collectDefaultMetrics({ register: registry });
         server = createServer((req, res) => {
-          if (req.method !== 'GET' || req.url !== '/metrics') return void res.writeHead(404).end();
+          if (req.method !== 'GET' || req.url !== '/metrics') {
+            res.writeHead(404).end();
+            return;
+          }
           registry.metrics().then(
             (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
-            (error: unknown) =>
-              void (app.log.warn({ err: error }, 'collecting metrics failed'), res.writeHead(500).end()),
+            (error: unknown) => {
+              app.log.warn({ err: error }, 'collecting metrics failed');
+              res.writeHead(500).end();
+            },
           );
         });
         await new Promise<void>((resolve, reject) => server!.once('error', reject).listen(port, host, resolve));
@@ -146,5 +168,6 @@ export default fp<{ config: AppConfig }>(
       },
     });
   },
-  { name: 'metrics', dependencies: ['db', 'read-routing'] },
+  // Its gauges read what these decorate: the pool, request.replica, the stream hub, the webhook backlog.
+  { name: 'metrics', dependencies: ['db', 'read-routing', 'events', 'webhook-worker'] },
 );

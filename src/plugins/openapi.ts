@@ -232,5 +232,6 @@ export default fp<{ config: AppConfig }>(
       });
     });
   },
-  { name: 'openapi' },
+  // After errors, whose onRoute hook must see /openapi.json and /docs to answer their other methods with 405.
+  { name: 'openapi', dependencies: ['errors'] },
 );

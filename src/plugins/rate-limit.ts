@@ -132,5 +132,7 @@ export default fp<{ config: AppConfig }>(
       }
     });
   },
-  { name: 'rate-limit', dependencies: ['errors'] },
+  // After graceful-close, whose 503 comes first once closing (the store and the token lookups close with the app);
+  // after http-security, so that a 429 carries the security and CORS headers (a browser could not read it without).
+  { name: 'rate-limit', dependencies: ['errors', 'graceful-close', 'http-security'] },
 );

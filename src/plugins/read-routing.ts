@@ -4,6 +4,7 @@
  */
 import fp from 'fastify-plugin';
 import type { Queryable } from '../db/pool.js';
+import { perDatabase } from '../db/per-database.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -12,17 +13,12 @@ declare module 'fastify' {
   }
 }
 
-export function oncePerDatabase<R>(make: (db: Queryable) => R): (db: Queryable) => R {
-  const made = new WeakMap<Queryable, R>();
-  return (db) => {
-    let r = made.get(db);
-    if (r === undefined) made.set(db, (r = make(db)));
-    return r;
-  };
-}
-
-export function readRepository<R>(make: (db: Queryable) => R, primary: Queryable) {
-  const on = oncePerDatabase(make);
+/** A repository on the request's replica, else on `primary`; one per database handle. */
+export function readRepository<R>(
+  make: (db: Queryable) => R,
+  primary: Queryable,
+): (request: { replica: Queryable | null }) => R {
+  const on = perDatabase(make);
   return (request: { replica: Queryable | null }) => on(request.replica ?? primary);
 }
 
@@ -55,5 +51,6 @@ export default fp(
       };
     });
   },
-  { name: 'read-routing', dependencies: ['db'] },
+  // After auth: a request its hooks refuse (429, 401) takes no replica; only one that gets through is routed.
+  { name: 'read-routing', dependencies: ['db', 'auth'] },
 );

@@ -39,7 +39,11 @@ export default fp<{ config: AppConfig }>(
     }
 
     const timer = setInterval(() => {
-      running ??= purge().finally(() => (running = undefined));
+      // A tick still purging when the next comes: the next is skipped.
+      if (running) return;
+      running = purge().finally(() => {
+        running = undefined;
+      });
     }, PURGE_INTERVAL_MS).unref();
 
     // Registered after the db plugin, so this runs before the pool is ended.

@@ -2,13 +2,23 @@
 import type { Queryable } from '../db/pool.js';
 import type { Static } from '@sinclair/typebox';
 import type { CommentField, CommentSchema, CommentSortField } from '../schemas/comments.js';
-import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
+import {
+  type ListResult,
+  type ListSource,
+  type PageRequest,
+  type Sort,
+  idColumn,
+  runList,
+  timestampColumn,
+} from '../db/pagination.js';
 import { firstRow, sql, prepared, written } from '../db/sql.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
+import { tracedCte } from '../db/trace-context.js';
 import {
   type Columns,
   type CreatedRange,
   type View,
+  type Viewed,
   createdBetween,
   listView,
   readView,
@@ -20,7 +30,10 @@ export type Comment = Static<typeof CommentSchema>;
 /** `version` is internal (ETags), never serialized. */
 export type VersionedComment = Comment & { version: number };
 
-export type CommentFilter = { postId: number; author?: number | undefined };
+export interface CommentFilter {
+  postId: number;
+  author?: number | undefined;
+}
 
 const FIELDS: Columns<CommentField> = {
   id: 'id',
@@ -53,31 +66,56 @@ const list: ListSource<CommentSortField, CommentFilter> = {
 
 /** Posts locked first: a post delete waits or has happened. Ids grow in the inputs' order, so each input's row is the next with its post. */
 const createComments = batchedWrite<{ postId: number; authorId: number; body: string }, VersionedComment>({
-  async run(db, inputs, wait) {
+  async run(db, inputs, wait, traceparent) {
     const { rows } = await db.query<VersionedComment>(
       prepared(
-        `WITH input AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS i(post_id, author_id, body, n)),
+        `WITH ${tracedCte(4)},
+         input AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS i(post_id, author_id, body, n)),
          post AS (SELECT id FROM posts WHERE id IN (SELECT post_id FROM input) FOR NO KEY UPDATE${wait ? '' : ' SKIP LOCKED'})
          INSERT INTO comments (post_id, author_id, body)
-         SELECT i.post_id, i.author_id, i.body FROM input i JOIN post ON post.id = i.post_id ORDER BY i.n
+         SELECT i.post_id, i.author_id, i.body FROM traced, input i JOIN post ON post.id = i.post_id ORDER BY i.n
          RETURNING ${COLUMNS}`,
-        columnsOf(inputs, 'postId', 'authorId', 'body'),
+        [...columnsOf(inputs, 'postId', 'authorId', 'body'), traceparent],
       ),
     );
     rows.sort((a, b) => a.id - b.id);
     let next = 0;
-    return inputs.map((input) => (rows[next]?.postId === input.postId ? rows[next++] : undefined));
+    return inputs.map((input) => {
+      const row = rows[next];
+      if (row?.postId !== input.postId) return undefined;
+      next += 1;
+      return row;
+    });
   },
 });
 
-export function commentsRepository(db: Queryable) {
+export interface CommentsRepository {
+  /** undefined when the post does not exist. */
+  create(postId: number, authorId: number, body: string): Promise<VersionedComment | undefined>;
+  find(postId: number, id: number): Promise<VersionedComment | undefined>;
+  read(postId: number, id: number, view: View<CommentField>): Promise<Viewed<Comment> | undefined>;
+  /** For a change of its own columns: the post is not involved. */
+  lockForUpdate(postId: number, id: number): Promise<VersionedComment | undefined>;
+  /** The post first, then the comment; carries the post's author for the delete rule. */
+  lockForDelete(postId: number, id: number): Promise<(VersionedComment & { postAuthorId: number }) | undefined>;
+  /** A change to the body already stored leaves the comment as it is. */
+  update(postId: number, id: number, changes: { body?: string | undefined }): Promise<VersionedComment | undefined>;
+  delete(postId: number, id: number): Promise<boolean>;
+  list(
+    filter: CommentFilter & CreatedRange,
+    sort: Sort<CommentSortField>,
+    page: PageRequest,
+    view?: View<CommentField>,
+  ): Promise<ListResult<Comment>>;
+}
+
+export function commentsRepository(db: Queryable): CommentsRepository {
   const find = (postId: number, id: number, lock = '') => {
     const text = `SELECT ${COLUMNS} FROM comments WHERE id = $1 AND post_id = $2${lock}`;
     return firstRow<VersionedComment>(db, text, [id, postId]);
   };
 
   return {
-    /** undefined when the post does not exist. */
     create: (postId: number, authorId: number, body: string) => createComments(db, { postId, authorId, body }),
 
     find: (postId: number, id: number) => find(postId, id),
@@ -85,10 +123,8 @@ export function commentsRepository(db: Queryable) {
     read: (postId: number, id: number, view: View<CommentField>) =>
       readView<Comment, CommentField>(db, FIELDS, 'comments', view, 'id = $1 AND post_id = $2', [id, postId]),
 
-    /** For a change of its own columns: the post is not involved. */
     lockForUpdate: (postId: number, id: number) => find(postId, id, ' FOR NO KEY UPDATE'),
 
-    /** The post first, then the comment; carries the post's author for the delete rule. */
     async lockForDelete(postId: number, id: number) {
       const post = await firstRow<{ authorId: number }>(
         db,
@@ -100,7 +136,6 @@ export function commentsRepository(db: Queryable) {
       return comment && { ...comment, postAuthorId: post.authorId };
     },
 
-    /** A change to the body already stored leaves the comment as it is. */
     async update(postId: number, id: number, changes: { body?: string | undefined }) {
       if (changes.body === undefined) return find(postId, id);
       const row = await firstRow<VersionedComment>(

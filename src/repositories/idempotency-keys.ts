@@ -29,9 +29,17 @@ export function idempotencyLockId(scope: string, key: string): string {
   return createHash('sha256').update(`idempotency\0${scope}\0${key}`).digest().readBigInt64BE(0).toString();
 }
 
-export function idempotencyKeysRepository(db: Queryable) {
+export interface IdempotencyKeysRepository {
+  /** The live record of a key, else whether another transaction holds it; a free lock is taken (to the transaction's end). */
+  peek(scope: string, key: string): Promise<{ record?: IdempotencyRecord; inUse: boolean }>;
+  /** Under the key's lock the only row that can exist is an expired one, which is replaced. */
+  save(record: IdempotencyRecord): Promise<void>;
+  /** SKIP LOCKED: several instances purge at once without waiting on each other. */
+  purgeExpired(batch: number): Promise<number>;
+}
+
+export function idempotencyKeysRepository(db: Queryable): IdempotencyKeysRepository {
   return {
-    /** The live record of a key, else whether another transaction holds it; a free lock is taken (to the transaction's end). */
     async peek(scope: string, key: string): Promise<{ record?: IdempotencyRecord; inUse: boolean }> {
       const row = await firstRow<IdempotencyRecord & { free: boolean }>(
         db,
@@ -44,7 +52,6 @@ export function idempotencyKeysRepository(db: Queryable) {
       return record.scope === null ? { inUse: !free } : { record, inUse: false };
     },
 
-    /** Under the key's lock the only row that can exist is an expired one, which is replaced. */
     async save({ scope, key, requestHash, status, headers, body, resource, secretHash }: IdempotencyRecord) {
       await written(
         db,
@@ -57,7 +64,6 @@ export function idempotencyKeysRepository(db: Queryable) {
       );
     },
 
-    /** SKIP LOCKED: several instances purge at once without waiting on each other. */
     purgeExpired: (batch: number) =>
       written(
         db,

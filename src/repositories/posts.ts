@@ -1,9 +1,12 @@
 /** All SQL about posts. Totals are rows the triggers keep (`counters`, `author_post_counts`, `comment_counts`). */
-import { perDatabase, type Queryable } from '../db/pool.js';
+import { LRUCache } from 'lru-cache';
+import type { Queryable } from '../db/pool.js';
+import { perDatabase } from '../db/per-database.js';
 import type { Static } from '@sinclair/typebox';
 import type { PostField, PostSchema, PostSortField } from '../schemas/posts.js';
 import {
   type ListOptions,
+  type ListResult,
   type ListSource,
   type PageRequest,
   type Sort,
@@ -18,6 +21,7 @@ import {
   type Columns,
   type CreatedRange,
   type View,
+  type Viewed,
   createdBetween,
   listView,
   readView,
@@ -26,6 +30,7 @@ import {
 } from '../db/views.js';
 import { lookup } from '../db/lookups.js';
 import { batchedWrite, columnsOf } from '../db/batch.js';
+import { tracedCte } from '../db/trace-context.js';
 
 export type Post = Static<typeof PostSchema>;
 
@@ -57,7 +62,7 @@ const findPost = lookup<VersionedPost>({
 });
 
 /** A word once counted past the threshold is shown to the planner, which then counts it by a cheap walk. */
-const commonOn = perDatabase<true>(1_000);
+const commonOn = perDatabase(() => new LRUCache<string, true>({ max: 1_000 }));
 
 function listOptions(filter: Omit<PostFilter, 'author'>, view: View<PostField>, primary: Queryable): ListOptions {
   const { q } = filter;
@@ -111,13 +116,15 @@ const postsOfUser: ListSource<PostSortField, number> = {
 
 /** Rows are inserted in the inputs' order, so sorted by id they line up with the inputs. */
 const createPosts = batchedWrite<{ authorId: number; title: string; body: string }, VersionedPost>({
-  async run(db, inputs) {
+  async run(db, inputs, _wait, traceparent) {
     const { rows } = await db.query<VersionedPost>(
       prepared(
-        `INSERT INTO posts (author_id, title, body)
-         SELECT author_id, title, body FROM unnest($1::bigint[], $2::text[], $3::text[]) WITH ORDINALITY AS i(author_id, title, body, n)
+        `WITH ${tracedCte(4)}
+         INSERT INTO posts (author_id, title, body)
+         SELECT author_id, title, body
+         FROM traced, unnest($1::bigint[], $2::text[], $3::text[]) WITH ORDINALITY AS i(author_id, title, body, n)
          ORDER BY n RETURNING ${COLUMNS}`,
-        columnsOf(inputs, 'authorId', 'title', 'body'),
+        [...columnsOf(inputs, 'authorId', 'title', 'body'), traceparent],
       ),
     );
     return rows.sort((a, b) => a.id - b.id);
@@ -130,16 +137,17 @@ const updatePosts = batchedWrite<
   VersionedPost
 >({
   key: (input) => input.id,
-  async run(db, inputs, wait) {
+  async run(db, inputs, wait, traceparent) {
     const { rows } = await db.query<VersionedPost>(
       prepared(
-        `WITH locked AS (SELECT id FROM posts WHERE id = ANY($1::bigint[]) FOR NO KEY UPDATE${wait ? '' : ' SKIP LOCKED'})
+        `WITH ${tracedCte(5)},
+         locked AS (SELECT id FROM posts WHERE id = ANY($1::bigint[]) FOR NO KEY UPDATE${wait ? '' : ' SKIP LOCKED'})
          UPDATE posts SET title = COALESCE(c_title, title), body = COALESCE(c_body, body), version = version + 1, updated_at = now()
-         FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS c(c_id, c_author, c_title, c_body)
+         FROM traced, unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[]) AS c(c_id, c_author, c_title, c_body)
          WHERE id = c_id AND id IN (SELECT id FROM locked) AND (c_author IS NULL OR author_id = c_author)
            AND ((c_title IS NOT NULL AND title <> c_title) OR (c_body IS NOT NULL AND body <> c_body))
          RETURNING ${COLUMNS}`,
-        columnsOf(inputs, 'id', 'author', 'title', 'body'),
+        [...columnsOf(inputs, 'id', 'author', 'title', 'body'), traceparent],
       ),
     );
     const written = new Map(rows.map((row) => [row.id, row]));
@@ -147,7 +155,31 @@ const updatePosts = batchedWrite<
   },
 });
 
-export function postsRepository(db: Queryable, primary: Queryable = db) {
+export interface PostsRepository {
+  create(authorId: number, input: { title: string; body: string }): Promise<VersionedPost>;
+  findById(id: number): Promise<VersionedPost | undefined>;
+  read(id: number, view: View<PostField>): Promise<Viewed<Post> | undefined>;
+  lock(id: number, purpose: keyof typeof LOCKS): Promise<VersionedPost | undefined>;
+  /** undefined when nothing changes, the post is missing, or it is not `author`'s. */
+  update(id: number, changes: { title?: string; body?: string }, author?: number): Promise<VersionedPost | undefined>;
+  delete(id: number): Promise<boolean>;
+  list(
+    filter: PostFilter,
+    sort: Sort<PostSortField>,
+    page: PageRequest,
+    view?: View<PostField>,
+  ): Promise<ListResult<Post>>;
+  listOfUser(
+    userId: number,
+    filter: Omit<PostFilter, 'author'>,
+    sort: Sort<PostSortField>,
+    page: PageRequest,
+    view?: View<PostField>,
+  ): Promise<ListResult<Post>>;
+}
+
+/** `primary` keys the memory of common search words, so lists read on any replica share it. */
+export function postsRepository(db: Queryable, primary: Queryable = db): PostsRepository {
   return {
     async create(authorId: number, input: { title: string; body: string }): Promise<VersionedPost> {
       return (await createPosts(db, { authorId, title: input.title, body: input.body }))!;
@@ -160,7 +192,6 @@ export function postsRepository(db: Queryable, primary: Queryable = db) {
     lock: (id: number, purpose: keyof typeof LOCKS) =>
       firstRow<VersionedPost>(db, `SELECT ${COLUMNS} FROM posts WHERE id = $1 ${LOCKS[purpose]}`, [id]),
 
-    /** undefined when nothing changes, the post is missing, or it is not `author`'s. */
     async update(id: number, changes: { title?: string; body?: string }, author?: number) {
       if (changes.title === undefined && changes.body === undefined) return undefined;
       return updatePosts(db, { id, author, title: changes.title, body: changes.body });

@@ -2,7 +2,15 @@
 import type { Queryable } from '../db/pool.js';
 import type { Static } from '@sinclair/typebox';
 import type { TokenSchema, TokenSortField } from '../schemas/tokens.js';
-import { type ListSource, type PageRequest, type Sort, idColumn, runList, timestampColumn } from '../db/pagination.js';
+import {
+  type ListResult,
+  type ListSource,
+  type PageRequest,
+  type Sort,
+  idColumn,
+  runList,
+  timestampColumn,
+} from '../db/pagination.js';
 import { firstRow, sql, written } from '../db/sql.js';
 
 export type Token = Static<typeof TokenSchema>;
@@ -27,7 +35,18 @@ const list: ListSource<TokenSortField, number> = {
   total: (userId) => sql`SELECT count(*) FROM tokens WHERE user_id = ${userId} AND ${LIVE}`,
 };
 
-export function tokensRepository(db: Queryable) {
+export interface TokensRepository {
+  create(userId: number, hash: Buffer, ttlSeconds: number): Promise<Token>;
+  /** The live token's user, and when the token expires. */
+  authenticate(hash: Buffer): Promise<(AuthUser & { expiresAtMs: number }) | undefined>;
+  /** false when there is none (another user's included). */
+  revoke(userId: number, tokenId: number): Promise<boolean>;
+  /** After a password change: every other session of that user ends. */
+  revokeAllExcept(userId: number, keepTokenId: number): Promise<void>;
+  list(userId: number, sort: Sort<TokenSortField>, page: PageRequest): Promise<ListResult<Token>>;
+}
+
+export function tokensRepository(db: Queryable): TokensRepository {
   return {
     async create(userId: number, hash: Buffer, ttlSeconds: number): Promise<Token> {
       const text = `INSERT INTO tokens (user_id, token_hash, expires_at)
@@ -44,7 +63,6 @@ export function tokensRepository(db: Queryable) {
         [hash],
       ),
 
-    /** false when there is none (another user's included). */
     revoke: async (userId: number, tokenId: number) =>
       (await written(
         db,
@@ -52,7 +70,6 @@ export function tokensRepository(db: Queryable) {
         [tokenId, userId],
       )) === 1,
 
-    /** After a password change: every other session of that user ends. */
     async revokeAllExcept(userId: number, keepTokenId: number): Promise<void> {
       const text = 'UPDATE tokens SET revoked_at = now() WHERE user_id = $1 AND id <> $2 AND revoked_at IS NULL';
       await written(db, text, [userId, keepTokenId]);

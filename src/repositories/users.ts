@@ -2,8 +2,9 @@
 import type { Queryable } from '../db/pool.js';
 import type { Static } from '@sinclair/typebox';
 import type { UserField, UserSchema, UserSortField } from '../schemas/users.js';
-import { type Columns, type View, listView, readView, selectList } from '../db/views.js';
+import { type Columns, type View, type Viewed, listView, readView, selectList } from '../db/views.js';
 import {
+  type ListResult,
   type ListSource,
   type PageRequest,
   type Sort,
@@ -14,6 +15,7 @@ import {
   timestampColumn,
 } from '../db/pagination.js';
 import { firstRow, join, raw, sql, toQuery } from '../db/sql.js';
+import { traceparentOf, tracedCte } from '../db/trace-context.js';
 
 /** With e-mail: the schema's is optional, for the views that hide it. */
 export type User = Static<typeof UserSchema> & { email: string };
@@ -35,14 +37,30 @@ const list: ListSource<UserSortField, void> = {
   total: () => raw(counter('users')),
 };
 
-export function usersRepository(db: Queryable) {
+export interface UsersRepository {
+  create(user: { name: string; email: string; passwordHash: string }): Promise<User>;
+  findById(id: number): Promise<User | undefined>;
+  read(id: number, view: View<UserField>): Promise<Viewed<User> | undefined>;
+  lock(id: number): Promise<User | undefined>;
+  findCredentials(email: string): Promise<{ id: number; passwordHash: string } | undefined>;
+  /** Compared as the unique index does. */
+  emailTaken(email: string, exceptId?: number): Promise<boolean>;
+  /** A change to the values already stored writes nothing (a new password hash always differs). */
+  update(id: number, changes: { name?: string; email?: string; passwordHash?: string }): Promise<User | undefined>;
+  setRole(email: string, role: User['role']): Promise<User | undefined>;
+  list(sort: Sort<UserSortField>, page: PageRequest, view?: View<UserField>): Promise<ListResult<User>>;
+}
+
+export function usersRepository(db: Queryable): UsersRepository {
   const findById = (id: number, lock = '') =>
     firstRow<User>(db, `SELECT ${COLUMNS} FROM users WHERE id = $1${lock}`, [id]);
 
   return {
     async create({ name, email, passwordHash }: { name: string; email: string; passwordHash: string }) {
-      const text = `INSERT INTO users (name, email, password_hash) VALUES ($1, $2, $3) RETURNING ${COLUMNS}`;
-      return (await firstRow<User>(db, text, [name, email, passwordHash]))!;
+      // Outside a transaction when the sign-up has no Idempotency-Key: the statement carries its trace context.
+      const text = `WITH ${tracedCte(4)}
+        INSERT INTO users (name, email, password_hash) SELECT $1, $2, $3 FROM traced RETURNING ${COLUMNS}`;
+      return (await firstRow<User>(db, text, [name, email, passwordHash, traceparentOf()]))!;
     },
 
     findById: (id: number) => findById(id),
@@ -58,13 +76,11 @@ export function usersRepository(db: Queryable) {
         [email],
       ),
 
-    /** Compared as the unique index does. */
     async emailTaken(email: string, exceptId = 0): Promise<boolean> {
       const text = 'SELECT EXISTS (SELECT 1 FROM users WHERE lower(email) = lower($1) AND id <> $2) AS taken';
       return (await firstRow<{ taken: boolean }>(db, text, [email, exceptId]))!.taken;
     },
 
-    /** A change to the values already stored writes nothing (a new password hash always differs). */
     async update(id: number, changes: { name?: string; email?: string; passwordHash?: string }) {
       const columns = { name: changes.name, email: changes.email, password_hash: changes.passwordHash };
       const fields = Object.entries(columns).filter((field): field is [string, string] => field[1] !== undefined);

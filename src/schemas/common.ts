@@ -1,5 +1,20 @@
 /** Shared TypeBox contracts: ids, timestamps, the error body, list parameters and envelopes. */
-import { Type, type TSchema, type TOptional, type TProperties } from '@sinclair/typebox';
+import {
+  Type,
+  type TArray,
+  type TBoolean,
+  type TInteger,
+  type TNull,
+  type TObject,
+  type TOptional,
+  type TProperties,
+  type TRefUnsafe,
+  type TSchema,
+  type TString,
+  type TUnion,
+  type TUnknown,
+  type TUnsafe,
+} from '@sinclair/typebox';
 import { ERROR_CODES } from '../errors.js';
 import { WELL_FORMED } from '../validation.js';
 
@@ -10,7 +25,7 @@ export const Id = Type.Integer({ format: 'int64', minimum: 1, maximum: MAX_ID, d
 /** Always rendered with milliseconds in UTC: exactly 24 characters. */
 export const Timestamp = Type.String({ format: 'date-time', maxLength: 24, examples: ['2026-11-22T10:00:00.000Z'] });
 export const Count = Type.Integer({ format: 'int64', minimum: 0, maximum: MAX_ID });
-export const SmallInt = (minimum: number, maximum: number, options: object = {}) =>
+export const SmallInt = (minimum: number, maximum: number, options: object = {}): TInteger =>
   Type.Integer({ format: 'int32', minimum, maximum, ...options });
 
 /**
@@ -29,7 +44,7 @@ export const Storable = { pattern: '^[^\\x00]*$', 'x-errorMessage': 'must not co
 const BLANK = '\t\n\v\f\r \u0085\u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000\uFEFF';
 
 /** Not blank; `max` in code points, as PostgreSQL counts. */
-export const Text = (max: number, description?: string) =>
+export const Text = (max: number, description?: string): TString =>
   Type.String({
     pattern: `[^${BLANK}]`,
     maxLength: max,
@@ -38,10 +53,10 @@ export const Text = (max: number, description?: string) =>
     description,
   });
 
-export const StringEnum = <T extends string[]>(values: [...T], options: object = {}) =>
+export const StringEnum = <T extends string[]>(values: [...T], options: object = {}): TUnsafe<T[number]> =>
   Type.Unsafe<T[number]>({ type: 'string', enum: values, ...options });
 
-const readOnly = (shown: string) =>
+const readOnly = (shown: string): TOptional<TUnknown> =>
   Type.Optional(
     Type.Unknown({ readOnly: true, description: `read-only: any value is accepted and ignored (GET shows ${shown})` }),
   );
@@ -55,7 +70,7 @@ export const ReadOnlyMembers = {
   updatedAt: readOnly('the time of the last change'),
 };
 
-export const Body = <P extends TProperties>(properties: P, options: object = {}) =>
+export const Body = <P extends TProperties>(properties: P, options: object = {}): TObject<typeof ReadOnlyMembers & P> =>
   Type.Object({ ...ReadOnlyMembers, ...properties }, { additionalProperties: false, ...options });
 
 export const ErrorSchema = Type.Object(
@@ -81,38 +96,49 @@ export const NoQuery = Type.Object({}, { additionalProperties: false });
 const QueryText = (description: string) =>
   Type.Optional(Type.String({ minLength: 1, maxLength: 200, allOf: [Storable], description }));
 
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- no extra parameters: TypeBox's own spelling
-export function ListQuery<F extends string, E extends TProperties = {}>(sortFields: readonly F[], extra: E = {} as E) {
+/** The parameters every list takes beside its own (docs/api.md §5): its sort, and offset or cursor pages. */
+export type ListParameters = {
+  sort: TOptional<TUnsafe<string>>;
+  page: TOptional<TInteger>;
+  perPage: TOptional<TInteger>;
+  after: TOptional<TInteger>;
+  afterKey: TOptional<TString>;
+  before: TOptional<TInteger>;
+  beforeKey: TOptional<TString>;
+  limit: TOptional<TInteger>;
+};
+
+export function ListQuery<F extends string, E extends TProperties = Record<never, never>>(
+  sortFields: readonly F[],
+  extra: E = {} as E,
+): TObject<E & ListParameters> {
   const sortValues = sortFields.flatMap((f) => [f, `-${f}`]);
-  return Type.Object(
-    {
-      ...extra,
-      sort: Type.Optional(
-        StringEnum(sortValues, { description: 'one field, leading - for descending; ties break on id', default: 'id' }),
-      ),
-      page: Type.Optional(SmallInt(1, MAX_PAGE, { description: 'offset mode, default 1' })),
-      perPage: Type.Optional(SmallInt(1, 100, { description: 'offset mode, default 20' })),
-      after: Type.Optional({
-        ...Id,
-        description: 'cursor mode: id of the last item already received; not with page/perPage (422)',
-      }),
-      afterKey: QueryText(
-        'cursor mode, with after and a sort other than id: the sort key of that item as the next Link gave it ' +
-          '(a UTC timestamp with microseconds, or the text), so the walk resumes where it was even if the item changed since',
-      ),
-      before: Type.Optional({
-        ...Id,
-        description:
-          'cursor mode: id of the first item already received; the page is the items that precede it, in the sort order. ' +
-          'Not with after (422)',
-      }),
-      beforeKey: QueryText(
-        'cursor mode, with before and a sort other than id: the sort key of that item as the prev Link gave it (as afterKey)',
-      ),
-      limit: Type.Optional(SmallInt(1, 100, { description: 'cursor mode, default 20; not with page/perPage (422)' })),
-    },
-    { additionalProperties: false },
-  );
+  const parameters: ListParameters = {
+    sort: Type.Optional(
+      StringEnum(sortValues, { description: 'one field, leading - for descending; ties break on id', default: 'id' }),
+    ),
+    page: Type.Optional(SmallInt(1, MAX_PAGE, { description: 'offset mode, default 1' })),
+    perPage: Type.Optional(SmallInt(1, 100, { description: 'offset mode, default 20' })),
+    after: Type.Optional({
+      ...Id,
+      description: 'cursor mode: id of the last item already received; not with page/perPage (422)',
+    }),
+    afterKey: QueryText(
+      'cursor mode, with after and a sort other than id: the sort key of that item as the next Link gave it ' +
+        '(a UTC timestamp with microseconds, or the text), so the walk resumes where it was even if the item changed since',
+    ),
+    before: Type.Optional({
+      ...Id,
+      description:
+        'cursor mode: id of the first item already received; the page is the items that precede it, in the sort order. ' +
+        'Not with after (422)',
+    }),
+    beforeKey: QueryText(
+      'cursor mode, with before and a sort other than id: the sort key of that item as the prev Link gave it (as afterKey)',
+    ),
+    limit: Type.Optional(SmallInt(1, 100, { description: 'cursor mode, default 20; not with page/perPage (422)' })),
+  };
+  return Type.Object({ ...extra, ...parameters }, { additionalProperties: false });
 }
 
 /** A list: comma-separated, or the parameter repeated (`explode: true`); validation.ts makes either one array. */
@@ -193,7 +219,15 @@ export const LinkHeader = {
   description: 'RFC 8288: next and prev; in offset mode also first and last (paths, or URLs under PUBLIC_BASE_URL)',
 };
 
-export function CursorPage<T extends TSchema>(item: T, options: object = {}) {
+export type CursorPageSchema<T extends TSchema> = TObject<{
+  data: TArray<T>;
+  limit: TInteger;
+  hasMore: TBoolean;
+  nextCursor: TUnion<[TInteger, TNull]>;
+  prevCursor: TUnion<[TInteger, TNull]>;
+}>;
+
+export function CursorPage<T extends TSchema>(item: T, options: object = {}): CursorPageSchema<T> {
   return Type.Object(
     {
       data: Type.Array(item, { maxItems: 100 }),
@@ -208,8 +242,20 @@ export function CursorPage<T extends TSchema>(item: T, options: object = {}) {
   );
 }
 
-export function ListEnvelope<T extends TSchema>(item: T) {
-  const offset = Type.Object(
+export type OffsetPageSchema<T extends TSchema> = TObject<{
+  data: TArray<T>;
+  page: TInteger;
+  perPage: TInteger;
+  total: TInteger;
+  totalPages: TInteger;
+  totalEstimated: TOptional<TBoolean>;
+}>;
+
+/** Either page, as the query asks for. */
+export type ListEnvelopeSchema<T extends TSchema> = TUnion<[OffsetPageSchema<T>, CursorPageSchema<T>]>;
+
+export function ListEnvelope<T extends TSchema>(item: T): ListEnvelopeSchema<T> {
+  const offset: OffsetPageSchema<T> = Type.Object(
     {
       data: Type.Array(item, { maxItems: 100 }),
       page: SmallInt(1, MAX_PAGE),
@@ -232,6 +278,31 @@ export function ListEnvelope<T extends TSchema>(item: T) {
   });
 }
 
+/** A resource as one item of its list shows it: id always, the other fields when asked for, the author if included. */
+export type ViewProperties<P extends TProperties> = { [K in keyof P]: K extends 'id' ? P[K] : TOptional<P[K]> } & {
+  author?: TOptional<TObject<{ id: TInteger; name: TString }>> | undefined;
+};
+
+/** The parameters of a read, of one item or a list: sparse fields and the author's include. */
+export type ReadParameters<P extends TProperties> = {
+  include?: TOptional<TUnsafe<'author'>> | undefined;
+  fields: TOptional<TArray<TUnsafe<keyof P & string>>>;
+};
+
+export interface ResourceSchemas<P extends TProperties, S extends string> {
+  schema: TObject<P>;
+  view: TObject<ViewProperties<P>>;
+  fields: (keyof P & string)[];
+  sortFields: readonly S[];
+  query: TObject<ReadParameters<P>>;
+  /** A list's own parameters, `before` and `after` the item's, in the document's order. */
+  listQuery<B extends TProperties, A extends TProperties = Record<never, never>>(
+    before: B,
+    after?: A,
+  ): TObject<B & ReadParameters<P> & A & ListParameters>;
+  list: ListEnvelopeSchema<TRefUnsafe<TObject<ViewProperties<P>>>>;
+}
+
 /**
  * A resource's read contracts: its schema, named `name`; its view, all fields or only id and those named by fields
  * (with `embeds`, also the author include=author asks for); the query of one item; its list's query and envelope.
@@ -240,25 +311,22 @@ export function Resource<P extends TProperties, S extends string>(
   name: string,
   properties: P,
   spec: { sortFields: readonly S[]; example: (keyof P & string)[]; embeds?: boolean },
-) {
+): ResourceSchemas<P, S> {
   const { sortFields, embeds } = spec;
   const fields = Object.keys(properties) as (keyof P & string)[];
   const optional = Object.fromEntries(
     fields.map((field) => [field, field === 'id' ? properties[field] : Type.Optional(properties[field]!)]),
   ) as { [K in keyof P]: K extends 'id' ? P[K] : TOptional<P[K]> };
   const description = 'all fields, or only id and those named by fields';
-  const view = Type.Object(
-    { ...optional, ...(embeds && EmbeddedAuthor) },
-    { $id: `${name}View`, additionalProperties: false, description },
-  );
-  const read = { ...FieldsParam(fields, spec.example), ...(embeds && IncludeParam) };
+  const viewProperties: ViewProperties<P> = { ...optional, ...(embeds && EmbeddedAuthor) };
+  const view = Type.Object(viewProperties, { $id: `${name}View`, additionalProperties: false, description });
+  const read: ReadParameters<P> = { ...FieldsParam(fields, spec.example), ...(embeds && IncludeParam) };
   return {
     schema: Type.Object(properties, { $id: name, additionalProperties: false }),
     view,
     fields,
     sortFields,
     query: Type.Object(read, { additionalProperties: false }),
-    /** A list's own parameters, `before` and `after` the item's, in the document's order. */
     listQuery: <B extends TProperties, A extends TProperties = Record<never, never>>(before: B, after = {} as A) =>
       ListQuery(sortFields, { ...before, ...read, ...after }),
     list: ListEnvelope(Type.Ref(view)),
@@ -281,7 +349,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   503: 'service_unavailable: the database cannot serve the request (unreachable, missing, refusing the login, busy, read-only, out of disk, timed out, behind the code; the message names which), with Retry-After',
 };
 
-export function errorResponses(...statuses: number[]) {
+export function errorResponses(...statuses: number[]): Record<number, ReturnType<typeof Type.Ref>> {
   return Object.fromEntries(
     statuses.map((s) => [s, Type.Ref(ErrorSchema, { description: ERROR_DESCRIPTIONS[s] ?? 'error' })]),
   ) as Record<number, ReturnType<typeof Type.Ref>>;

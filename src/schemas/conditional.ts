@@ -1,8 +1,8 @@
 /** Conditional requests (docs/api.md §8); header names lower case, as a custom validator compiler gets them. */
-import { Type, type TSchema } from '@sinclair/typebox';
+import { Type, type TNull, type TObject, type TOptional, type TRefUnsafe, type TSchema } from '@sinclair/typebox';
 import { COMMON_ERRORS, ETag, LinkHeader, ListValidationError, errorResponses } from './common.js';
 
-export const optionalHeaders = (properties: Record<string, TSchema>) =>
+export const optionalHeaders = (properties: Record<string, TSchema>): TObject<{ [name: string]: TOptional<TSchema> }> =>
   Type.Object(Object.fromEntries(Object.entries(properties).map(([name, schema]) => [name, Type.Optional(schema)])), {
     additionalProperties: true,
   });
@@ -20,7 +20,7 @@ const IfMatch = Type.String({
 export const ConditionalGetHeaders = optionalHeaders({ 'if-none-match': IfNoneMatch });
 export const ConditionalWriteHeaders = optionalHeaders({ 'if-match': IfMatch });
 
-export const WithEtag = <T extends TSchema>(schema: T, description: string) =>
+export const WithEtag = <T extends TSchema>(schema: T, description: string): TRefUnsafe<T> =>
   Type.Ref(schema, { description, headers: { ETag } });
 
 export const NotModified = Type.Null({
@@ -28,7 +28,14 @@ export const NotModified = Type.Null({
   headers: { ETag },
 });
 
-export const listResponses = <T extends TSchema>(list: T, ...errors: number[]) => ({
+/** A list route's responses: the page, its 304, and the errors. */
+export interface ListResponses<T extends TSchema> {
+  200: T;
+  304: TNull;
+  422: typeof ListValidationError;
+}
+
+export const listResponses = <T extends TSchema>(list: T, ...errors: number[]): ListResponses<T> => ({
   200: list,
   304: Type.Null({
     description: 'Not Modified: If-None-Match matched the ETag of this page; no body',

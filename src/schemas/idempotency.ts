@@ -1,5 +1,5 @@
 /** A create's contracts (docs/api.md §8): Idempotency-Key; the 201 with Location and ETag (use-cases/create-once.ts). */
-import { Type, type TSchema } from '@sinclair/typebox';
+import { Type, type TRefUnsafe, type TSchema } from '@sinclair/typebox';
 import { ETag } from './common.js';
 import { optionalHeaders } from './conditional.js';
 
@@ -17,7 +17,7 @@ const IdempotencyKey = Type.String({
 export const IdempotentHeaders = optionalHeaders({ 'idempotency-key': IdempotencyKey });
 
 /** A created resource: 201 with Location and ETag; a replay of it also says so. */
-export const Created = <T extends TSchema>(schema: T, description: string) =>
+export const Created = <T extends TSchema>(schema: T, description: string): TRefUnsafe<T> =>
   Type.Ref(schema, {
     description,
     headers: {

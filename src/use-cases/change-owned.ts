@@ -25,7 +25,11 @@ export interface OwnedCheck<T> {
 }
 
 /** Every check of a change (404, 403, 412) on the resource as `load` reads it. */
-export async function loadForChange<T>(request: FastifyRequest, load: Promise<T | undefined>, check: OwnedCheck<T>) {
+export async function loadForChange<T>(
+  request: FastifyRequest,
+  load: Promise<T | undefined>,
+  check: OwnedCheck<T>,
+): Promise<T> {
   const resource = await loadOwned(load, request.user!, check.rule);
   requireMatch(request, check.etag(resource));
   return resource;

@@ -43,13 +43,17 @@ const inUse = () =>
     [FIELD]: ['is in use by a request still being processed'],
   });
 
+/** Whether the request sends the password the first one did: only its hash was kept. */
+async function samePassword(record: IdempotencyRecord, password: string | undefined): Promise<boolean> {
+  if (record.secretHash === null) return password === undefined;
+  if (password === undefined) return false;
+  return verifyPassword(password, record.secretHash);
+}
+
 /** The first response again, if this is the same request. */
 async function replay(record: IdempotencyRecord, requestHash: Buffer, creation: Creation): Promise<StoredResponse> {
-  const samePassword =
-    record.secretHash === null
-      ? creation.password === undefined
-      : creation.password !== undefined && (await verifyPassword(creation.password, record.secretHash));
-  if (!record.requestHash.equals(requestHash) || !samePassword) {
+  const passwordMatches = await samePassword(record, creation.password);
+  if (!record.requestHash.equals(requestHash) || !passwordMatches) {
     throw validation({ [FIELD]: ['was already used for a different request'] });
   }
   if (record.body === null) {
@@ -62,7 +66,11 @@ async function replay(record: IdempotencyRecord, requestHash: Buffer, creation: 
 }
 
 /** Without a key, `create` runs outside any transaction: no BEGIN/COMMIT round trips on the common path. */
-export async function createOnce(request: FastifyRequest, reply: FastifyReply, creation: Creation) {
+export async function createOnce(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  creation: Creation,
+): Promise<FastifyReply> {
   const db = request.server.db;
   const send = ({ status, headers, body }: StoredResponse) => reply.code(status).headers(headers).send(body);
   const respond = async (db: Queryable, passwordHash: string | undefined) => {
@@ -104,7 +112,8 @@ export async function createOnce(request: FastifyRequest, reply: FastifyReply, c
     const stored = await look(tx);
     if (stored) return { stored };
     const { id, response: fresh } = await respond(tx, passwordHash);
-    const [resource, secretHash] = [`${creation.kind}:${id}`, passwordHash ?? null];
+    const resource = `${creation.kind}:${id}`;
+    const secretHash = passwordHash ?? null;
     await idempotencyKeysRepository(tx).save({ scope, key, requestHash, resource, secretHash, ...fresh });
     return { fresh };
   });

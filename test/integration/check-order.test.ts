@@ -1,17 +1,29 @@
 /**
- * The order and cost of checks: a rate-limited client costs no token lookup;
- * the password is hashed (scrypt, the costly step) once, and only after every
- * cheaper check passed; a replayed sign-up does not hash again; an ignored, deeply nested body member cannot make the
- * idempotency fingerprint (or anything else) overflow the stack; a PATCH that
- * changes nothing writes nothing.
+ * The plugins' declared order: each is refused at start without those it follows. The order and cost of
+ * checks: a rate-limited client costs no token lookup; the password is hashed (scrypt, the costly step)
+ * once, and only after every cheaper check passed; a replayed sign-up does not hash again; an ignored,
+ * deeply nested body member cannot make the idempotency fingerprint (or anything else) overflow the
+ * stack; a PATCH that changes nothing writes nothing.
  */
 import { onTopology } from '../helpers/database.js';
 import { randomBytes } from 'node:crypto';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyPluginCallback } from 'fastify';
 import fp from 'fastify-plugin';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import auth from '../../src/plugins/auth.js';
+import bodyParser from '../../src/plugins/body-parser.js';
+import db from '../../src/plugins/db.js';
+import gracefulClose from '../../src/plugins/graceful-close.js';
+import httpSecurity from '../../src/plugins/http-security.js';
+import metrics from '../../src/plugins/metrics.js';
+import openapi from '../../src/plugins/openapi.js';
+import rateLimit from '../../src/plugins/rate-limit.js';
+import readRouting from '../../src/plugins/read-routing.js';
+import requestLog from '../../src/plugins/request-log.js';
+import retention from '../../src/plugins/retention.js';
+import events from '../../src/events/plugin.js';
+import webhookWorker from '../../src/events/webhooks/worker.js';
 import { testConfig, type SignedUp, useTestApp } from '../helpers/factories.js';
 import { expect404, expectError } from '../helpers/expect.js';
 
@@ -114,6 +126,51 @@ describe('rate limit before token lookup', () => {
       expect(again.statusCode).toBe(401);
       expect(again.headers['ratelimit-remaining']).toBe(remaining);
     }
+  });
+});
+
+describe('the plugins declare the order that matters', () => {
+  // A plugin and the ones that must be registered before it, with why (each plugin's own declaration says so too).
+  const ORDER: [name: string, plugin: FastifyPluginCallback<never>, after: string[]][] = [
+    // Their failures are rendered by the one error handler.
+    ['graceful-close', gracefulClose, ['errors']],
+    ['http-security', httpSecurity, ['errors']],
+    ['body-parser', bodyParser, ['errors']],
+    ['db', db, ['errors']],
+    // A closing server's 503 first; a 429 with the security and CORS headers.
+    ['rate-limit', rateLimit, ['errors', 'graceful-close', 'http-security']],
+    // A 429 before a token lookup.
+    ['auth', auth, ['db', 'rate-limit']],
+    // Only a request auth lets through is routed to a replica.
+    ['read-routing', readRouting, ['db', 'auth']],
+    ['request-log', requestLog, ['auth']],
+    // errors' onRoute hook gives /openapi.json and /docs their 405s.
+    ['openapi', openapi, ['errors']],
+    // Their onClose hooks run before the pool ends.
+    ['retention', retention, ['db']],
+    ['events', events, ['db']],
+    ['webhook-worker', webhookWorker, ['db', 'events']],
+    ['metrics', metrics, ['db', 'read-routing', 'events', 'webhook-worker']],
+  ];
+  const standIn = (name: string) => fp(async () => undefined, { name });
+
+  it.each(ORDER)('%s is refused at start without each plugin it follows', async (_name, plugin, after) => {
+    for (const missing of after) {
+      const app = Fastify();
+      for (const name of after) if (name !== missing) await app.register(standIn(name));
+      // The check comes before the plugin runs: its options are never read.
+      void app.register(plugin, {} as never);
+      await expect(app.ready()).rejects.toThrow(`dependency '${missing}'`);
+      await app.close();
+    }
+  });
+
+  it.each(ORDER)('%s declares exactly those', (name, plugin, after) => {
+    const meta = (plugin as unknown as Record<symbol, { name?: string; dependencies?: string[] }>)[
+      Symbol.for('plugin-meta')
+    ];
+    expect(meta?.name).toBe(name);
+    expect([...(meta?.dependencies ?? [])].sort()).toEqual([...after].sort());
   });
 });
 

@@ -228,3 +228,23 @@ describe('SQL run directly', () => {
     expect(events[2]!.data).toEqual(shown);
   });
 });
+
+describe('trace context', () => {
+  it('without tracing, events store none: a create, a PATCH, a sign-up and a transaction leave traceparent NULL', async () => {
+    const post = await newPost('untraced');
+    expect((await send('PATCH', `/posts/${post.id}`, ann, { title: 'untraced again' })).statusCode).toBe(200);
+    await signUp(t.app, { name: 'Dan' });
+    expect((await send('DELETE', `/posts/${post.id}`, ann)).statusCode).toBe(204);
+    const { rows } = await sql.query(
+      `SELECT type, traceparent FROM (SELECT seq, type, traceparent FROM events
+         UNION ALL SELECT seq, type, traceparent FROM events_pending) e WHERE seq > $1 ORDER BY seq`,
+      [mark],
+    );
+    expect(rows).toEqual([
+      { type: 'post.created', traceparent: null },
+      { type: 'post.updated', traceparent: null },
+      { type: 'user.created', traceparent: null },
+      { type: 'post.deleted', traceparent: null },
+    ]);
+  });
+});

@@ -5,12 +5,15 @@
  * continued, its spans (HTTP, named by route template, and pg) reach the
  * receiver, and its log line carries the trace id. The same process serves
  * its metrics on METRICS_PORT and none on its API port. A webhook delivery's
- * span links to the span of the write that made its event.
+ * span links to the span of the write that made its event: every traced write
+ * (a single statement, group-committed or not, and a transaction) stores its
+ * trace context in the events it makes.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { freePort, waitUntil } from '../helpers/processes.js';
@@ -116,7 +119,10 @@ it('continues the caller trace: spans at the OTLP receiver, the trace id in the 
       body: JSON.stringify(body),
     });
   const user = { name: 'Ann', email: 'ann@example.com', password: 'password-1' };
-  expect((await api('/users', user)).status).toBe(201);
+  const signer = '9c3e5a4f1b2d4e6f8a0b1c2d3e4f5a6b';
+  const signedUp = await api('/users', user, { traceparent: `00-${signer}-a1b2c3d4e5f60718-01` });
+  expect(signedUp.status).toBe(201);
+  const { id: userId } = (await signedUp.json()) as { id: number };
   const { token } = (await (await api('/tokens', { email: user.email, password: user.password })).json()) as {
     token: string;
   };
@@ -137,6 +143,53 @@ it('continues the caller trace: spans at the OTLP receiver, the trace id in the 
   expect(delivery.links![0]!.traceId).toBe(writer);
   // The linked span is one of the POST's own (its group commit), not the caller's.
   expect(spans().some((s) => s.traceId === writer && s.spanId === delivery.links![0]!.spanId)).toBe(true);
+
+  // A PATCH (one group-committed UPDATE) and a DELETE (a transaction) of the same post, each in a trace of its own.
+  const { id: postId } = (await created.json()) as { id: number };
+  const change = async (method: string, traceId: string, body?: object) => {
+    const res = await fetch(`http://127.0.0.1:${port}/posts/${postId}`, {
+      method,
+      headers: { ...auth, traceparent: `00-${traceId}-c4d5e6f708192a3b-01`, 'content-type': 'application/json' },
+      body: body && JSON.stringify(body),
+    });
+    return res.status;
+  };
+  const patcher = '1e2d3c4b5a6978870f1e2d3c4b5a6978';
+  const deleter = '7a6b5c4d3e2f10011a2b3c4d5e6f7081';
+  expect(await change('PATCH', patcher, { title: 'Traced again' })).toBe(200);
+  expect(await change('DELETE', deleter)).toBe(204);
+
+  // Each event stores the trace context of a span of its own write's trace, numbered yet or not.
+  const sql = new pg.Client({ connectionString: db.url });
+  await sql.connect();
+  const stored = async (type: string, resourceId: number) => {
+    const { rows } = await sql.query<{ traceparent: string | null }>(
+      `SELECT traceparent FROM events WHERE type = $1 AND resource_id = $2
+       UNION ALL SELECT traceparent FROM events_pending WHERE type = $1 AND resource_id = $2`,
+      [type, resourceId],
+    );
+    expect(rows).toHaveLength(1);
+    return rows[0]!.traceparent;
+  };
+  const written = [
+    ['user.created', userId, signer],
+    ['post.created', postId, writer],
+    ['post.updated', postId, patcher],
+    ['post.deleted', postId, deleter],
+  ] as const;
+  const spanIds: [traceId: string, spanId: string][] = [];
+  for (const [type, resourceId, traceId] of written) {
+    const traceparent = await stored(type, resourceId);
+    const [, spanId] = new RegExp(`^00-${traceId}-([0-9a-f]{16})-01$`).exec(traceparent ?? '') ?? [];
+    expect(spanId, `${type}: ${traceparent}`).toBeDefined();
+    spanIds.push([traceId, spanId!]);
+  }
+  await sql.end();
+  await waitUntil(
+    'the writes spans have arrived',
+    () => spanIds.every(([traceId, spanId]) => spans().some((s) => s.traceId === traceId && s.spanId === spanId)),
+    400,
+  );
 
   server.kill('SIGTERM');
   await waitUntil('the server has stopped', () => server!.exitCode !== null, 400);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { checkInterval, parseLsn } from '../../src/db/replicas.js';
-import { oncePerDatabase, readRepository } from '../../src/plugins/read-routing.js';
+import { readRepository } from '../../src/plugins/read-routing.js';
+import { perDatabase } from '../../src/db/per-database.js';
 import type { Queryable } from '../../src/db/pool.js';
 
 describe('parseLsn', () => {
@@ -20,15 +21,27 @@ describe('checkInterval', () => {
   });
 });
 
-describe('oncePerDatabase', () => {
-  it('makes one repository per database, not one per request', () => {
+describe('perDatabase', () => {
+  it('makes one value per database, not one per call', () => {
     let made = 0;
-    const repo = oncePerDatabase((db) => ({ db, n: ++made }));
+    const repo = perDatabase((db) => ({ db, n: ++made }));
     const a = { query: () => undefined } as unknown as Queryable;
     const b = { query: () => undefined } as unknown as Queryable;
     expect(repo(a)).toBe(repo(a));
     expect(repo(b)).not.toBe(repo(a));
     expect(made).toBe(2);
+  });
+
+  it('makes a value once even when it is undefined', () => {
+    let made = 0;
+    const nothing = perDatabase(() => {
+      made++;
+      return undefined;
+    });
+    const a = { query: () => undefined } as unknown as Queryable;
+    expect(nothing(a)).toBeUndefined();
+    expect(nothing(a)).toBeUndefined();
+    expect(made).toBe(1);
   });
 });
 

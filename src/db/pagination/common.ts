@@ -15,7 +15,11 @@ export interface ListOptions {
   join?: string;
   /** On the listed items only, not on anchors; counted, or estimated past the threshold. */
   narrow?: SqlFragment[];
-  /** Narrowing that ids grow with, unknown to the planner (a created_at range): sorted by id, pages start at its least id. */
+  /**
+   * Narrowing with an index of its own that ids grow with (a created_at range), which the planner
+   * does not know: sorted by id, a page starts at the range's least (or greatest) id, read from that
+   * index, instead of walking the primary key from its end.
+   */
   boundedBy?: SqlFragment[];
   /** A full-text search: its pages are read in ways that do not trust the planner's estimate. */
   search?: {
@@ -27,12 +31,18 @@ export interface ListOptions {
   };
 }
 
-export type SortColumn = { column: string; key: 'id' | 'timestamp' | 'text' };
+export interface SortColumn {
+  column: string;
+  key: 'id' | 'timestamp' | 'text';
+}
 export const idColumn: SortColumn = { column: 'id', key: 'id' };
 export const timestampColumn = (column: string): SortColumn => ({ column, key: 'timestamp' });
 export const textColumn = (column: string): SortColumn => ({ column, key: 'text' });
 
-export type Sort<F extends string> = { field: F; descending: boolean };
+export interface Sort<F extends string> {
+  field: F;
+  descending: boolean;
+}
 
 export interface ListSource<F extends string, Filter> {
   table: string;
@@ -50,7 +60,7 @@ export interface ListSource<F extends string, Filter> {
 }
 
 /** A total the triggers keep in `counters` (0 before its row exists). */
-export const counter = (name: 'posts' | 'users') =>
+export const counter = (name: 'posts' | 'users'): string =>
   `SELECT COALESCE((SELECT n FROM counters WHERE name = '${name}'), 0)`;
 
 export type OffsetResult<T> = { kind: 'offset'; items: T[]; total: number; estimated?: boolean };
@@ -60,12 +70,47 @@ export type CursorResult<T> = { kind: 'cursor'; items: T[]; hasMore: boolean } &
 /** null: the parent resource does not exist. */
 export type ListResult<T> = OffsetResult<T> | CursorResult<T> | null;
 
+/** A list's SQL pieces for one sort and filter, which offset and cursor pages put together. */
+export interface ListPlan {
+  sortColumn: SortColumn;
+  column: SqlFragment;
+  descending: boolean;
+  /** Sorted by something other than id: a cursor carries the item's key too. */
+  keyed: boolean;
+  order(descending: boolean): SqlFragment;
+  keyColumns: SqlFragment;
+  scope: SqlFragment[];
+  /** Scope and live conditions: the list itself, without narrowing. */
+  listed: SqlFragment[];
+  narrow: SqlFragment[];
+  /** Narrowed by a search: its pages do not trust the planner's estimate. */
+  unsure: boolean;
+  /** Met by every narrowed item anyway: they steer the page's plan and stay out of the count. */
+  hints: SqlFragment[];
+  /** An offset page counts its items and finds its bound in one walk of the range's index instead. */
+  bound: { agg: SqlFragment; cmp: SqlFragment } | undefined;
+  /** A prepared (named) statement: one generic plan serves every value. */
+  named: boolean;
+  conditions: SqlFragment;
+  total: SqlFragment;
+  pastThreshold(): void;
+  pageConditions: SqlFragment;
+  /** The conditions as the planner's estimate should see them (the words shown). */
+  planned: SqlFragment;
+  from: SqlFragment;
+  tombstones: SqlFragment | undefined;
+  joined: SqlFragment;
+  columns: SqlFragment;
+  /** TRUE where the list has no parent resource. */
+  parent: SqlFragment;
+}
+
 export function planList<F extends string, Filter>(
   source: ListSource<F, Filter>,
   filter: Filter,
   sort: Sort<F>,
   options: ListOptions,
-) {
+): ListPlan {
   const sortColumn: SortColumn = source.sortColumns[sort.field];
   const column = raw(sortColumn.column);
   const order = (descending: boolean) => {
@@ -93,9 +138,7 @@ export function planList<F extends string, Filter>(
     listed,
     narrow,
     unsure: search !== undefined,
-    /** Met by every narrowed item anyway: they steer the page's plan and stay out of the count. */
     hints,
-    /** An offset page counts its items and finds its bound in one walk of the range's index instead. */
     bound,
     // A hidden word gives every search the same plan; a range's bounds decide theirs (a week or a year).
     named: narrow.length === 0 || (search !== undefined && !search.shown && narrow.length === 1),
@@ -111,7 +154,6 @@ export function planList<F extends string, Filter>(
     parent: source.parentExists ? source.parentExists(filter) : raw('TRUE'),
   };
 }
-export type ListPlan = ReturnType<typeof planList>;
 
 /** Written into the SQL text, not bound: a bound LIMIT never gets a reusable generic plan. */
 export function pageSize(n: number): SqlFragment {

@@ -10,7 +10,11 @@ export const WALK_LIMIT = 2_000;
 
 type CursorPage = Extract<PageRequest, { kind: 'cursor' }>;
 
-export async function runCursor<T extends { id: number }>(db: Queryable, plan: ListPlan, page: CursorPage) {
+export async function runCursor<T extends { id: number }>(
+  db: Queryable,
+  plan: ListPlan,
+  page: CursorPage,
+): Promise<CursorResult<T> | null> {
   // Walking back from `before` is walking forward in the opposite order.
   const backward = page.before !== undefined;
   const names = backward ? (['before', 'beforeKey'] as const) : (['after', 'afterKey'] as const);

@@ -25,9 +25,9 @@ async function estimate(db: Queryable, plan: ListPlan): Promise<number> {
 }
 
 function offsetQuery(plan: ListPlan, page: OffsetPage): SqlFragment {
-  const { columns, joined, from, conditions, parent, bound } = plan;
+  const { columns, joined, from, conditions, bound } = plan;
   // A counted range in id order: the walk that counts it also finds the page's first id (h.bound).
-  const counted = bound && !plan.unsure;
+  const counted = bound !== undefined && !plan.unsure;
   const pageConditions = counted ? sql`${conditions} AND id ${bound.cmp} h.bound` : plan.pageConditions;
   const orderBy = plan.order(plan.descending);
   const offset = (page.page - 1) * page.perPage;
@@ -44,8 +44,6 @@ function offsetQuery(plan: ListPlan, page: OffsetPage): SqlFragment {
               SELECT id FROM ${from} WHERE h.total ${walked} AND ${pageConditions}
               ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
             ) ${orderBy}`;
-  const narrowed = (total: SqlFragment) =>
-    sql`(SELECT (CASE WHEN ${parent} THEN (${total}) END)::int8 AS total OFFSET 0) h`;
   if (plan.unsure) {
     // Up to the threshold the page is sorted from the matches, past it the sort index is walked.
     // No bound OFFSET on a first page: it would keep the generic plan from ever being chosen.
@@ -54,14 +52,29 @@ function offsetQuery(plan: ListPlan, page: OffsetPage): SqlFragment {
           SELECT id FROM matches ${orderBy} LIMIT ${pageSize(page.perPage)}${skip}
         ) ${orderBy}`;
     return sql`WITH matches AS MATERIALIZED (SELECT ${plan.keyColumns} FROM ${from} WHERE ${conditions} LIMIT ${limit})
-        SELECT h.*, r.* FROM ${narrowed(sql`SELECT count(*) FROM matches`)}
+        SELECT h.*, r.* FROM ${narrowedHead(plan, sql`SELECT count(*) FROM matches`)}
         LEFT JOIN LATERAL ((${sorted}) UNION ALL (${items})) r ON TRUE`;
   }
-  const head = counted
-    ? sql`(SELECT (CASE WHEN ${parent} THEN c.n END)::int8 AS total, c.bound FROM (
-          SELECT count(*) AS n, ${bound.agg}(id) AS bound FROM ${from} WHERE ${conditions}) c OFFSET 0) h`
-    : plan.narrow.length
-      ? narrowed(sql`SELECT count(*) FROM (SELECT 1 FROM ${from} WHERE ${conditions} LIMIT ${limit}) m`)
-      : sql`(SELECT (${plan.total})::int8 AS total OFFSET 0) h`;
-  return sql`SELECT h.total, r.* FROM ${head} LEFT JOIN LATERAL (${items}) r ON TRUE`;
+  return sql`SELECT h.total, r.* FROM ${offsetHead(plan, counted)} LEFT JOIN LATERAL (${items}) r ON TRUE`;
+}
+
+/** `h`: the count of `total`'s rows, NULL when the parent is missing. */
+function narrowedHead(plan: ListPlan, total: SqlFragment): SqlFragment {
+  return sql`(SELECT (CASE WHEN ${plan.parent} THEN (${total}) END)::int8 AS total OFFSET 0) h`;
+}
+
+/** `h` of a page that is not a search: the list's total, NULL when the parent is missing. */
+function offsetHead(plan: ListPlan, counted: boolean): SqlFragment {
+  const { from, conditions, parent, bound } = plan;
+  if (counted && bound) {
+    return sql`(SELECT (CASE WHEN ${parent} THEN c.n END)::int8 AS total, c.bound FROM (
+          SELECT count(*) AS n, ${bound.agg}(id) AS bound FROM ${from} WHERE ${conditions}) c OFFSET 0) h`;
+  }
+  if (plan.narrow.length > 0) {
+    // Counted up to the threshold; past it runOffset asks the planner.
+    const limit = raw(String(EXACT_TOTAL_UP_TO + 1));
+    return narrowedHead(plan, sql`SELECT count(*) FROM (SELECT 1 FROM ${from} WHERE ${conditions} LIMIT ${limit}) m`);
+  }
+  // The whole list: its total is kept by the triggers.
+  return sql`(SELECT (${plan.total})::int8 AS total OFFSET 0) h`;
 }

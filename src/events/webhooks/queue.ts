@@ -27,9 +27,36 @@ export interface Claimed {
 /** After a failure, `nextAttemptAt` is when to try again, or null to give up. */
 export type Outcome = AttemptResult & { nextAttemptAt: Date | null };
 
-export function webhookQueue(db: Queryable) {
+/** What an attempt's outcome makes of its delivery (and the metrics' `result` label). */
+export type AttemptStatus = 'delivered' | 'failed' | 'given_up';
+
+export function attemptStatus(outcome: Pick<Outcome, 'ok' | 'nextAttemptAt'>): AttemptStatus {
+  if (outcome.ok) return 'delivered';
+  // A failure with no attempt to come is the last one.
+  if (outcome.nextAttemptAt === null) return 'given_up';
+  return 'failed';
+}
+
+export interface WebhookQueue {
+  /** One batch of fan-out; answers how many webhooks moved (0: all caught up). */
+  fanOut(): Promise<number>;
+  /**
+   * Leases up to `slots` due deliveries for `leaseMs`, oldest due first, while their owner and their origin each
+   * have fewer than MAX_IN_FLIGHT leased: the rest wait, so others' go first.
+   */
+  claim(slots: number, leaseMs: number): Promise<Claimed[]>;
+  /**
+   * False when this sender no longer holds the attempt. A failure lasting `disableAfterSeconds` disables the webhook
+   * and gives up its other deliveries; one ending after its webhook was disabled is given up too.
+   */
+  record(claimed: Claimed, outcome: Outcome, disableAfterSeconds: number): Promise<boolean>;
+  /** Deletes up to `batch` finished deliveries older than `retentionSeconds`; answers how many. */
+  purgeFinished(retentionSeconds: number, batch: number): Promise<number>;
+  backlog(): Promise<Backlog>;
+}
+
+export function webhookQueue(db: Queryable): WebhookQueue {
   return {
-    /** One batch of fan-out; answers how many webhooks moved (0: all caught up). */
     fanOut: () =>
       written(
         db,
@@ -54,10 +81,6 @@ export function webhookQueue(db: Queryable) {
         [FAN_OUT_WEBHOOKS, FAN_OUT_EVENTS],
       ),
 
-    /**
-     * Leases up to `slots` due deliveries for `leaseMs`, oldest due first, while their owner and their origin each
-     * have fewer than MAX_IN_FLIGHT leased: the rest wait, so others' go first.
-     */
     async claim(slots: number, leaseMs: number): Promise<Claimed[]> {
       const { rows } = await db.query<Claimed>(
         prepared(
@@ -95,12 +118,8 @@ export function webhookQueue(db: Queryable) {
       return rows;
     },
 
-    /**
-     * False when this sender no longer holds the attempt. A failure lasting `disableAfterSeconds` disables the webhook
-     * and gives up its other deliveries; one ending after its webhook was disabled is given up too.
-     */
     async record(claimed: Claimed, outcome: Outcome, disableAfterSeconds: number): Promise<boolean> {
-      const status = outcome.ok ? 'delivered' : outcome.nextAttemptAt ? 'failed' : 'given_up';
+      const status = attemptStatus(outcome);
       const recorded = await firstRow<{ recorded: boolean }>(
         db,
         `WITH hook AS (
@@ -142,7 +161,6 @@ export function webhookQueue(db: Queryable) {
       return recorded!.recorded;
     },
 
-    /** Deletes up to `batch` finished deliveries older than `retentionSeconds`; answers how many. */
     purgeFinished: (retentionSeconds: number, batch: number) =>
       written(
         db,

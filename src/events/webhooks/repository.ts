@@ -5,6 +5,7 @@ import {
   idColumn,
   runList,
   timestampColumn,
+  type ListResult,
   type ListSource,
   type PageRequest,
   type Sort,
@@ -30,7 +31,13 @@ export function newSecret(): { bytes: Buffer; shown: string } {
 
 const associated = (webhookId: number) => Buffer.from(`webhook:${webhookId}`);
 
-export function sealSecret(bytes: Buffer, webhookId: number, key: Buffer | undefined) {
+/** A signing secret as its row stores it: `sealed`, the bytes are IV, ciphertext and tag. */
+export interface StoredSecret {
+  secret: Buffer;
+  sealed: boolean;
+}
+
+export function sealSecret(bytes: Buffer, webhookId: number, key: Buffer | undefined): StoredSecret {
   if (!key) return { secret: bytes, sealed: false };
   const iv = randomBytes(IV_BYTES);
   const cipher = createCipheriv('aes-256-gcm', key, iv).setAAD(associated(webhookId));
@@ -38,7 +45,7 @@ export function sealSecret(bytes: Buffer, webhookId: number, key: Buffer | undef
   return { secret: Buffer.concat([iv, body, cipher.getAuthTag()]), sealed: true };
 }
 
-export function openSecret(stored: ReturnType<typeof sealSecret>, webhookId: number, key: Buffer | undefined) {
+export function openSecret(stored: StoredSecret, webhookId: number, key: Buffer | undefined): Buffer {
   if (!stored.sealed) return stored.secret;
   if (!key) throw new Error('the signing secret is sealed but WEBHOOK_SECRET_KEY is not set');
   const { secret } = stored;
@@ -78,9 +85,28 @@ const deliveryList: ListSource<'id', number> = {
   parentExists: (webhookId) => sql`EXISTS (SELECT 1 FROM webhooks WHERE id = ${webhookId})`,
 };
 
-export function webhooksRepository(db: Queryable) {
+export interface WebhooksRepository {
+  /** In a transaction: the owner's lock makes the count and the insert one step. Undefined past `maxPerUser`. */
+  create(
+    userId: number,
+    fields: Required<Omit<WebhookChanges, 'status'>>,
+    secretKey: Buffer | undefined,
+    maxPerUser: number,
+  ): Promise<(Webhook & { secret: string }) | undefined>;
+  findById(id: number): Promise<Webhook | undefined>;
+  list(userId: number | undefined, sort: Sort<SortField>, page: PageRequest): Promise<ListResult<Webhook>>;
+  /** A member present, even null, replaces the stored value; re-enabling starts after the newest event. */
+  update(id: number, changes: WebhookChanges): Promise<Webhook | undefined>;
+  /** Its deliveries go with it (ON DELETE CASCADE); an attempt in flight finds nothing to record. */
+  delete(id: number): Promise<void>;
+  /** Newest first; null when the webhook does not exist. */
+  deliveries(webhookId: number, page: PageRequest): Promise<ListResult<Delivery>>;
+  /** Due now whatever its state, unless in flight. Undefined: no such delivery of that webhook; null: in flight. */
+  retry(webhookId: number, deliveryId: number): Promise<Delivery | null | undefined>;
+}
+
+export function webhooksRepository(db: Queryable): WebhooksRepository {
   return {
-    /** In a transaction: the owner's lock makes the count and the insert one step. Undefined past `maxPerUser`. */
     async create(
       userId: number,
       fields: Required<Omit<WebhookChanges, 'status'>>,
@@ -110,7 +136,6 @@ export function webhooksRepository(db: Queryable) {
     list: (userId: number | undefined, sort: Sort<SortField>, page: PageRequest) =>
       runList<Webhook, SortField, number | undefined>(db, webhookList, userId, sort, page),
 
-    /** A member present, even null, replaces the stored value; re-enabling starts after the newest event. */
     update: (id: number, changes: WebhookChanges) =>
       firstRow<Webhook>(
         db,
@@ -143,14 +168,13 @@ export function webhooksRepository(db: Queryable) {
         ],
       ),
 
-    /** Its deliveries go with it (ON DELETE CASCADE); an attempt in flight finds nothing to record. */
-    delete: (id: number) => db.query(prepared('DELETE FROM webhooks WHERE id = $1', [id])),
+    async delete(id: number): Promise<void> {
+      await db.query(prepared('DELETE FROM webhooks WHERE id = $1', [id]));
+    },
 
-    /** Newest first; null when the webhook does not exist. */
     deliveries: (webhookId: number, page: PageRequest) =>
       runList<Delivery, 'id', number>(db, deliveryList, webhookId, { field: 'id', descending: true }, page),
 
-    /** Due now whatever its state, unless in flight. Undefined: no such delivery of that webhook; null: in flight. */
     async retry(webhookId: number, deliveryId: number): Promise<Delivery | null | undefined> {
       const row = await firstRow<Delivery & { inFlight: boolean }>(
         db,

@@ -27,7 +27,7 @@ const Status = StringEnum(['active', 'disabled'], {
 });
 
 /** The contracts that name event types: those of the declared resources. */
-export function webhookContracts(eventTypes: readonly string[]) {
+function contracts(eventTypes: readonly string[]) {
   const Types = Type.Union(
     [
       Type.Array(StringEnum([...eventTypes]), { minItems: 1, maxItems: eventTypes.length, uniqueItems: true }),
@@ -135,7 +135,13 @@ export const BacklogSchema = Type.Object(
   { additionalProperties: false, description: 'the webhook delivery backlog, for monitoring' },
 );
 
-type WebhookContracts = ReturnType<typeof webhookContracts>;
+/** The schemas' types, as TypeBox infers them from `contracts` (writing them out would restate every schema). */
+export type WebhookContracts = ReturnType<typeof contracts>;
+
+/** The webhook contracts for the event types of the declared resources (buildApp's registry). */
+export function webhookContracts(eventTypes: readonly string[]): WebhookContracts {
+  return contracts(eventTypes);
+}
 export type Webhook = Static<WebhookContracts['WebhookSchema']>;
 export type WebhookChanges = Static<WebhookContracts['UpdateWebhookBody']>;
 export type Delivery = Static<typeof DeliverySchema>;

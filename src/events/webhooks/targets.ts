@@ -44,7 +44,7 @@ const BAD_PORTS = new Set([
 const WELL_FORMED = /^[a-z][a-z0-9+.-]*:\/\/[^/\\\x00-\x20\x7f][^\\\x00-\x20\x7f]*$/i;
 
 /** As stored and sent: WHATWG URL's serialization. */
-export const normalizedUrl = (url: string) => new URL(url).href;
+export const normalizedUrl = (url: string): string => new URL(url).href;
 
 export function urlProblem(url: string, policy: TargetPolicy): string | undefined {
   if (!URL.canParse(url)) return 'must be an absolute URL';

@@ -9,13 +9,13 @@ import type { Config } from '../../config.js';
 import type { ResourceRegistry } from '../../resource.js';
 import { toEvent } from '../repository.js';
 import { serial } from '../serial.js';
-import { webhookQueue, type Claimed, type Outcome } from './queue.js';
+import { webhookQueue, type Claimed, type Outcome, type WebhookQueue } from './queue.js';
 import { openSecret } from './repository.js';
 import { send, type AttemptResult } from './sender.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    webhooks: { wake(): void; backlog: ReturnType<typeof webhookQueue>['backlog'] };
+    webhooks: { wake(): void; backlog: WebhookQueue['backlog'] };
   }
 }
 
@@ -139,7 +139,12 @@ export default fp<WebhookWorkerOptions>(
 
     const timer = options.concurrency > 0 ? setInterval(wake, options.pollMs).unref() : undefined;
 
-    app.decorate('webhooks', { wake: () => options.concurrency > 0 && wake(), backlog: () => queue.backlog() });
+    app.decorate('webhooks', {
+      wake: () => {
+        if (options.concurrency > 0) wake();
+      },
+      backlog: () => queue.backlog(),
+    });
 
     // Registered after the db plugin, so this runs before the pool is ended.
     app.addHook('onClose', async () => {

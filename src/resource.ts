@@ -34,11 +34,6 @@ export interface Resource<T = never> {
   routes(app: Api, resource: Resource<T>): Promise<void>;
 }
 
-/** A declaration, checked by the type of its ETag's item. */
-export function defineResource<T>(resource: Resource<T>): Resource<T> {
-  return resource;
-}
-
 /** What names an item in messages: a resource, or a path outside this service's resources. */
 export type Named = Pick<Resource<never>, 'name' | 'path' | 'parent'>;
 /** What lists take from a resource: also the OpenAPI group. */
@@ -94,13 +89,9 @@ export function resourceRegistry(declared: readonly Resource<never>[], apiPrefix
       const resource = byName.get(resourceType);
       // An event of a resource this instance does not serve (a newer instance's): its type names it.
       if (!resource) return `${apiPrefix}/${resourceType}/${id}`;
-      const parentParam = resource.parent && idParam(resource.parent);
       const own = idParam(resource);
-      const path = resource.path.replace(/:(\w+)/g, (_, name: string) => {
-        if (name === own) return String(id);
-        if (name === parentParam) return String(postId);
-        throw new Error(`unexpected parameter ${name}`);
-      });
+      // checkParent allowed no other parameter than these two.
+      const path = resource.path.replace(/:(\w+)/g, (_, name: string) => String(name === own ? id : postId));
       return `${apiPrefix}${path}`;
     },
     byTable: (table) => byTable.get(table),

@@ -73,27 +73,11 @@ export function databaseFailure(error: unknown): HttpError | undefined {
 }
 
 /**
- * A value PostgreSQL could not take: blamed on the one field of that kind when
- * there is one (422), else a 400; never in the database's words, which quote SQL values.
+ * A value PostgreSQL could not take (class 22): the request's fault, never in the database's words, which quote SQL
+ * values. The schemas refuse every value a route sends that the database cannot take (dates, integers), so no field
+ * is blamed here: reaching this means a schema is wider than its column.
  */
-function kindOf(code: string): 'integer' | 'date-time' | undefined {
-  if (code === '22003') return 'integer';
-  if (/^2200[789]$/.test(code)) return 'date-time';
-  return undefined;
-}
-type Kinded = { type?: string; format?: string };
-function dataException(code: string, request: FastifyRequest): HttpError {
-  const kind = kindOf(code);
-  const blamed: string[] = [];
-  for (const [part, values] of Object.entries({ querystring: request.query, body: request.body })) {
-    const schema = request.routeOptions.schema?.[part as 'body'] as { properties?: Record<string, Kinded> } | undefined;
-    if (!kind || typeof values !== 'object' || values === null) continue;
-    for (const [name, property] of Object.entries(schema?.properties ?? {}))
-      if (name in values && (property.type === kind || property.format === kind)) blamed.push(name);
-  }
-  if (blamed.length === 1) return validation({ [blamed[0]!]: ['is out of the range the service accepts'] });
-  return badRequest('a value in the request is out of the range the service accepts');
-}
+const DATA_EXCEPTION = 'a value in the request is out of the range the service accepts';
 
 type AnyError = FastifyError & {
   validationContext?: string;
@@ -149,7 +133,7 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
     const declared = error.constraint ? request.server.resources.uniqueViolation(error.constraint) : undefined;
     return declared ?? conflict('the request conflicts with an existing resource');
   }
-  if (error.code?.startsWith('22') && error.code.length === 5) return dataException(error.code, request);
+  if (error.code?.startsWith('22') && error.code.length === 5) return badRequest(DATA_EXCEPTION);
   const failure = databaseFailure(error);
   if (failure) return failure;
   const status = error.statusCode;

@@ -21,7 +21,7 @@ import type { ListRequest } from '../http/lists.js';
 import { changeOwned } from '../use-cases/change-owned.js';
 import { withEtag } from '../http/conditional.js';
 import { ConditionalWriteHeaders, WithEtag } from '../schemas/conditional.js';
-import { defineResource, missing } from '../resource.js';
+import { missing, type Resource } from '../resource.js';
 import { posts } from './posts.js';
 import {
   Created,
@@ -36,7 +36,7 @@ import {
 
 export const commentEtag = (comment: { id: number; version: number }): string => `"c${comment.id}-${comment.version}"`;
 
-export const comments = defineResource<VersionedComment>({
+export const comments: Resource<VersionedComment> = {
   name: 'comment',
   table: 'comments',
   path: '/posts/:postId/comments/:commentId',
@@ -50,7 +50,7 @@ export const comments = defineResource<VersionedComment>({
     readRoutes(app);
     await authenticated(app, writeRoutes);
   },
-});
+};
 
 function readRoutes(app: Api): void {
   const publicReads = readRepository(commentsRepository, app.db);

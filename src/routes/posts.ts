@@ -21,7 +21,7 @@ import type { ListRequest } from '../http/lists.js';
 import { changeOwned } from '../use-cases/change-owned.js';
 import { withEtag } from '../http/conditional.js';
 import { ConditionalWriteHeaders, WithEtag } from '../schemas/conditional.js';
-import { defineResource, missing } from '../resource.js';
+import { missing, type Resource } from '../resource.js';
 import {
   Created,
   authenticated,
@@ -37,7 +37,7 @@ import {
 export const postEtag = (post: { id: number; version: number; commentCount: number }): string =>
   `"p${post.id}-${post.version}-${post.commentCount}"`;
 
-export const posts = defineResource<VersionedPost>({
+export const posts: Resource<VersionedPost> = {
   name: 'post',
   table: 'posts',
   path: '/posts/:postId',
@@ -50,7 +50,7 @@ export const posts = defineResource<VersionedPost>({
     readRoutes(app);
     await authenticated(app, changeRoutes);
   },
-});
+};
 
 const Post = WithEtag(PostSchema, 'the post');
 const PostView = WithEtag(

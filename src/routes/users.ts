@@ -22,7 +22,7 @@ import { hashPassword } from '../security.js';
 import type { ListRequest } from '../http/lists.js';
 import { conditionalGet, digest, withEtag } from '../http/conditional.js';
 import { CREDENTIALS, PRIVATE } from '../http/route-options.js';
-import { defineResource, missing, type Api } from '../resource.js';
+import { missing, type Api, type Resource } from '../resource.js';
 import { Created, createRoute, groupOf, itemRoute, listRoute } from './resource-routes.js';
 import { changeOwned, loadForChange, type OwnedCheck } from '../use-cases/change-owned.js';
 import { keepPrivate } from '../plugins/http-caching.js';
@@ -34,7 +34,7 @@ export function userEtag(user: { id: number; name: string; role: string; email?:
   return `"u${user.id}-${digest(JSON.stringify(shown))}"`;
 }
 
-export const users = defineResource<User>({
+export const users: Resource<User> = {
   name: 'user',
   table: 'users',
   path: '/users/:userId',
@@ -42,7 +42,7 @@ export const users = defineResource<User>({
   etag: userEtag,
   unique: { users_email_key: emailTaken },
   routes: (app) => usersRoutes(app),
-});
+};
 
 const WITH_EMAIL = 'the user (with e-mail only for the user themself and admins)';
 const User = WithEtag(UserSchema, WITH_EMAIL);

@@ -4,19 +4,18 @@
  */
 import { describe, expect, it } from 'vitest';
 import { CORE_RESOURCES } from '../../src/app.js';
-import { defineResource, missing, resourceRegistry, type Resource } from '../../src/resource.js';
+import { missing, resourceRegistry, type Resource } from '../../src/resource.js';
 import { posts } from '../../src/routes/posts.js';
 import { users } from '../../src/routes/users.js';
 import { emailTaken } from '../../src/errors.js';
 
-const declare = (facts: Partial<Resource<never>> & Pick<Resource<never>, 'name' | 'path'>): Resource<never> =>
-  defineResource<never>({
-    table: `${facts.name}s`,
-    group: { name: facts.name, description: facts.name },
-    etag: () => '"x"',
-    routes: async () => undefined,
-    ...facts,
-  });
+const declare = (facts: Partial<Resource<never>> & Pick<Resource<never>, 'name' | 'path'>): Resource<never> => ({
+  table: `${facts.name}s`,
+  group: { name: facts.name, description: facts.name },
+  etag: () => '"x"',
+  routes: async () => undefined,
+  ...facts,
+});
 
 describe('what the core declarations give', () => {
   const registry = resourceRegistry(CORE_RESOURCES, '/v1');

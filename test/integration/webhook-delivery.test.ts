@@ -124,8 +124,6 @@ describe('delivery', () => {
     });
     expect(comment.statusCode).toBe(201);
     const [got] = await r.waitFor(1);
-    await sleep(200);
-    expect(r.received).toHaveLength(1);
 
     const { headers, body } = got!;
     const event = JSON.parse(body);
@@ -151,6 +149,10 @@ describe('delivery', () => {
       error: null,
       nextAttemptAt: null,
     });
+    // Only the type asked for: events fan out in their order, so had the post's (written first) matched, its
+    // delivery would exist by now, the comment's being there.
+    expect(await deliveries(hook.id)).toHaveLength(1);
+    expect(r.received).toHaveLength(1);
     const stored = (await app.db.query('SELECT secret, secret_sealed FROM webhooks WHERE id = $1', [hook.id])).rows[0];
     expect(stored.secret_sealed).toBe(true);
     expect(stored.secret.includes(Buffer.from(hook.secret.slice(6), 'base64'))).toBe(false);
@@ -234,8 +236,13 @@ describe('delivery', () => {
     const read = await app.inject({ url: `/webhooks/${hook.id}`, headers: ann.auth });
     expect(read.json()).toMatchObject({ status: 'disabled', failingSince: expect.any(String) });
     const count = r.received.length;
+    // Another webhook, active, gets the event written while this one is disabled: by then the fan-out has been
+    // over that event, for every webhook at once.
+    const witness = await receiver();
+    await webhook(witness.url, { types: ['post.created'] });
     await post('while disabled');
-    await sleep(300);
+    const [seen] = await witness.waitFor(1);
+    expect(JSON.parse(seen!.body).data.title).toBe('while disabled');
     expect(r.received).toHaveLength(count);
     expect(await deliveries(hook.id)).toHaveLength(1);
 
@@ -321,11 +328,15 @@ describe('durability and sharing', () => {
     for (let i = 0; i < count; i++) await post(`shared ${i}`, i % 2 ? app : other);
     await r.waitFor(count);
     const ds = await until(hook.id, (all) => all.length === count && all.every((d) => d.status === 'delivered'));
-    await sleep(300);
-    const ids = r.received.map((g) => g.headers['webhook-id']);
-    expect(ids).toHaveLength(count);
-    expect(new Set(ids).size).toBe(count);
     expect(ds.every((d) => d.attempt === 1)).toBe(true);
+    // Every attempt above was claimed, and its request sent, before they were all delivered: a second send of one
+    // would reach the receiver before the delivery of an event written only now.
+    await post('after them all');
+    await r.waitFor(count + 1);
+    expect(JSON.parse(r.received.at(-1)!.body).data.title).toBe('after them all');
+    const ids = r.received.map((g) => g.headers['webhook-id']);
+    expect(ids).toHaveLength(count + 1);
+    expect(new Set(ids).size).toBe(count + 1);
   });
 });
 

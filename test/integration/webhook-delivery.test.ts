@@ -116,6 +116,7 @@ describe('delivery', () => {
     const r = await receiver();
     const hook = await webhook(r.url, { types: ['comment.created'] });
     const postId = await post();
+    const writtenAt = Math.floor(Date.now() / 1000);
     const comment = await app.inject({
       method: 'POST',
       url: `/posts/${postId}/comments`,
@@ -137,7 +138,9 @@ describe('delivery', () => {
     expect(headers['user-agent']).toMatch(/^posts-api-webhooks\//);
     expect(headers['webhook-id']).toBe(String(event.id));
     const timestamp = headers['webhook-timestamp'] as string;
-    expect(Math.abs(Number(timestamp) - Date.now() / 1000)).toBeLessThan(10);
+    // Unix seconds, taken when it was signed: after the comment was written, before the request arrived.
+    expect(Number(timestamp)).toBeGreaterThanOrEqual(writtenAt);
+    expect(Number(timestamp)).toBeLessThanOrEqual(Math.floor(got!.at / 1000));
     expect(headers['webhook-signature']).toBe(expectedSignature(hook.secret, String(event.id), timestamp, body));
 
     const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'delivered');
@@ -201,13 +204,13 @@ describe('delivery', () => {
     const hook = await webhook(r.url, { types: ['post.created'] });
     await post('slow');
     await r.waitFor(1);
-    const during = await app.inject({ url: '/health/webhooks' });
-    expect(during.json()).toMatchObject({ inFlight: 1 });
+    // The attempt in flight until then is seen as such by /health/webhooks in the shutdown test below: here, a
+    // loaded machine can be past the 300 ms before the question is asked.
     const [delivery] = await until(hook.id, (ds) => ds[0]?.status === 'failed');
     expect((await app.inject({ url: '/health/webhooks' })).json()).toMatchObject({ inFlight: 0 });
+    // The error names the timeout that armed the timer: the 300 ms set here, not the production 10 s.
     expect(delivery).toMatchObject({ attempt: 1, statusCode: null, error: 'no answer within 300 ms' });
     expect(delivery!.durationMs).toBeGreaterThanOrEqual(290);
-    expect(delivery!.durationMs).toBeLessThan(10_000); // not the production timeout
     await restart();
   });
 
@@ -310,6 +313,8 @@ describe('durability and sharing', () => {
     const hook = await webhook(r.url, { types: ['post.created'] });
     await post('cut');
     await r.waitFor(1);
+    const during = await app.inject({ url: '/health/webhooks' });
+    expect(during.json()).toMatchObject({ inFlight: 1 });
     await app.close();
     const [cut] = await deliveries0(hook.id);
     expect(cut).toMatchObject({ attempt: 1, status: 'failed', error: 'interrupted: the instance shut down' });

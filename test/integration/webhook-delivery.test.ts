@@ -7,8 +7,9 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { useCleanups } from '../helpers/cleanups.js';
+import type { TestDatabase } from '../helpers/database.js';
 import { signUp, startInstance, type SignedUp } from '../helpers/factories.js';
 import { startReceiver, type Answer, type Receiver } from '../helpers/receivers.js';
 
@@ -29,26 +30,25 @@ type Quick = Partial<typeof QUICK & { giveUpAfterSeconds: number; disableAfterSe
 let db: TestDatabase;
 let app: FastifyInstance;
 let ann: SignedUp;
-const cleanup: (() => Promise<void>)[] = [];
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  app = await startInstance(db, FAST, { webhooks: QUICK });
-  ann = await signUp(app);
-});
+// Endpoints of earlier tests are gone: their failures would only add noise. Registered before useCleanups, so that
+// it runs after its afterEach (the last registered runs first): the test's receivers and instances are closed then.
 afterEach(async () => {
-  for (const undo of cleanup.splice(0).reverse()) await undo();
-  // Endpoints of earlier tests are gone: their failures would only add noise.
   await app.db.query('DELETE FROM webhooks');
 });
-afterAll(async () => {
-  await app.close();
-  await db.drop();
+const cleanups = useCleanups();
+
+beforeAll(async () => {
+  db = await cleanups.database();
+  app = await startInstance(db, FAST, { webhooks: QUICK });
+  // Whichever instance is under test at the end: restart replaces it.
+  cleanups.defer(() => app.close());
+  ann = await signUp(app);
 });
 
 async function receiver(answer?: Answer): Promise<Receiver> {
   const r = await startReceiver(answer);
-  cleanup.push(() => r.close());
+  cleanups.defer(() => r.close());
   return r;
 }
 
@@ -60,7 +60,7 @@ async function restart(env: Record<string, string> = FAST, quick: Quick = {}): P
 
 async function instance(env: Record<string, string>, quick: Quick = {}): Promise<FastifyInstance> {
   const other = await startInstance(db, env, { webhooks: { ...QUICK, ...quick } });
-  cleanup.push(() => other.close());
+  cleanups.defer(() => other.close());
   return other;
 }
 

@@ -377,8 +377,11 @@ describe('Redis', () => {
       const request = () => get(app, '/users?perPage=1', '10.1.0.12');
       expectLimitHeaders(await request(), 'default', 2, 1);
 
-      // Every other client's commands now wait a second: longer than the command timeout.
-      await promisify(execFile)('redis-cli', ['-p', String(port), 'CLIENT', 'PAUSE', '1000', 'ALL']);
+      // The limiter's commands (scripts that write) now wait, far longer than the command timeout, until the test
+      // ends: a pause of a second ended before a loaded machine had sent the request.
+      const redisCli = (...args: string[]) => promisify(execFile)('redis-cli', ['-p', String(port), ...args]);
+      await redisCli('CLIENT', 'PAUSE', '60000', 'WRITE');
+      cleanups.defer(() => redisCli('CLIENT', 'UNPAUSE'));
       const res = await request();
       expect(res.statusCode).toBe(200);
       expectLimitHeaders(res, 'default', 2, 2);

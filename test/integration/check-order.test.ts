@@ -9,8 +9,7 @@ import { onTopology } from '../helpers/database.js';
 import { randomBytes } from 'node:crypto';
 import Fastify, { type FastifyInstance, type FastifyPluginCallback } from 'fastify';
 import fp from 'fastify-plugin';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { buildApp } from '../../src/app.js';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import auth from '../../src/plugins/auth.js';
 import bodyParser from '../../src/plugins/body-parser.js';
 import db from '../../src/plugins/db.js';
@@ -24,7 +23,8 @@ import requestLog from '../../src/plugins/request-log.js';
 import retention from '../../src/plugins/retention.js';
 import events from '../../src/events/plugin.js';
 import webhookWorker from '../../src/events/webhooks/worker.js';
-import { testConfig, type SignedUp, useTestApp } from '../helpers/factories.js';
+import { type SignedUp, useTestApp } from '../helpers/factories.js';
+import { useCleanups } from '../helpers/cleanups.js';
 import { expect404, expectError } from '../helpers/expect.js';
 
 // A pass-through spy on the one password helper: the real scrypt runs, the calls are counted.
@@ -52,10 +52,7 @@ vi.mock('../../src/repositories/tokens.js', async (importOriginal) => {
 const t = useTestApp();
 const ann = t.user();
 const bob = t.user();
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!();
-});
+const cleanups = useCleanups();
 beforeEach(() => {
   hashed.mockClear();
   verified.mockClear();
@@ -66,9 +63,7 @@ describe('rate limit before token lookup', () => {
   async function limitedApp() {
     // Another instance than the one revoking tokens, asking the database on every
     // request: what is counted here is each lookup (auth-cache.test.ts covers the cache).
-    const config = testConfig({ RATE_LIMIT_MAX: '2' });
-    const app = (await buildApp({ ...config, ...onTopology(t.db.url), authCacheMs: 0 })) as unknown as FastifyInstance;
-    cleanups.push(() => app.close());
+    const { app } = await cleanups.app(onTopology(t.db.url), { RATE_LIMIT_MAX: '2' }, { authCacheMs: 0 });
     return app;
   }
   const get = (app: FastifyInstance, remoteAddress: string, authorization?: string) =>

@@ -14,26 +14,17 @@
 import { randomBytes } from 'node:crypto';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Writable } from 'node:stream';
 import pg from 'pg';
-import { afterAll, afterEach, describe, expect, inject, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import type { FastifyInstance, InjectOptions } from 'fastify';
-import { buildApp } from '../../src/app.js';
 import { createPool, TRANSACTION_ATTEMPTS, withTransaction } from '../../src/db/pool.js';
-import {
-  createTestDatabase,
-  onTopology,
-  testDatabaseName,
-  testDatabaseUrl,
-  type TestDatabase,
-} from '../helpers/database.js';
-import { createPost, signUp, testConfig, type Tuning } from '../helpers/factories.js';
+import { onTopology, testDatabaseName, testDatabaseUrl, type TestDatabase } from '../helpers/database.js';
+import { useCleanups, type LoggedApp } from '../helpers/cleanups.js';
+import { createPost, signUp, type Tuning } from '../helpers/factories.js';
 import { expectError } from '../helpers/expect.js';
 
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
-});
+// Sessions are ended behind the clients' backs here: closing one may fail, and that says nothing.
+const cleanups = useCleanups({ ignoreFailures: true });
 
 /**
  * On the server itself, also when the suite runs through PgBouncer (the scale
@@ -42,8 +33,7 @@ afterEach(async () => {
  * session that waits or fails is whichever one it lends.
  */
 async function database(): Promise<TestDatabase> {
-  const db = await createTestDatabase();
-  cleanups.push(() => db.drop());
+  const db = await cleanups.database();
   return { ...db, url: onTopology(db.url).databaseListenUrl ?? db.url };
 }
 
@@ -51,22 +41,12 @@ async function client(url: string): Promise<pg.Client> {
   const c = new pg.Client({ connectionString: url });
   c.on('error', () => undefined);
   await c.connect();
-  cleanups.push(() => c.end());
+  cleanups.defer(() => c.end());
   return c;
 }
 
-async function app(url: string, env: Record<string, string> = {}, tuning: Tuning = {}) {
-  const lines: { msg?: string; level?: number; [key: string]: unknown }[] = [];
-  const logStream = new Writable({
-    write(chunk, _enc, done) {
-      for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
-      done();
-    },
-  });
-  const config = testConfig({ LOG_LEVEL: 'info', ...env }, tuning);
-  const instance = (await buildApp({ ...config, databaseUrl: url }, { logStream })) as unknown as FastifyInstance;
-  cleanups.push(() => instance.close());
-  return { app: instance, lines };
+async function app(url: string, env: Record<string, string> = {}, tuning: Tuning = {}): Promise<LoggedApp> {
+  return cleanups.app({ databaseUrl: url }, { LOG_LEVEL: 'info', ...env }, tuning);
 }
 
 /**
@@ -246,7 +226,7 @@ describe('too many connections (53300)', () => {
     // listener win it and every request kept its 503).
     await admin.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 3 PASSWORD '${password}'`);
     // Roles belong to the whole server: dropped last, once the database (and its sessions) are gone.
-    cleanups.unshift(async () => {
+    cleanups.deferLast(async () => {
       const server = new pg.Client({ connectionString: inject('databaseAdminUrl') });
       await server.connect();
       await server.query(`DROP ROLE IF EXISTS ${role}`).finally(() => server.end());
@@ -290,7 +270,7 @@ async function delayingProxy(url: string, delayMs: number): Promise<string> {
     }, delayMs);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(async () => {
+  cleanups.defer(async () => {
     for (const socket of sockets) socket.destroy();
     await new Promise((resolve) => server.close(resolve));
   });
@@ -573,7 +553,7 @@ describe('broken clients', () => {
   it('a client whose ROLLBACK failed is destroyed, not handed out again', async () => {
     const db = await database();
     const pool = createPool(db.url, 1);
-    cleanups.push(() => pool.end());
+    cleanups.defer(() => pool.end());
     let pid = 0;
     await expect(
       withTransaction(pool, async (tx) => {
@@ -587,8 +567,4 @@ describe('broken clients', () => {
     const { rows } = await pool.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
     expect(rows[0]!.pid).not.toBe(pid);
   });
-});
-
-afterAll(async () => {
-  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
 });

@@ -27,8 +27,9 @@ beforeAll(async () => {
     WEBHOOK_ALLOW_HTTP: 'true',
     WEBHOOK_ALLOW_PRIVATE: 'true',
     WEBHOOK_POLL_MS: '25',
-    // The first retry comes 1–2 s after a failure: time to delete the post in between.
-    WEBHOOK_RETRY_BASE_MS: '2000',
+    // The first retry is due minutes after a failure: the post is deleted before it, however slow the machine
+    // (1–2 s, which a loaded machine could spend before the delete), and the test then makes it due.
+    WEBHOOK_RETRY_BASE_MS: '600000',
   });
   ann = await signUp(app, { name: 'Ann' });
 });
@@ -136,6 +137,16 @@ describe('webhooks', () => {
       expect(JSON.parse(first!.body).data).toMatchObject({ title: 'Secret title' });
       const deleted = await app.inject({ method: 'DELETE', url: `/posts/${post.id}`, headers: ann.auth });
       expect(deleted.statusCode).toBe(204);
+      // Once the failure is recorded (its retry scheduled), the retry's time comes.
+      await expect
+        .poll(async () => {
+          const list = await app.inject({ url: `/webhooks/${hook.json().id}/deliveries`, headers: ann.auth });
+          return list.json().data[0]?.status;
+        })
+        .toBe('failed');
+      await app.db.query('UPDATE webhook_deliveries SET next_attempt_at = now() WHERE webhook_id = $1', [
+        hook.json().id,
+      ]);
       const [, retried] = await r.waitFor(2);
       expect(JSON.parse(retried!.body)).toMatchObject({ type: 'post.created', data: { id: post.id } });
       expect(retried!.body).not.toContain('Secret');

@@ -164,23 +164,33 @@ describe('a stream', () => {
   it('takes the filters: type= and post=', async () => {
     const post = await createPost('filtered');
     const byPost = await openStream(bBase, `/events/stream?post=${post.id}&after=0`);
+    // Both start where the feed is as they open (byPost from its cursor): what is written next reaches them.
     const comments = await openStream(bBase, '/events/stream?type=comment.created');
-    await sleep(200);
-    const comment = await t.app.inject({
-      method: 'POST',
-      url: `/posts/${post.id}/comments`,
-      headers: ann.auth,
-      payload: { body: 'c' },
-    });
+    const comment = async (body: string) => {
+      const res = await t.app.inject({
+        method: 'POST',
+        url: `/posts/${post.id}/comments`,
+        headers: ann.auth,
+        payload: { body },
+      });
+      expect(res.statusCode).toBe(201);
+      return res.json().id as number;
+    };
+    const first = await comment('c');
     await createPost('not this one');
-    await byPost.until(() => byPost.frames.length >= 2);
-    await comments.until(() => comments.frames.length >= 1);
-    await sleep(300);
+    // A later event both take: a stream sends in the feed's order, so the one between would have come before it.
+    const last = await comment('after the one neither takes');
+    await byPost.until(() => byPost.frames.length >= 3);
+    await comments.until(() => comments.frames.length >= 2);
     expect(byPost.frames.map((f) => [f.event, (f.data.resource as { id: number }).id])).toEqual([
       ['post.created', post.id],
-      ['comment.created', comment.json().id],
+      ['comment.created', first],
+      ['comment.created', last],
     ]);
-    expect(comments.frames.map((f) => f.event)).toEqual(['comment.created']);
+    expect(comments.frames.map((f) => [f.event, (f.data.resource as { id: number }).id])).toEqual([
+      ['comment.created', first],
+      ['comment.created', last],
+    ]);
   });
 
   it('Last-Event-ID: 0 and after=0 both start from the oldest event kept', async () => {
@@ -246,7 +256,7 @@ describe('an instance', () => {
       );
       expect(refused.headers['retry-after']).toBe('5');
       one.close();
-      await sleep(100);
+      await expect.poll(() => app.events.hub.size).toBe(1);
       const again = await openStream(base, '/events/stream');
       expect(again.res.statusCode).toBe(200);
     } finally {
@@ -336,8 +346,8 @@ describe('slow consumers, large events, bursts', () => {
       const ids = await bigPosts(200);
       const stalled = await nonReader(base);
       const reader = await openStream(base, '/events/stream?type=post.updated');
-      await sleep(300);
-      // Both count: a third is refused.
+      // Both count (the one that reads nothing once its request is in): a third is refused.
+      await expect.poll(() => app.events.hub.size).toBe(2);
       expect(await statusOf(base)).toBe(503);
       const server = sockets.find((s) => s.remotePort === stalled.localPort)!;
       expect(server.destroyed).toBe(false);

@@ -1,10 +1,10 @@
 /** Structured request logs without secrets, security headers, CORS from CORS_ORIGINS. */
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import type { FastifyInstance } from 'fastify';
 import { checkAgainstDocument } from '../helpers/openapi-conformance.js';
 import { createTestDatabase, type TestDatabase, onTopology } from '../helpers/database.js';
+import { logLines } from '../helpers/cleanups.js';
 import { testConfig } from '../helpers/factories.js';
 
 let db: TestDatabase;
@@ -14,13 +14,7 @@ beforeAll(async () => {
 afterAll(() => db.drop());
 
 async function appWithLogs(env: Record<string, string> = {}) {
-  const lines: Record<string, unknown>[] = [];
-  const logStream = new Writable({
-    write(chunk, _enc, done) {
-      for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
-      done();
-    },
-  });
+  const { stream: logStream, lines } = logLines();
   const app = await buildApp({ ...testConfig({ LOG_LEVEL: 'info', ...env }), ...onTopology(db.url) }, { logStream });
   await checkAgainstDocument(app as unknown as FastifyInstance);
   return { app, lines };

@@ -8,29 +8,23 @@
  * transaction, the whole transaction run again. Through a real PgBouncer 1.18
  * (the scale topology) the API answers every request with the default setting.
  */
-import { Writable } from 'node:stream';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../src/app.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createPool, withTransaction } from '../../src/db/pool.js';
 import { prepared } from '../../src/db/sql.js';
-import { createTestDatabase, onTopology, type TestDatabase } from '../helpers/database.js';
+import { useCleanups } from '../helpers/cleanups.js';
+import { onTopology, type TestDatabase } from '../helpers/database.js';
 import { signUp, testConfig } from '../helpers/factories.js';
 
 let db: TestDatabase;
 /** The server itself, also in the scale topology: these tests act on one session. */
 let direct: string;
-const cleanups: (() => Promise<unknown>)[] = [];
+const cleanups = useCleanups({ ignoreFailures: true });
 
 beforeAll(async () => {
-  db = await createTestDatabase();
+  db = await cleanups.database();
   direct = onTopology(db.url).databaseListenUrl ?? db.url;
 });
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
-});
-afterAll(() => db?.drop());
 
 const TEXT = 'SELECT $1::int AS n';
 const statement = (n: number) => prepared(TEXT, [n]);
@@ -40,7 +34,7 @@ function pool() {
   const lost: Error[] = [];
   // One client, so every query below runs on the same session.
   const p = createPool(direct, 1, { onStatementNamesLost: (error) => lost.push(error) });
-  cleanups.push(() => p.end());
+  cleanups.defer(() => p.end());
   return { pool: p, lost };
 }
 
@@ -99,37 +93,26 @@ describe.skipIf(!bouncer)(
       const holder = new pg.Client({ connectionString: url.toString() });
       holder.on('error', () => undefined);
       await holder.connect();
-      cleanups.push(() => holder.end());
+      cleanups.defer(() => holder.end());
       await holder.query('BEGIN');
       await holder.query('SELECT 1');
-      cleanups.push(() => holder.query('ROLLBACK'));
+      cleanups.defer(() => holder.query('ROLLBACK'));
     }
 
     it('answers every request, in autocommit and in a transaction, and warns once naming the setting', async () => {
-      const lines: { msg?: string; level?: number }[] = [];
-      const logStream = new Writable({
-        write(chunk, _enc, done) {
-          for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
-          done();
-        },
-      });
       const url = new URL(bouncer!);
       url.pathname = new URL(db.url).pathname;
       // One client, cached tokens, no webhook worker polling on the pool: which
       // statement runs where is known.
-      const config = testConfig({
+      const env = {
         LOG_LEVEL: 'info',
         PG_POOL_MAX: '1',
         RATE_LIMIT_MAX: '100000',
         RATE_LIMIT_AUTH_MAX: '100000',
         WEBHOOK_CONCURRENCY: '0',
-      });
-      expect(config.databasePreparedStatements).toBe(true);
-      const app = (await buildApp(
-        { ...config, databaseUrl: url.toString(), authCacheMs: 60_000 },
-        { logStream },
-      )) as unknown as FastifyInstance;
-      cleanups.push(() => app.close());
+      };
+      expect(testConfig(env).databasePreparedStatements).toBe(true);
+      const { app, lines } = await cleanups.app({ databaseUrl: url.toString() }, env, { authCacheMs: 60_000 });
       const ann = await signUp(app);
       const created = await app.inject({
         method: 'POST',

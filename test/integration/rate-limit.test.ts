@@ -13,14 +13,13 @@ import { onTopology } from '../helpers/database.js';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import net from 'node:net';
-import { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../../src/app.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useCleanups, type LoggedApp } from '../helpers/cleanups.js';
 import { checkAgainstDocument } from '../helpers/openapi-conformance.js';
-import { testConfig, useTestApp } from '../helpers/factories.js';
+import { useTestApp } from '../helpers/factories.js';
 
 const SHARED_REDIS = process.env.TEST_REDIS_URL || 'redis://127.0.0.1:6379';
 const WINDOW = 60;
@@ -30,22 +29,17 @@ const WINDOW = 60;
 const setup = useTestApp();
 const ann = setup.user();
 const bob = setup.user();
-const opened: FastifyInstance[] = [];
+const cleanups = useCleanups();
 
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((app) => app.close()));
-});
-
-async function build(env: Record<string, string>, logStream?: Writable): Promise<FastifyInstance> {
-  const config = testConfig({
+/** An instance on the shared Redis unless `env` says otherwise, closed after the test; `lines`: what it logged. */
+async function build(env: Record<string, string>): Promise<LoggedApp> {
+  const built = await cleanups.app(onTopology(setup.db.url), {
     REDIS_URL: SHARED_REDIS,
     RATE_LIMIT_WINDOW: String(WINDOW),
     ...env,
   });
-  const app = (await buildApp({ ...config, ...onTopology(setup.db.url) }, { logStream })) as unknown as FastifyInstance;
-  opened.push(app);
-  await checkAgainstDocument(app);
-  return app;
+  await checkAgainstDocument(built.app);
+  return built;
 }
 
 type Response = Awaited<ReturnType<FastifyInstance['inject']>>;
@@ -105,7 +99,7 @@ function accepts(port: number): Promise<boolean> {
 
 describe('headers', () => {
   it('every counted response carries the trio and the structured fields: 200, 404, 405, 401, 422', async () => {
-    const app = await build({ RATE_LIMIT_MAX: '50' });
+    const { app } = await build({ RATE_LIMIT_MAX: '50' });
     const ip = '10.1.0.1';
 
     const ok = await get(app, '/users?perPage=1', ip);
@@ -154,7 +148,7 @@ describe('headers', () => {
 
 describe('429', () => {
   it('after max requests: Retry-After, the one error body, and it comes before 401, 404 and 422', async () => {
-    const app = await build({ RATE_LIMIT_MAX: '3' });
+    const { app } = await build({ RATE_LIMIT_MAX: '3' });
     const ip = '10.1.0.2';
     for (const remaining of [2, 1, 0]) {
       const res = await get(app, '/users?perPage=1', ip);
@@ -172,7 +166,7 @@ describe('429', () => {
   });
 
   it('also with the in-memory store (no REDIS_URL)', async () => {
-    const app = await build({ REDIS_URL: '', RATE_LIMIT_MAX: '1' });
+    const { app } = await build({ REDIS_URL: '', RATE_LIMIT_MAX: '1' });
     const ok = await get(app, '/users?perPage=1', '10.1.0.3');
     expect(ok.statusCode).toBe(200);
     expectLimitHeaders(ok, 'default', 1, 0);
@@ -182,7 +176,7 @@ describe('429', () => {
 
 describe('clients', () => {
   it('authenticated requests are keyed by user: two users and anonymous callers on one IP have separate budgets', async () => {
-    const app = await build({ RATE_LIMIT_MAX: '2' });
+    const { app } = await build({ RATE_LIMIT_MAX: '2' });
     const ip = '10.1.0.4';
     for (const remaining of [1, 0])
       expectLimitHeaders(await get(app, '/users/me', ip, ann.auth), 'default', 2, remaining);
@@ -198,7 +192,7 @@ describe('clients', () => {
   });
 
   it('with TRUST_PROXY=true each X-Forwarded-For client has its own budget', async () => {
-    const app = await build({ RATE_LIMIT_MAX: '1', TRUST_PROXY: 'true' });
+    const { app } = await build({ RATE_LIMIT_MAX: '1', TRUST_PROXY: 'true' });
     const proxy = '10.1.0.5';
     expect((await get(app, '/users?perPage=1', proxy, { 'x-forwarded-for': '203.0.113.1' })).statusCode).toBe(200);
     expectRateLimited(await get(app, '/users?perPage=1', proxy, { 'x-forwarded-for': '203.0.113.1' }), 1);
@@ -208,7 +202,7 @@ describe('clients', () => {
   });
 
   it('with TRUST_PROXY=false forwarded headers are ignored: one budget per socket address', async () => {
-    const app = await build({ RATE_LIMIT_MAX: '1', TRUST_PROXY: 'false' });
+    const { app } = await build({ RATE_LIMIT_MAX: '1', TRUST_PROXY: 'false' });
     const ip = '10.1.0.6';
     expect((await get(app, '/users?perPage=1', ip, { 'x-forwarded-for': '203.0.113.3' })).statusCode).toBe(200);
     expectRateLimited(await get(app, '/users?perPage=1', ip, { 'x-forwarded-for': '203.0.113.4' }), 1);
@@ -217,7 +211,7 @@ describe('clients', () => {
 
 describe('log-in and sign-up', () => {
   it('POST /tokens and POST /users share the stricter auth budget, apart from the default one', async () => {
-    const app = await build({ RATE_LIMIT_MAX: '100', RATE_LIMIT_AUTH_MAX: '2' });
+    const { app } = await build({ RATE_LIMIT_MAX: '100', RATE_LIMIT_AUTH_MAX: '2' });
     const ip = '10.1.0.7';
     const logIn = (password: string) =>
       app.inject({ method: 'POST', url: '/tokens', remoteAddress: ip, payload: { email: ann.user.email, password } });
@@ -257,7 +251,7 @@ describe('log-in and sign-up', () => {
 
 describe('exemptions', () => {
   it('health and the docs page are neither counted nor given headers', async () => {
-    const app = await build({ RATE_LIMIT_MAX: '1' });
+    const { app } = await build({ RATE_LIMIT_MAX: '1' });
     const ip = '10.1.0.8';
     for (const url of ['/health/live', '/health/ready', '/health/live', '/docs', '/docs/static/index.css']) {
       const res = await get(app, url, ip);
@@ -272,7 +266,7 @@ describe('exemptions', () => {
 
 describe('the OpenAPI document', () => {
   it("spends the budget like any request, at /openapi.json and at the docs page's /docs/json", async () => {
-    const app = await build({ RATE_LIMIT_MAX: '2' });
+    const { app } = await build({ RATE_LIMIT_MAX: '2' });
     const ip = '10.1.0.99';
     const first = await get(app, '/openapi.json', ip);
     expect(first.statusCode).toBe(200);
@@ -288,7 +282,10 @@ describe('the OpenAPI document', () => {
 
 describe('Redis', () => {
   it('two instances sharing one Redis admit exactly max requests in total', async () => {
-    const [one, two] = await Promise.all([build({ RATE_LIMIT_MAX: '10' }), build({ RATE_LIMIT_MAX: '10' })]);
+    const [{ app: one }, { app: two }] = await Promise.all([
+      build({ RATE_LIMIT_MAX: '10' }),
+      build({ RATE_LIMIT_MAX: '10' }),
+    ]);
     const ip = '10.1.0.9';
     const responses = await Promise.all(
       Array.from({ length: 15 }, () => [get(one, '/users?perPage=1', ip), get(two, '/users?perPage=1', ip)]).flat(),
@@ -299,23 +296,19 @@ describe('Redis', () => {
   });
 
   it('unreachable at start-up: requests are still served, unlimited, with a full budget shown; one warning', async () => {
-    const warnings: string[] = [];
-    const logStream = new Writable({
-      write(chunk, _encoding, done) {
-        for (const line of String(chunk).split('\n').filter(Boolean)) warnings.push(JSON.parse(line).msg);
-        done();
-      },
+    const { app, lines } = await build({
+      REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+      RATE_LIMIT_MAX: '1',
+      LOG_LEVEL: 'warn',
     });
-    const app = await build(
-      { REDIS_URL: `redis://127.0.0.1:${await freePort()}`, RATE_LIMIT_MAX: '1', LOG_LEVEL: 'warn' },
-      logStream,
-    );
     for (let i = 0; i < 3; i++) {
       const res = await get(app, '/users?perPage=1', '10.1.0.10');
       expect(res.statusCode).toBe(200);
       expectLimitHeaders(res, 'default', 1, 1);
     }
-    expect(warnings).toEqual(['Redis unavailable: requests are served without rate limiting until it is back']);
+    expect(lines.map((line) => line.msg)).toEqual([
+      'Redis unavailable: requests are served without rate limiting until it is back',
+    ]);
   });
 
   describe('lost mid-run and back', () => {
@@ -351,7 +344,7 @@ describe('Redis', () => {
     afterAll(stopRedis);
 
     it('serves requests while Redis is gone and limits again once it is back', async () => {
-      const app = await build({ REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_MAX: '2' });
+      const { app } = await build({ REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_MAX: '2' });
       const ip = '10.1.0.11';
       const request = () => get(app, '/users?perPage=1', ip);
 
@@ -380,12 +373,15 @@ describe('Redis', () => {
     });
 
     it('a Redis that stops answering does not hold requests: they are served unlimited', async () => {
-      const app = await build({ REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_MAX: '2' });
+      const { app } = await build({ REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_MAX: '2' });
       const request = () => get(app, '/users?perPage=1', '10.1.0.12');
       expectLimitHeaders(await request(), 'default', 2, 1);
 
-      // Every other client's commands now wait a second: longer than the command timeout.
-      await promisify(execFile)('redis-cli', ['-p', String(port), 'CLIENT', 'PAUSE', '1000', 'ALL']);
+      // The limiter's commands (scripts that write) now wait, far longer than the command timeout, until the test
+      // ends: a pause of a second ended before a loaded machine had sent the request.
+      const redisCli = (...args: string[]) => promisify(execFile)('redis-cli', ['-p', String(port), ...args]);
+      await redisCli('CLIENT', 'PAUSE', '60000', 'WRITE');
+      cleanups.defer(() => redisCli('CLIENT', 'UNPAUSE'));
       const res = await request();
       expect(res.statusCode).toBe(200);
       expectLimitHeaders(res, 'default', 2, 2);

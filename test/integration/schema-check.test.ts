@@ -8,38 +8,19 @@
  */
 import { spawn } from 'node:child_process';
 import pg from 'pg';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../src/app.js';
 import { shippedMigrations } from '../../src/db/migrate.js';
 import { checkDatabaseAtStart } from '../../src/plugins/db.js';
-import {
-  createTestDatabase,
-  onTopology,
-  testDatabaseName,
-  testDatabaseUrl,
-  type TestDatabase,
-} from '../helpers/database.js';
+import { createTestDatabase, onTopology, testDatabaseName, testDatabaseUrl } from '../helpers/database.js';
 import { expectError } from '../helpers/expect.js';
 import { freePort, waitUntil } from '../helpers/processes.js';
-import { testConfig } from '../helpers/factories.js';
+import { useCleanups } from '../helpers/cleanups.js';
 
-const cleanups: (() => Promise<unknown>)[] = [];
-afterEach(async () => {
-  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
-});
-afterAll(async () => {
-  while (cleanups.length) await cleanups.pop()!().catch(() => undefined);
-});
+const cleanups = useCleanups({ ignoreFailures: true });
 
 /** The server itself, also in the scale topology: migrations are recorded on the primary. */
 const direct = (url: string) => onTopology(url).databaseListenUrl ?? url;
-
-async function database(options: { empty?: boolean } = {}): Promise<TestDatabase> {
-  const db = await createTestDatabase(undefined, options);
-  cleanups.push(() => db.drop());
-  return db;
-}
 
 async function sql(url: string, text: string, values: unknown[] = []): Promise<void> {
   const client = new pg.Client({ connectionString: direct(url) });
@@ -48,10 +29,7 @@ async function sql(url: string, text: string, values: unknown[] = []): Promise<v
 }
 
 async function app(url: string): Promise<FastifyInstance> {
-  const config = testConfig();
-  const instance = (await buildApp({ ...config, ...onTopology(url) })) as unknown as FastifyInstance;
-  cleanups.push(() => instance.close());
-  return instance;
+  return (await cleanups.app(onTopology(url))).app;
 }
 
 const behind = (n: number) =>
@@ -59,14 +37,14 @@ const behind = (n: number) =>
 
 describe('readiness', () => {
   it('a database never migrated: 503 saying the schema is behind and to run npm run migrate', async () => {
-    const db = await database({ empty: true });
+    const db = await cleanups.database({ empty: true });
     const res = await (await app(db.url)).inject({ url: '/health/ready' });
     expectError(res, 503, 'service_unavailable', behind(shippedMigrations().length));
     expect(res.headers['retry-after']).toBe('30');
   });
 
   it('one migration not applied: 503; applied again: 200', async () => {
-    const db = await database();
+    const db = await cleanups.database();
     const last = shippedMigrations().at(-1)!;
     const api = await app(db.url);
     await sql(db.url, 'DELETE FROM pgmigrations WHERE name = $1', [last]);
@@ -76,7 +54,7 @@ describe('readiness', () => {
   });
 
   it('a migration this version does not know (a newer one ran it): ready', async () => {
-    const db = await database();
+    const db = await cleanups.database();
     await sql(db.url, "INSERT INTO pgmigrations (name, run_on) VALUES ('9999999999999_from_the_future', now())");
     const res = await (await app(db.url)).inject({ url: '/health/ready' });
     expect(res.statusCode).toBe(200);
@@ -85,7 +63,7 @@ describe('readiness', () => {
 
 describe('the check at start', () => {
   it('behind: an error with exit code 78 that names the missing migrations and npm run migrate', async () => {
-    const db = await database();
+    const db = await cleanups.database();
     const last = shippedMigrations().at(-1)!;
     await sql(db.url, 'DELETE FROM pgmigrations WHERE name = $1', [last]);
     const refused = checkDatabaseAtStart(direct(db.url), () => undefined);
@@ -94,7 +72,7 @@ describe('the check at start', () => {
   });
 
   it('ahead: one warning, no refusal', async () => {
-    const db = await database();
+    const db = await cleanups.database();
     await sql(db.url, "INSERT INTO pgmigrations (name, run_on) VALUES ('9999999999999_from_the_future', now())");
     const warnings: string[] = [];
     await checkDatabaseAtStart(direct(db.url), (message) => warnings.push(message));
@@ -104,7 +82,7 @@ describe('the check at start', () => {
   });
 
   it('up to date: says nothing', async () => {
-    const db = await database();
+    const db = await cleanups.database();
     const warnings: string[] = [];
     await checkDatabaseAtStart(direct(db.url), (message) => warnings.push(message));
     expect(warnings).toEqual([]);
@@ -130,7 +108,7 @@ async function startServer(databaseUrl: string) {
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  cleanups.push(async () => {
+  cleanups.defer(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
   });
@@ -147,7 +125,7 @@ async function startServer(databaseUrl: string) {
 
 describe('npm start with DATABASE_URL', () => {
   it('on a database never migrated: refuses to start, exit code 78, naming npm run migrate', async () => {
-    const db = await database({ empty: true });
+    const db = await cleanups.database({ empty: true });
     const server = await startServer(direct(db.url));
     expect(await server.exited).toBe(78);
     expect(server.output()).toContain('the database schema is behind this version');
@@ -183,7 +161,7 @@ describe('npm start with DATABASE_URL', () => {
     expect(server.output()).not.toMatch(/\n\s+at /);
 
     const db = await createTestDatabase(name);
-    cleanups.push(() => db.drop());
+    cleanups.defer(() => db.drop());
     await waitUntil('it serves', async () => (await server.get('/health/ready')).status === 200);
     expect((await server.get('/posts')).status).toBe(200);
   }, 60_000);

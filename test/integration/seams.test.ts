@@ -5,11 +5,11 @@
  */
 import { onTopology } from '../helpers/database.js';
 import net, { type AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
+import { logLines } from '../helpers/cleanups.js';
 import { testConfig, useTestApp } from '../helpers/factories.js';
 import { expect404, expect422, expectError } from '../helpers/expect.js';
 
@@ -75,13 +75,7 @@ describe('a path id longer than any id', () => {
   });
 
   it('is counted by the rate limiter and written to the access log', async () => {
-    const lines: { msg?: string; url?: string; status?: number }[] = [];
-    const logStream = new Writable({
-      write(chunk, _enc, done) {
-        for (const line of String(chunk).split('\n').filter(Boolean)) lines.push(JSON.parse(line));
-        done();
-      },
-    });
+    const { stream: logStream, lines } = logLines();
     const config = testConfig({ LOG_LEVEL: 'info', RATE_LIMIT_MAX: '1' });
     const app = (await buildApp({ ...config, ...onTopology(t.db.url) }, { logStream })) as unknown as FastifyInstance;
     try {

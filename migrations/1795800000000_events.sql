@@ -82,14 +82,20 @@ END $$;
 --                it but deleted_at is copied from the deleted row
 --   on_insert, on_delete   statements keeping the table's list totals, run
 --                first (before the events), reading new_rows / old_rows
+--   shown        the columns <resource>_event_data reads, if the table is
+--                written often: see below
 --
 -- Inserts and deletes fire once per statement (a group-committed statement of
 -- many rows bumps each total once and writes its events with one INSERT …
 -- SELECT); an update fires per changed row, and makes an event only when the
 -- data a GET shows changed (a PATCH with equal values, or a change to private
--- fields such as a password, makes none).
+-- fields such as a password, makes none). Without `shown` that is decided by
+-- building the data of the old row too; with it, PostgreSQL compares those
+-- columns before calling the trigger (UPDATE OF … WHEN), which the posts'
+-- edits needed (bench/RESULTS.md, "Attached triggers").
 CREATE FUNCTION attach_resource(tbl regclass, resource text, post_column text DEFAULT NULL,
-  tombstones regclass DEFAULT NULL, on_insert text DEFAULT '', on_delete text DEFAULT '')
+  tombstones regclass DEFAULT NULL, on_insert text DEFAULT '', on_delete text DEFAULT '',
+  shown text[] DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql AS $attach$
 DECLARE
   name text := (SELECT relname FROM pg_class WHERE oid = tbl);
@@ -106,7 +112,17 @@ DECLARE
   earlier text := CASE WHEN post_column IS NULL THEN ''
     ELSE format('post_id IN (SELECT DISTINCT o.%I FROM old_rows o) AND ', post_column) END;
   kept text := '';
+  -- Which updates call the trigger, and what it still has to check.
+  fires text := 'AFTER UPDATE ON %2$s FOR EACH ROW WHEN (OLD.* IS DISTINCT FROM NEW.*)';
+  changed text := format('item IS DISTINCT FROM %s(OLD)', quote_ident(resource || '_event_data'));
 BEGIN
+  IF shown IS NOT NULL THEN
+    SELECT format('AFTER UPDATE OF %s ON %%2$s FOR EACH ROW WHEN ((%s) IS DISTINCT FROM (%s))',
+        string_agg(quote_ident(c), ', '), string_agg('OLD.' || quote_ident(c), ', '),
+        string_agg('NEW.' || quote_ident(c), ', '))
+      INTO fires FROM unnest(shown) c;
+    changed := 'true';
+  END IF;
   IF post_column IS NULL THEN
     EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON events (resource_id) WHERE resource_type = %L',
       'events_' || resource || '_idx', resource);
@@ -135,17 +151,17 @@ BEGIN
   EXECUTE format($f$
     CREATE FUNCTION %1$I() RETURNS trigger LANGUAGE plpgsql AS $body$
     DECLARE
-      shown jsonb := %2$s(NEW);
+      item jsonb := %2$s(NEW);
     BEGIN
-      IF shown IS DISTINCT FROM %2$s(OLD) THEN
+      IF %6$s THEN
         INSERT INTO events_pending (type, resource_type, resource_id, post_id, data)
-          VALUES (%3$L, %4$L, NEW.id, %5$s, shown);
+          VALUES (%3$L, %4$L, NEW.id, %5$s, item);
         PERFORM notify_from_outside('events');
       END IF;
       RETURN NULL;
     END $body$$f$,
     name || '_after_update', data_of, resource || '.updated', resource,
-    coalesce('NEW.' || quote_ident(post_column), 'NULL'));
+    coalesce('NEW.' || quote_ident(post_column), 'NULL'), changed);
 
   EXECUTE format($f$
     CREATE FUNCTION %1$I() RETURNS trigger LANGUAGE plpgsql AS $body$
@@ -170,8 +186,7 @@ BEGIN
 
   EXECUTE format('CREATE TRIGGER %1$I AFTER INSERT ON %2$s REFERENCING NEW TABLE AS new_rows
     FOR EACH STATEMENT EXECUTE FUNCTION %1$I()', name || '_after_insert', tbl);
-  EXECUTE format('CREATE TRIGGER %1$I AFTER UPDATE ON %2$s FOR EACH ROW WHEN (OLD.* IS DISTINCT FROM NEW.*)
-    EXECUTE FUNCTION %1$I()', name || '_after_update', tbl);
+  EXECUTE format('CREATE TRIGGER %1$I ' || fires || ' EXECUTE FUNCTION %1$I()', name || '_after_update', tbl);
   EXECUTE format('CREATE TRIGGER %1$I AFTER DELETE ON %2$s REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION %1$I()', name || '_after_delete', tbl);
 END $attach$;
@@ -190,6 +205,7 @@ END $$;
 -- Posts: an insert locks its authors' count rows in id order, then the global
 -- total, so concurrent inserts never wait for each other in a cycle.
 SELECT attach_resource('posts', 'post', post_column => 'id', tombstones => 'deleted_posts',
+  shown => ARRAY['title', 'body', 'author_id', 'created_at', 'updated_at'],
   on_insert => $$
     INSERT INTO author_post_counts (author_id, n)
       SELECT author_id, count(*) FROM new_rows GROUP BY author_id ORDER BY author_id
@@ -205,6 +221,7 @@ SELECT attach_resource('posts', 'post', post_column => 'id', tombstones => 'dele
 -- writing transaction. When the post itself is being deleted (cascade) the
 -- count's UPDATE finds no row: fine.
 SELECT attach_resource('comments', 'comment', post_column => 'post_id', tombstones => 'deleted_comments',
+  shown => ARRAY['post_id', 'author_id', 'body', 'created_at', 'updated_at'],
   on_insert => $$
     INSERT INTO comment_counts (post_id, n)
       SELECT post_id, count(*) FROM new_rows GROUP BY post_id ORDER BY post_id
@@ -216,7 +233,7 @@ SELECT attach_resource('comments', 'comment', post_column => 'post_id', tombston
 
 -- Users: a change to private fields only (e-mail, password hash) is no event,
 -- as user_event_data shows neither.
-SELECT attach_resource('users', 'user',
+SELECT attach_resource('users', 'user', shown => ARRAY['name', 'role', 'created_at'],
   on_insert => $$PERFORM bump_counter('users', (SELECT count(*) FROM new_rows));$$,
   on_delete => $$PERFORM bump_counter('users', -(SELECT count(*) FROM old_rows));$$);
 
@@ -260,7 +277,7 @@ END $$;
 DROP FUNCTION IF EXISTS number_events();
 
 SELECT detach_resource('users', 'user'), detach_resource('comments', 'comment'), detach_resource('posts', 'post');
-DROP FUNCTION IF EXISTS detach_resource(regclass, text), attach_resource(regclass, text, text, regclass, text, text),
+DROP FUNCTION IF EXISTS detach_resource(regclass, text), attach_resource(regclass, text, text, regclass, text, text, text[]),
   notify_from_outside(text), user_event_data(users), comment_event_data(comments), post_event_data(posts);
 DROP TABLE IF EXISTS events;
 DROP TABLE IF EXISTS events_pending;

@@ -21,6 +21,7 @@ export interface TestDatabase {
 // to it (SQLSTATE 55006); the template allows no connections, but autovacuum
 // may still be visiting it for a moment.
 const OBJECT_IN_USE = '55006';
+const DUPLICATE_DATABASE = '42P04';
 const CREATE_ATTEMPTS = 20;
 
 /** A name for a test database of this run (the run's teardown drops what is left of them). */
@@ -45,7 +46,10 @@ export async function createTestDatabase(name = testDatabaseName(), { empty = fa
         await client.query(sql);
         return;
       } catch (error) {
-        if ((error as { code?: unknown }).code !== OBJECT_IN_USE || attempt >= CREATE_ATTEMPTS) throw error;
+        const { code } = error as { code?: unknown };
+        // Created by a try whose connection then ended (withAdmin tries again): the name is this file's alone.
+        if (code === DUPLICATE_DATABASE) return;
+        if (code !== OBJECT_IN_USE || attempt >= CREATE_ATTEMPTS) throw error;
         await sleep(50 * attempt);
       }
     }
@@ -61,13 +65,38 @@ export async function createTestDatabase(name = testDatabaseName(), { empty = fa
   };
 }
 
+/**
+ * Set-up and teardown wait out a server that is restarting (57P03 "not yet accepting connections", or the
+ * connection ended under them): one CI run through testcontainers saw its PostgreSQL restart once under load,
+ * and every file that was creating its database then failed before testing anything.
+ */
+const RESTARTING = /^57P03$|Connection terminated|ECONNREFUSED|ECONNRESET/;
+const RESTART_WAIT_MS = 30_000;
+
 async function withAdmin(adminUrl: string, fn: (client: Client) => Promise<unknown>): Promise<void> {
+  const deadline = performance.now() + RESTART_WAIT_MS;
+  for (;;) {
+    try {
+      await onceWithAdmin(adminUrl, fn);
+      return;
+    } catch (error) {
+      const { code, message } = error as { code?: string; message?: string };
+      const restarting = RESTARTING.test(code ?? '') || RESTARTING.test(message ?? '');
+      if (!restarting || performance.now() > deadline) throw error;
+      await sleep(500);
+    }
+  }
+}
+
+async function onceWithAdmin(adminUrl: string, fn: (client: Client) => Promise<unknown>): Promise<void> {
   const client = new Client({ connectionString: adminUrl });
+  // A connection ended by the server emits 'error' on the client too: the failing query reports it.
+  client.on('error', () => undefined);
   await client.connect();
   try {
     await fn(client);
   } finally {
-    await client.end();
+    await client.end().catch(() => undefined);
   }
 }
 

@@ -102,6 +102,20 @@ export function accepts(port: number, host = '127.0.0.1'): Promise<boolean> {
   });
 }
 
+/**
+ * Signals `pid` only while it is still the process that was started: its command line or its environment
+ * contains `marker` (a data folder). PIDs are reused (pid_max is 32 768 here); a PID kept past its process's end
+ * can name a stranger by then, such as a backend of the tests' PostgreSQL, whose SIGQUIT restarts that
+ * server for every test file. True when it was signalled.
+ */
+export async function signalIfStill(pid: number, signal: NodeJS.Signals, marker: string): Promise<boolean> {
+  const read = (file: string) => readFile(`/proc/${pid}/${file}`, 'utf8').catch(() => '');
+  const [cmdline, environ] = await Promise.all([read('cmdline'), read('environ')]);
+  if (!cmdline.includes(marker) && !environ.includes(marker)) return false;
+  process.kill(pid, signal);
+  return true;
+}
+
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);

@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { accepts, alive, freePort, runToEnd, waitUntil } from '../helpers/processes.js';
+import { accepts, alive, freePort, runToEnd, signalIfStill, waitUntil } from '../helpers/processes.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -41,10 +41,13 @@ beforeAll(async () => {
     LOG_LEVEL: 'info',
   };
 });
-/** What a failed test may leave running: servers, then their PostgreSQL (immediate shutdown). */
+/**
+ * What a failed test may leave running: servers, then their PostgreSQL (immediate shutdown). Each is
+ * signalled only while it still belongs to this file's folder: by then its PID may name another process.
+ */
 const leftovers: { pid: number; signal: NodeJS.Signals }[] = [];
 afterAll(async () => {
-  for (const { pid, signal } of leftovers) if (alive(pid)) process.kill(pid, signal);
+  for (const { pid, signal } of leftovers) await signalIfStill(pid, signal, dir);
   await rm(dir, { recursive: true, force: true });
 });
 

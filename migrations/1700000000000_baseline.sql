@@ -44,8 +44,10 @@ CREATE TABLE users (
   password_hash text NOT NULL,
   version integer NOT NULL DEFAULT 1,
   created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now()
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
 );
+CREATE INDEX users_created_xid_idx ON users (created_xid);
 -- Uniqueness is the database's decision (race-safe); the API maps a violation of
 -- this index to 409 with fieldErrors.email.
 CREATE UNIQUE INDEX users_email_key ON users (lower(email));
@@ -60,9 +62,11 @@ CREATE TABLE tokens (
   token_hash bytea NOT NULL UNIQUE,
   created_at timestamptz NOT NULL DEFAULT now(),
   expires_at timestamptz NOT NULL,
-  revoked_at timestamptz
+  revoked_at timestamptz,
+  created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
 );
 CREATE INDEX tokens_user_id_id_idx ON tokens (user_id, id);
+CREATE INDEX tokens_created_xid_idx ON tokens (created_xid);
 
 CREATE TABLE posts (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -74,8 +78,12 @@ CREATE TABLE posts (
   updated_at timestamptz NOT NULL DEFAULT now(),
   -- Stored, so a search reads the document instead of parsing every body again;
   -- recomputed only when title or body change.
-  search tsvector GENERATED ALWAYS AS (to_tsvector('posts_search'::regconfig, title || ' ' || body)) STORED
+  search tsvector GENERATED ALWAYS AS (to_tsvector('posts_search'::regconfig, title || ' ' || body)) STORED,
+  -- The transaction that created the row: offset pages as of a snapshot leave
+  -- out what was not committed then (attach_snapshots, in the events migration).
+  created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
 );
+CREATE INDEX posts_created_xid_idx ON posts (created_xid);
 -- One index per allowed order, with and without the author filter; the primary
 -- key serves ORDER BY id.
 CREATE INDEX posts_created_at_id_idx ON posts (created_at, id);
@@ -98,30 +106,39 @@ CREATE TABLE comments (
   body text NOT NULL,
   version integer NOT NULL DEFAULT 1,
   created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now()
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
 );
 CREATE INDEX comments_post_id_idx ON comments (post_id, id);
+CREATE INDEX comments_created_xid_idx ON comments (created_xid);
 CREATE INDEX comments_post_created_at_id_idx ON comments (post_id, created_at, id);
 CREATE INDEX comments_post_author_id_idx ON comments (post_id, author_id, id);
 CREATE INDEX comments_post_author_created_at_id_idx ON comments (post_id, author_id, created_at, id);
 
 -- Tombstones keep the sort keys of deleted rows so that a cursor naming a
--- deleted item still marks a position in the list (docs/api.md §5).
+-- deleted item still marks a position in the list (docs/api.md §5), and an
+-- offset page as of a snapshot finds what was deleted since (deleted_xid).
 CREATE TABLE deleted_posts (
   id bigint PRIMARY KEY,
   author_id bigint NOT NULL,
   title text NOT NULL,
   created_at timestamptz NOT NULL,
   updated_at timestamptz NOT NULL,
-  deleted_at timestamptz NOT NULL DEFAULT now()
+  created_xid xid8 NOT NULL,
+  deleted_at timestamptz NOT NULL DEFAULT now(),
+  deleted_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
 );
+CREATE INDEX deleted_posts_deleted_xid_idx ON deleted_posts (deleted_xid);
 CREATE TABLE deleted_comments (
   id bigint PRIMARY KEY,
   post_id bigint NOT NULL,
   author_id bigint NOT NULL,
   created_at timestamptz NOT NULL,
-  deleted_at timestamptz NOT NULL DEFAULT now()
+  created_xid xid8 NOT NULL,
+  deleted_at timestamptz NOT NULL DEFAULT now(),
+  deleted_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
 );
+CREATE INDEX deleted_comments_deleted_xid_idx ON deleted_comments (deleted_xid);
 
 -- A post's comment total (commentCount); no row until the first comment (read
 -- as 0). A table of its own: a comment's bump rewrites this narrow row, which

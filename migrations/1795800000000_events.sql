@@ -65,6 +65,45 @@ BEGIN
   END IF;
 END $$;
 
+-- Offset pages as of a moment (docs/api.md §5, `snapshot`). A page without a
+-- snapshot hands one out: its statement's pg_current_snapshot() and the
+-- largest id it saw (`top`). A later page leaves out what that statement did
+-- not see (src/db/pagination/offset.ts):
+-- - rows with larger ids: they were numbered after it (an identity takes its
+--   next value at the insert, and a later insert's value is larger);
+-- - rows up to `top` whose transaction was still running then (its xid in
+--   the snapshot's in-progress list), found by the created_xid index. That
+--   list holds them all only because every insert takes its transaction id
+--   before its first row takes an id (the BEFORE INSERT statement trigger
+--   attached here): otherwise an insert could take an id below `top`, then an
+--   xid after the snapshot, and be missed.
+-- Rows deleted since come back from the tombstones (deleted_xid not in the
+-- snapshot, created_xid in it): a page counts them and does not show them,
+-- so nothing after them moves. The columns are the table's own, declared with
+-- it: a function taking its row type keeps ALTER TABLE from adding them here.
+CREATE FUNCTION take_xid_first() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_current_xact_id();
+  RETURN NULL;
+END $$;
+
+CREATE FUNCTION attach_snapshots(tbl regclass, tombstones regclass DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql AS $attach$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = tbl AND attname = 'created_xid' AND NOT attisdropped)
+     OR (tombstones IS NOT NULL AND (SELECT count(*) FROM pg_attribute WHERE attrelid = tombstones
+       AND attname IN ('created_xid', 'deleted_xid') AND NOT attisdropped) < 2) THEN
+    RAISE EXCEPTION '% needs created_xid xid8 NOT NULL DEFAULT pg_current_xact_id(), indexed; its tombstones created_xid xid8 NOT NULL and deleted_xid xid8 NOT NULL DEFAULT pg_current_xact_id(), indexed (as posts have them)', tbl;
+  END IF;
+  EXECUTE format('CREATE TRIGGER %I BEFORE INSERT ON %s FOR EACH STATEMENT EXECUTE FUNCTION take_xid_first()',
+    (SELECT relname FROM pg_class WHERE oid = tbl) || '_before_insert', tbl);
+END $attach$;
+
+CREATE FUNCTION detach_snapshots(tbl regclass) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('DROP TRIGGER IF EXISTS %I ON %s', (SELECT relname FROM pg_class WHERE oid = tbl) || '_before_insert', tbl);
+END $$;
+
 -- A resource's standard behaviour, attached rather than copied: one call of
 -- attach_resource() in a resource's migration gives its table the triggers
 -- that write its events (docs/api.md §12), redact a deleted row's earlier
@@ -78,8 +117,8 @@ END $$;
 --                <resource>_event_data(<table>) builds an event's data
 --   post_column  the column holding the row's post (posts: id; a resource
 --                under a post: post_id; NULL for one that is not)
---   tombstones   the table keeping deleted rows' sort keys: every column of
---                it but deleted_at is copied from the deleted row
+--   tombstones   the table keeping deleted rows' sort keys: its columns that
+--                the table has too are copied from the deleted row
 --   on_insert, on_delete   statements keeping the table's list totals, run
 --                first (before the events), reading new_rows / old_rows
 --   shown        the columns <resource>_event_data reads, if the table is
@@ -128,10 +167,16 @@ BEGIN
       'events_' || resource || '_idx', resource);
   END IF;
   IF tombstones IS NOT NULL THEN
-    SELECT format('INSERT INTO %s (%2$s) SELECT %2$s FROM old_rows ON CONFLICT (id) DO NOTHING;', tombstones,
-        string_agg(quote_ident(attname), ', ' ORDER BY attnum))
-      INTO kept FROM pg_attribute
-      WHERE attrelid = tombstones AND attnum > 0 AND NOT attisdropped AND attname <> 'deleted_at';
+    -- An id deleted before (SQL may insert a row with a used id) is a new tombstone: its keys, its deletion.
+    SELECT format('INSERT INTO %s (%2$s) SELECT %2$s FROM old_rows ON CONFLICT (id) DO UPDATE SET (%3$s) = ROW(%4$s);',
+        tombstones,
+        string_agg(quote_ident(attname), ', ' ORDER BY attnum) FILTER (WHERE copied),
+        string_agg(quote_ident(attname), ', ' ORDER BY attnum) FILTER (WHERE attname <> 'id'),
+        string_agg('excluded.' || quote_ident(attname), ', ' ORDER BY attnum) FILTER (WHERE attname <> 'id'))
+      INTO kept FROM (
+        SELECT attname, attnum, EXISTS (SELECT 1 FROM pg_attribute a
+            WHERE a.attrelid = tbl AND a.attname = t.attname AND NOT a.attisdropped) AS copied
+        FROM pg_attribute t WHERE attrelid = tombstones AND attnum > 0 AND NOT attisdropped) columns;
   END IF;
 
   EXECUTE format($f$
@@ -189,6 +234,7 @@ BEGIN
   EXECUTE format('CREATE TRIGGER %1$I ' || fires || ' EXECUTE FUNCTION %1$I()', name || '_after_update', tbl);
   EXECUTE format('CREATE TRIGGER %1$I AFTER DELETE ON %2$s REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION %1$I()', name || '_after_delete', tbl);
+  PERFORM attach_snapshots(tbl, tombstones);
 END $attach$;
 
 -- What a resource's Down calls: its triggers go with their functions.
@@ -200,22 +246,133 @@ BEGIN
   EXECUTE format('DROP FUNCTION IF EXISTS %I() CASCADE', name || '_after_update');
   EXECUTE format('DROP FUNCTION IF EXISTS %I() CASCADE', name || '_after_delete');
   EXECUTE format('DROP INDEX IF EXISTS %I', 'events_' || resource || '_idx');
+  PERFORM detach_snapshots(tbl);
 END $$;
 
+-- Where a post stands in the lists of posts sorted by id or by createdAt
+-- (docs/api.md §5: a page at any depth costs about what the first one does).
+-- Posts are counted per list (author_id 0: every post; else one author's) and
+-- per range of 4 096 ids, with the range of created_at they have held. A page
+-- at offset k adds up these counts, at most one row per 4 096 ids of the
+-- list, to find the range it starts in, then walks the index from there:
+-- fewer than 4 096 entries, where OFFSET k walks k of them. created_at does
+-- not follow ids exactly (it is the transaction's start, and a seed or SQL may
+-- set it), so for that order the ranges whose created_at spans overlap are
+-- taken together (see post_page_start). A range's span only ever widens: a
+-- delete makes it wider than its rows, which can only join ranges, never
+-- misplace a post.
+CREATE TABLE post_ranks (
+  author_id bigint NOT NULL,
+  bucket bigint NOT NULL,
+  n integer NOT NULL,
+  first_created timestamptz NOT NULL,
+  last_created timestamptz NOT NULL,
+  -- A list's ranges are read from the index alone: its rows lie one or two to a
+  -- page, among the other lists' (measured: 0.6 ms for the 246 rows of every post
+  -- by the heap, 0.05 ms by the index).
+  PRIMARY KEY (author_id, bucket) INCLUDE (n, first_created, last_created)
+) WITH (fillfactor = 80);
+
 -- Posts: an insert locks its authors' count rows in id order, then the global
--- total, so concurrent inserts never wait for each other in a cycle.
+-- total, then its ranks in (list, range) order, so concurrent inserts never
+-- wait for each other in a cycle.
 SELECT attach_resource('posts', 'post', post_column => 'id', tombstones => 'deleted_posts',
   shown => ARRAY['title', 'body', 'author_id', 'created_at', 'updated_at'],
   on_insert => $$
     INSERT INTO author_post_counts (author_id, n)
       SELECT author_id, count(*) FROM new_rows GROUP BY author_id ORDER BY author_id
       ON CONFLICT (author_id) DO UPDATE SET n = author_post_counts.n + excluded.n;
-    PERFORM bump_counter('posts', (SELECT count(*) FROM new_rows));$$,
+    PERFORM bump_counter('posts', (SELECT count(*) FROM new_rows));
+    INSERT INTO post_ranks (author_id, bucket, n, first_created, last_created)
+      SELECT l.author_id, n.id >> 12, count(*), min(n.created_at), max(n.created_at)
+      FROM new_rows n CROSS JOIN LATERAL (VALUES (0::bigint), (n.author_id)) l (author_id)
+      GROUP BY 1, 2 ORDER BY 1, 2
+      ON CONFLICT (author_id, bucket) DO UPDATE SET n = post_ranks.n + excluded.n,
+        first_created = least(post_ranks.first_created, excluded.first_created),
+        last_created = greatest(post_ranks.last_created, excluded.last_created);$$,
   on_delete => $$
     UPDATE author_post_counts a SET n = a.n - o.n
       FROM (SELECT author_id, count(*) AS n FROM old_rows GROUP BY author_id) o
       WHERE a.author_id = o.author_id;
-    PERFORM bump_counter('posts', -(SELECT count(*) FROM old_rows));$$);
+    PERFORM bump_counter('posts', -(SELECT count(*) FROM old_rows));
+    UPDATE post_ranks r SET n = r.n - o.n
+      FROM (SELECT l.author_id, o.id >> 12 AS bucket, count(*) AS n
+        FROM old_rows o CROSS JOIN LATERAL (VALUES (0::bigint), (o.author_id)) l (author_id) GROUP BY 1, 2) o
+      WHERE r.author_id = o.author_id AND r.bucket = o.bucket;$$);
+
+-- The service never changes a post's author or creation time; SQL may. Such a
+-- post moves between ranks (only then is this trigger called).
+CREATE FUNCTION posts_rerank() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE post_ranks SET n = n - 1 WHERE author_id IN (0, OLD.author_id) AND bucket = OLD.id >> 12;
+  INSERT INTO post_ranks (author_id, bucket, n, first_created, last_created)
+    VALUES (0, NEW.id >> 12, 1, NEW.created_at, NEW.created_at), (NEW.author_id, NEW.id >> 12, 1, NEW.created_at, NEW.created_at)
+    ON CONFLICT (author_id, bucket) DO UPDATE SET n = post_ranks.n + 1,
+      first_created = least(post_ranks.first_created, excluded.first_created),
+      last_created = greatest(post_ranks.last_created, excluded.last_created);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER posts_rerank AFTER UPDATE OF id, author_id, created_at ON posts FOR EACH ROW
+  WHEN ((OLD.id, OLD.author_id, OLD.created_at) IS DISTINCT FROM (NEW.id, NEW.author_id, NEW.created_at))
+  EXECUTE FUNCTION posts_rerank();
+
+-- Where the page at offset `skip` of a list of posts starts (scope 0: every
+-- post; else an author's), sorted by id or by created_at, either way: the
+-- first key of the range it falls in (from_id, or from_created), and how many
+-- items of that list to skip from there (rest). The page itself is the
+-- list's own query with `key >= from` (`<=` descending) and OFFSET rest.
+-- With a snapshot and its top (see attach_snapshots), the counts are those of
+-- the snapshot: ranges past top's are left out, and the posts created after
+-- it or in flight then are taken off their range's count, the posts deleted
+-- since are added back. Keys are compared as numbers (created_at as epoch
+-- seconds, exact to the microsecond in a double until the 23rd century),
+-- negated when descending, so that one ascending walk serves both directions.
+CREATE FUNCTION post_page_start(scope bigint, by_created boolean, descending boolean, skip bigint,
+  snap pg_snapshot DEFAULT NULL, top bigint DEFAULT NULL,
+  OUT from_id bigint, OUT from_created timestamptz, OUT rest bigint)
+-- PL/pgSQL keeps the statement's plan for the session; an SQL function would plan it at each call.
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  sign float8 := CASE WHEN descending THEN -1 ELSE 1 END;
+BEGIN
+  WITH changed AS (
+    SELECT d.id >> 12 AS bucket, 1 AS delta FROM deleted_posts d
+      WHERE snap IS NOT NULL AND d.deleted_xid >= pg_snapshot_xmin(snap)
+        AND NOT pg_visible_in_snapshot(d.deleted_xid, snap) AND pg_visible_in_snapshot(d.created_xid, snap)
+        AND (scope = 0 OR d.author_id = scope)
+    UNION ALL
+    SELECT p.id >> 12, -1 FROM posts p
+      WHERE snap IS NOT NULL AND p.created_xid >= pg_snapshot_xmin(snap)
+        AND p.created_xid = ANY (ARRAY(SELECT pg_snapshot_xip(snap))) AND p.id <= top
+        AND (scope = 0 OR p.author_id = scope)
+    UNION ALL
+    SELECT p.id >> 12, -1 FROM posts p
+      WHERE top IS NOT NULL AND p.id > top AND p.id < ((top >> 12) + 1) << 12 AND (scope = 0 OR p.author_id = scope)
+  ),
+  ranges AS (
+    SELECT r.bucket, (r.n + coalesce(c.delta, 0))::int AS n,
+      CASE WHEN descending THEN r.last_created ELSE r.first_created END AS edge,
+      CASE WHEN NOT by_created THEN sign * (r.bucket << 12)
+        WHEN descending THEN -date_part('epoch', r.last_created) ELSE date_part('epoch', r.first_created) END AS lo,
+      CASE WHEN NOT by_created THEN sign * (r.bucket << 12) + 4095
+        WHEN descending THEN -date_part('epoch', r.first_created) ELSE date_part('epoch', r.last_created) END AS hi
+    FROM post_ranks r
+      LEFT JOIN (SELECT bucket, sum(delta) AS delta FROM changed GROUP BY 1) c USING (bucket)
+    WHERE r.author_id = scope AND (top IS NULL OR r.bucket <= top >> 12)
+  ),
+  -- In key order: the items before each range, and whether its keys all come after every key of the ranges
+  -- before it (ids: always). Such a range starts a group that ends where the next one starts; the page's group
+  -- is the last to start at or before `skip`.
+  walked AS (
+    SELECT lo, edge, sum(n) OVER keys - n AS before,
+      lo > coalesce(max(hi) OVER (keys ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), lo - 1) AS starts
+    FROM ranges WINDOW keys AS (ORDER BY lo, bucket)
+  )
+  SELECT CASE WHEN NOT by_created THEN (sign * lo)::bigint + CASE WHEN descending THEN 4095 ELSE 0 END END,
+      CASE WHEN by_created THEN edge END, skip - before
+    INTO from_id, from_created, rest
+  FROM walked WHERE starts AND before <= skip ORDER BY lo DESC LIMIT 1;
+END $$;
 
 -- Comments: commentCount is kept exact by the row lock on its count in the
 -- writing transaction. When the post itself is being deleted (cascade) the
@@ -236,6 +393,9 @@ SELECT attach_resource('comments', 'comment', post_column => 'post_id', tombston
 SELECT attach_resource('users', 'user', shown => ARRAY['name', 'role', 'created_at'],
   on_insert => $$PERFORM bump_counter('users', (SELECT count(*) FROM new_rows));$$,
   on_delete => $$PERFORM bump_counter('users', -(SELECT count(*) FROM old_rows));$$);
+
+-- Tokens are no resource (no events), but their list has offset pages too.
+SELECT attach_snapshots('tokens');
 
 -- The sequencer: moves committed events from events_pending into events,
 -- numbered on from the largest id, in (tx, seq) order, at most 10 000 per call.
@@ -276,8 +436,14 @@ END $$;
 
 DROP FUNCTION IF EXISTS number_events();
 
+SELECT detach_snapshots('tokens');
+DROP FUNCTION IF EXISTS post_page_start(bigint, boolean, boolean, bigint, pg_snapshot, bigint);
+DROP TRIGGER IF EXISTS posts_rerank ON posts;
+DROP FUNCTION IF EXISTS posts_rerank();
 SELECT detach_resource('users', 'user'), detach_resource('comments', 'comment'), detach_resource('posts', 'post');
+DROP TABLE IF EXISTS post_ranks;
 DROP FUNCTION IF EXISTS detach_resource(regclass, text), attach_resource(regclass, text, text, regclass, text, text, text[]),
+  detach_snapshots(regclass), attach_snapshots(regclass, regclass), take_xid_first(),
   notify_from_outside(text), user_event_data(users), comment_event_data(comments), post_event_data(posts);
 DROP TABLE IF EXISTS events;
 DROP TABLE IF EXISTS events_pending;

@@ -24,6 +24,6 @@ export async function runList<T extends { id: number }, F extends string, Filter
   page: PageRequest,
   options: ListOptions = {},
 ): Promise<ListResult<T>> {
-  const plan = planList(source, filter, sort, options);
+  const plan = planList(source, filter, sort, options, page.kind === 'offset' ? page.snapshot : undefined);
   return page.kind === 'offset' ? runOffset<T>(db, plan, page) : runCursor<T>(db, plan, page);
 }

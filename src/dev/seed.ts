@@ -62,6 +62,11 @@ const RECOMPUTE_TOTALS = [
    SELECT post_id, count(*) FROM comments WHERE post_id BETWEEN $lo::int8 AND $hi::int8 GROUP BY post_id`,
   `DELETE FROM author_post_counts`,
   `INSERT INTO author_post_counts (author_id, n) SELECT author_id, count(*) FROM posts GROUP BY author_id`,
+  // Every post counts in every post's list (0) and in its author's (the posts' insert trigger).
+  `DELETE FROM post_ranks`,
+  `INSERT INTO post_ranks (author_id, bucket, n, first_created, last_created)
+   SELECT l.author_id, p.id >> 12, count(*), min(p.created_at), max(p.created_at)
+   FROM posts p CROSS JOIN LATERAL (VALUES (0::bigint), (p.author_id)) l (author_id) GROUP BY 1, 2`,
   `INSERT INTO counters (name, n) VALUES ('posts', (SELECT count(*) FROM posts)), ('users', (SELECT count(*) FROM users))
    ON CONFLICT (name) DO UPDATE SET n = excluded.n`,
 ];
@@ -156,7 +161,7 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     await client.query('COMMIT');
     // Fresh statistics, so the planner sees the new sizes before the first request does.
     await client.query('SET statement_timeout = 0');
-    await inSteps('analyze', ['ANALYZE users, posts, comments, counters, author_post_counts, comment_counts']);
+    await inSteps('analyze', ['ANALYZE users, posts, comments, counters, author_post_counts, comment_counts, post_ranks']);
     await client.query('RESET statement_timeout');
 
     const seconds = (performance.now() - started) / 1000;
@@ -195,7 +200,7 @@ async function beginLoad(client: pg.PoolClient): Promise<SeedResult['mode']> {
   await client.query(`SET LOCAL jit = off`);
   // Writers wait (the ids below must stay contiguous and the totals exact); readers go on.
   await client.query(
-    'LOCK TABLE users, posts, comments, counters, author_post_counts, comment_counts IN EXCLUSIVE MODE',
+    'LOCK TABLE users, posts, comments, counters, author_post_counts, comment_counts, post_ranks IN EXCLUSIVE MODE',
   );
   const { rows: su } = await client.query<{ on: string }>(`SELECT current_setting('is_superuser') AS on`);
   if (su[0]?.on === 'on') {

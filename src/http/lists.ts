@@ -8,10 +8,11 @@ import type { CreatedRange, View } from '../db/views.js';
 import { validation } from '../errors.js';
 import { JSON_MEDIA_TYPE } from '../media-types.js';
 import { linkTo } from './links.js';
+import { readSnapshot, snapshotToken } from './snapshots.js';
 import { rangeOf, viewOf } from './view-params.js';
 
 type PageQuery = Partial<Record<'page' | 'perPage' | 'after' | 'before' | 'limit', number>> &
-  Partial<Record<'sort' | 'afterKey' | 'beforeKey', string>>;
+  Partial<Record<'sort' | 'afterKey' | 'beforeKey' | 'snapshot', string>>;
 
 /** Every list parameter of docs/api.md §5 and §10, as a list's query schema validated it. */
 export type ListQuery = PageQuery & {
@@ -40,22 +41,27 @@ export function listRequest<S extends string, V extends string>(
   request: FastifyRequest,
   query: ListQuery,
 ): ListRequest<S, V> {
+  const search = new URLSearchParams(request.url.split('?')[1]);
+  const page = pageRequest(query);
+  if (page.kind === 'offset' && query.snapshot !== undefined) {
+    page.snapshot = readSnapshot(request, search, query.snapshot);
+  }
   return {
-    page: pageRequest(query),
+    page,
     sort: sortOf<S>(query),
     view: viewOf<V>(query),
     filter: { author: query.author, q: query.q, ...rangeOf(query) },
-    search: new URLSearchParams(request.url.split('?')[1]),
+    search,
   };
 }
 
 export function pageRequest(query: PageQuery): PageRequest {
-  const offset = query.page !== undefined || query.perPage !== undefined;
+  const offset = query.page !== undefined || query.perPage !== undefined || query.snapshot !== undefined;
   const cursorParams = (['after', 'afterKey', 'before', 'beforeKey', 'limit'] as const).filter(
     (name) => query[name] !== undefined,
   );
   if (offset && cursorParams.length) {
-    const message = 'cannot be combined with page or perPage';
+    const message = 'cannot be combined with page, perPage or snapshot';
     const fieldErrors = Object.fromEntries(cursorParams.map((name) => [name, [message]]));
     throw validation(fieldErrors, 'use either page/perPage (offset mode) or after/limit (cursor mode)');
   }
@@ -134,10 +140,13 @@ export function listResponse<T>(
   const { perPage } = page;
   const totalPages = Math.ceil(result.total / perPage);
   const last = Math.max(totalPages, 1);
-  links.push(link(request, search, { page: 1, perPage }, 'first'));
-  if (page.page > 1) links.push(link(request, search, { page: Math.min(page.page - 1, last), perPage }, 'prev'));
-  if (page.page < totalPages) links.push(link(request, search, { page: page.page + 1, perPage }, 'next'));
-  links.push(link(request, search, { page: last, perPage }, 'last'));
+  // A page requested with a snapshot keeps it (it is in `search`); one without hands out the moment it was read at.
+  const snapshot = result.made ? snapshotToken(request, search, result.made, result) : search.get('snapshot');
+  const to = (pageNumber: number) => ({ page: pageNumber, perPage, snapshot });
+  links.push(link(request, search, to(1), 'first'));
+  if (page.page > 1) links.push(link(request, search, to(Math.min(page.page - 1, last)), 'prev'));
+  if (page.page < totalPages) links.push(link(request, search, to(page.page + 1), 'next'));
+  links.push(link(request, search, to(last), 'last'));
   reply.header('link', links.join(', '));
   const envelope = { data: result.items, page: page.page, perPage, total: result.total, totalPages };
   return result.estimated === undefined ? envelope : { ...envelope, totalEstimated: result.estimated };

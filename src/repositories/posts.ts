@@ -100,16 +100,21 @@ const byAuthor = (author: number) => [sql`author_id = ${author}`];
 const authorTotal = (author: number) =>
   sql`COALESCE((SELECT n FROM author_post_counts WHERE author_id = ${author}), 0)`;
 
+/** post_page_start (migrations): the posts' ranks, list 0 every post, else an author's. */
+const RANKED_SORTS: PostSortField[] = ['id', 'createdAt'];
+
 /** An unknown author is an empty list, not a missing parent. */
 const allPosts: ListSource<PostSortField, number | undefined> = {
   ...listBase,
   scope: (author) => (author === undefined ? [] : byAuthor(author)),
   total: (author) => (author === undefined ? raw(counter('posts')) : authorTotal(author)),
+  ranks: { start: 'post_page_start', sorts: RANKED_SORTS, scope: (author) => sql`${author ?? 0}::int8` },
 };
 
 const postsOfUser: ListSource<PostSortField, number> = {
   ...listBase,
   scope: byAuthor,
+  ranks: { start: 'post_page_start', sorts: RANKED_SORTS, scope: (userId) => sql`${userId}::int8` },
   total: (userId) => sql`SELECT ${authorTotal(userId)} FROM users WHERE id = ${userId}`,
   parentExists: (userId) => sql`EXISTS (SELECT 1 FROM users WHERE id = ${userId})`,
 };

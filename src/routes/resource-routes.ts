@@ -76,7 +76,8 @@ export function listRoute<
     },
 ): void {
   const { params, querystring, list, load, under = resource.parent, config = PUBLIC_READ, present, ...doc } = spec;
-  const response = params ? listResponses(list, 404) : listResponses(list);
+  // 410: a snapshot too old.
+  const response = params ? listResponses(list, 404, 410) : listResponses(list, 410);
   const schema = { ...doc, tags: groupOf(resource), ...(params && { params }), querystring };
   const handler = async (request: ListOf<P>, reply: FastifyReply): Promise<object> => {
     const parsed = listRequest<S, V>(request, request.query);

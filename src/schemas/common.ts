@@ -106,6 +106,7 @@ export type ListParameters = {
   before: TOptional<TInteger>;
   beforeKey: TOptional<TString>;
   limit: TOptional<TInteger>;
+  snapshot: TOptional<TString>;
 };
 
 export function ListQuery<F extends string, E extends TProperties = Record<never, never>>(
@@ -137,6 +138,17 @@ export function ListQuery<F extends string, E extends TProperties = Record<never
       'cursor mode, with before and a sort other than id: the sort key of that item as the prev Link gave it (as afterKey)',
     ),
     limit: Type.Optional(SmallInt(1, 100, { description: 'cursor mode, default 20; not with page/perPage (422)' })),
+    snapshot: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 20_000,
+        pattern: '^[A-Za-z0-9_-]+$',
+        description:
+          'offset mode: the opaque token in the Link header of a page requested without one. The page is computed as of ' +
+          'that moment: items created since are left out, items deleted since keep their place (not shown), total is then. ' +
+          'Valid for an hour (410 after); 422 when malformed or taken from another list',
+      }),
+    ),
   };
   return Type.Object({ ...extra, ...parameters }, { additionalProperties: false });
 }
@@ -339,7 +351,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   403: 'forbidden: not allowed to do this to this resource',
   404: 'not_found',
   409: 'conflict',
-  410: 'gone: a cursor older than the oldest event kept (EVENT_RETENTION); resynchronise from the lists',
+  410: 'gone: an event cursor older than the oldest event kept (EVENT_RETENTION), or a list snapshot more than an hour old; start again from the first page',
   412: 'precondition_failed: If-Match does not match the ETag',
   413: 'payload_too_large',
   415: 'unsupported_media_type',

@@ -22,3 +22,19 @@ export const expect422 = (res: Response, fieldErrors: object, message = 'request
 export const expect404 = (res: Response, message: string) => expectError(res, 404, 'not_found', message);
 export const expect401 = (res: Response) =>
   expectError(res, 401, 'unauthorized', 'this request needs an access token: POST /tokens to get one');
+
+/**
+ * An offset page's Link header without its snapshot token, after checking that every link carries one, the same
+ * (docs/api.md §5: a page requested without one hands one out, a page with one keeps it).
+ */
+export function offsetLinks(link: unknown): string {
+  const header = String(link);
+  const links = header.split(', ');
+  const tokens = new Set(links.map((link) => /[?&]snapshot=([\w-]+)/.exec(link)?.[1]));
+  expect(
+    [...tokens].every((token) => token !== undefined && token.length > 0),
+    header,
+  ).toBe(true);
+  expect(tokens.size, header).toBe(1);
+  return header.replace(/&snapshot=[\w-]+/g, '');
+}

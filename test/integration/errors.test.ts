@@ -251,8 +251,8 @@ describe('422 validation', () => {
   it('mixing page/perPage with after/limit', async () => {
     const res = await t.app.inject({ url: `/users?page=1&after=${ann.user.id}&limit=5` });
     expect(expectError(res, 422, 'validation').fieldErrors).toEqual({
-      after: ['cannot be combined with page or perPage'],
-      limit: ['cannot be combined with page or perPage'],
+      after: ['cannot be combined with page, perPage or snapshot'],
+      limit: ['cannot be combined with page, perPage or snapshot'],
     });
   });
 

@@ -435,7 +435,7 @@ describe('before / prevCursor / prev links', () => {
     });
     expect422(
       await get(`/posts?page=2&before=${id(1)}`),
-      { before: ['cannot be combined with page or perPage'] },
+      { before: ['cannot be combined with page, perPage or snapshot'] },
       'use either page/perPage (offset mode) or after/limit (cursor mode)',
     );
     expect422(await get('/posts?before=999999999'), { before: ['does not name an item of this list'] });

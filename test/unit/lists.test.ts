@@ -40,7 +40,7 @@ describe('pageRequest', () => {
       expect.unreachable();
     } catch (error) {
       expect((error as HttpError).message).toBe('use either page/perPage (offset mode) or after/limit (cursor mode)');
-      const message = ['cannot be combined with page or perPage'];
+      const message = ['cannot be combined with page, perPage or snapshot'];
       expect((error as HttpError).fieldErrors).toEqual({ after: message, afterKey: message, limit: message });
     }
   });
@@ -51,7 +51,7 @@ describe('pageRequest', () => {
     } catch (error) {
       expect(error).toBeInstanceOf(HttpError);
       expect((error as HttpError).statusCode).toBe(422);
-      expect((error as HttpError).fieldErrors).toEqual({ after: ['cannot be combined with page or perPage'] });
+      expect((error as HttpError).fieldErrors).toEqual({ after: ['cannot be combined with page, perPage or snapshot'] });
     }
   });
 });

@@ -4,7 +4,25 @@ import { join, raw, sql, type SqlFragment } from '../sql.js';
 /** A cursor page's anchors: after (afterKey) or before (beforeKey) an item, or neither. */
 type Anchors = Partial<Record<'after' | 'before', number> & Record<'afterKey' | 'beforeKey', string>>;
 export type PageRequest =
-  { kind: 'offset'; page: number; perPage: number } | ({ kind: 'cursor'; limit: number } & Anchors);
+  | { kind: 'offset'; page: number; perPage: number; snapshot?: Snapshot | undefined }
+  | ({ kind: 'cursor'; limit: number } & Anchors);
+
+/**
+ * The moment an offset page is computed as of (docs/api.md §5, `snapshot`; attach_snapshots in the migrations):
+ * what a page without one saw, handed out in its links.
+ */
+export interface SnapshotPoint {
+  /** The statement's pg_current_snapshot(), as text. */
+  xids: string;
+  /** The largest id of the table that statement saw (0: none). */
+  top: number;
+}
+
+/** A snapshot as a later page reads it: the point, and the list's total then. */
+export interface Snapshot extends SnapshotPoint {
+  total: number;
+  estimated: boolean;
+}
 
 /** Narrowed lists count exactly up to this many, past it the planner estimates (docs/api.md §10). */
 export const EXACT_TOTAL_UP_TO = 10_000;
@@ -57,13 +75,25 @@ export interface ListSource<F extends string, Filter> {
   /** NULL when the parent resource does not exist. */
   total(filter: Filter): SqlFragment;
   parentExists?(filter: Filter): SqlFragment;
+  /**
+   * Kept counts that find where a deep offset page starts (a function such as post_page_start), for sorts on
+   * keys that never change, when the list is not narrowed; `scope`: its list's number there.
+   */
+  ranks?: { start: string; sorts: readonly F[]; scope(filter: Filter): SqlFragment };
 }
 
 /** A total the triggers keep in `counters` (0 before its row exists). */
 export const counter = (name: 'posts' | 'users'): string =>
   `SELECT COALESCE((SELECT n FROM counters WHERE name = '${name}'), 0)`;
 
-export type OffsetResult<T> = { kind: 'offset'; items: T[]; total: number; estimated?: boolean };
+/** `made`: the point a page requested without a snapshot was read at, for its links. */
+export type OffsetResult<T> = {
+  kind: 'offset';
+  items: T[];
+  total: number;
+  estimated?: boolean;
+  made?: SnapshotPoint;
+};
 /** The next and previous pages' anchors: an item's id and, for sorts other than id, its key; null where none. */
 type Neighbours = Record<'nextCursor' | 'prevCursor', number | null> & Record<'nextKey' | 'prevKey', string | null>;
 export type CursorResult<T> = { kind: 'cursor'; items: T[]; hasMore: boolean } & Neighbours;
@@ -98,6 +128,10 @@ export interface ListPlan {
   /** The conditions as the planner's estimate should see them (the words shown). */
   planned: SqlFragment;
   from: SqlFragment;
+  /** An offset page as of this moment (its total is the snapshot's). */
+  snapshot: Snapshot | undefined;
+  /** The ranks' start function call's arguments but the offset, when this list and sort have them. */
+  ranked: { start: SqlFragment; scope: SqlFragment; byKey: boolean } | undefined;
   tombstones: SqlFragment | undefined;
   joined: SqlFragment;
   columns: SqlFragment;
@@ -110,6 +144,7 @@ export function planList<F extends string, Filter>(
   filter: Filter,
   sort: Sort<F>,
   options: ListOptions,
+  snapshot?: Snapshot,
 ): ListPlan {
   const sortColumn: SortColumn = source.sortColumns[sort.field];
   const column = raw(sortColumn.column);
@@ -148,11 +183,25 @@ export function planList<F extends string, Filter>(
     pageConditions: hints.length ? where([...listed, ...narrow, ...hints]) : conditions,
     planned: search ? where([...listed, search.planned, ...(options.narrow ?? [])]) : conditions,
     from: raw(source.table),
+    snapshot,
+    ranked: rankedBy(source, filter, sort, narrow),
     tombstones: source.tombstones ? raw(source.tombstones) : undefined,
     joined: raw(options.join ? `${source.table} ${options.join}` : source.table),
     columns: raw(options.columns ?? source.columns),
     parent: source.parentExists ? source.parentExists(filter) : raw('TRUE'),
   };
+}
+
+/** A list not narrowed, sorted on a key its ranks count (id or created_at). */
+function rankedBy<F extends string, Filter>(
+  source: ListSource<F, Filter>,
+  filter: Filter,
+  sort: Sort<F>,
+  narrow: SqlFragment[],
+): ListPlan['ranked'] {
+  const { ranks } = source;
+  if (!ranks || narrow.length > 0 || !ranks.sorts.includes(sort.field)) return undefined;
+  return { start: raw(ranks.start), scope: ranks.scope(filter), byKey: source.sortColumns[sort.field].key !== 'id' };
 }
 
 /** Written into the SQL text, not bound: a bound LIMIT never gets a reusable generic plan. */
@@ -166,6 +215,6 @@ export function where(parts: SqlFragment[]): SqlFragment {
 }
 
 export function strip<T>(row: Record<string, unknown>): T {
-  const { total: _t, found: _f, parent: _p, cursor_key: _k, ...item } = row;
+  const { total: _t, found: _f, parent: _p, cursor_key: _k, snapshot_xids: _x, snapshot_top: _s, ...item } = row;
   return item as T;
 }

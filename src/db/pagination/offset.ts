@@ -1,19 +1,46 @@
-/** Offset pages: kept totals; a narrowed list counts up to EXACT_TOTAL_UP_TO, past it the planner estimates. */
+/**
+ * Offset pages: kept totals; a narrowed list counts up to EXACT_TOTAL_UP_TO, past it the planner estimates.
+ * A deep page of a ranked list starts where its ranks say; a page as of a snapshot leaves out what the snapshot did
+ * not see, keeps the places of what was deleted since, and takes its total from it (docs/api.md §5,
+ * docs/architecture.md "Lists").
+ */
 import { raw, sql, toQuery, type SqlFragment } from '../sql.js';
 import type { Queryable } from '../pool.js';
-import { type ListPlan, type OffsetResult, type PageRequest, EXACT_TOTAL_UP_TO, pageSize, strip } from './common.js';
+import {
+  type ListPlan,
+  type OffsetResult,
+  type PageRequest,
+  type Snapshot,
+  EXACT_TOTAL_UP_TO,
+  pageSize,
+  strip,
+  where,
+} from './common.js';
 
 type OffsetPage = Extract<PageRequest, { kind: 'offset' }>;
 
+interface Head {
+  total: number | null;
+  /** The point a page without a snapshot was read at. */
+  snapshot_xids: string;
+  snapshot_top: number | null;
+}
+
 export async function runOffset<T>(db: Queryable, plan: ListPlan, page: OffsetPage): Promise<OffsetResult<T> | null> {
   const { rows } = await db.query(toQuery(offsetQuery(plan, page), plan.named));
-  const head = rows[0] as { total: number | null } | undefined;
+  const head = rows[0] as Head | undefined;
   if (!head || head.total === null) return null;
   const items = (rows[0] as { id: unknown }).id === null ? [] : rows.map(strip<T>);
-  if (!plan.narrow.length) return { kind: 'offset', total: head.total, items };
-  if (head.total <= EXACT_TOTAL_UP_TO) return { kind: 'offset', total: head.total, estimated: false, items };
+  const { snapshot } = plan;
+  if (snapshot) {
+    const estimated = plan.narrow.length ? { estimated: snapshot.estimated } : {};
+    return { kind: 'offset', total: head.total, ...estimated, items };
+  }
+  const made = { xids: head.snapshot_xids, top: Number(head.snapshot_top ?? 0) };
+  if (!plan.narrow.length) return { kind: 'offset', total: head.total, items, made };
+  if (head.total <= EXACT_TOTAL_UP_TO) return { kind: 'offset', total: head.total, estimated: false, items, made };
   plan.pastThreshold();
-  return { kind: 'offset', total: Math.max(head.total, await estimate(db, plan)), estimated: true, items };
+  return { kind: 'offset', total: Math.max(head.total, await estimate(db, plan)), estimated: true, items, made };
 }
 
 /** The planner's row count for the list's conditions (never below what was counted). */
@@ -25,12 +52,13 @@ async function estimate(db: Queryable, plan: ListPlan): Promise<number> {
 }
 
 function offsetQuery(plan: ListPlan, page: OffsetPage): SqlFragment {
+  const offset = (page.page - 1) * page.perPage;
+  if (plan.snapshot || (plan.ranked && offset > 0)) return walkedQuery(plan, page, offset);
   const { columns, joined, from, conditions, bound } = plan;
   // A counted range in id order: the walk that counts it also finds the page's first id (h.bound).
   const counted = bound !== undefined && !plan.unsure;
   const pageConditions = counted ? sql`${conditions} AND id ${bound.cmp} h.bound` : plan.pageConditions;
   const orderBy = plan.order(plan.descending);
-  const offset = (page.page - 1) * page.perPage;
   const cap = raw(String(EXACT_TOTAL_UP_TO));
   const limit = raw(String(EXACT_TOTAL_UP_TO + 1));
   // The lateral reference to h skips the item scan when the parent is missing;
@@ -52,10 +80,96 @@ function offsetQuery(plan: ListPlan, page: OffsetPage): SqlFragment {
           SELECT id FROM matches ${orderBy} LIMIT ${pageSize(page.perPage)}${skip}
         ) ${orderBy}`;
     return sql`WITH matches AS MATERIALIZED (SELECT ${plan.keyColumns} FROM ${from} WHERE ${conditions} LIMIT ${limit})
-        SELECT h.*, r.* FROM ${narrowedHead(plan, sql`SELECT count(*) FROM matches`)}
+        SELECT h.*, ${madeAt(plan)}, r.* FROM ${narrowedHead(plan, sql`SELECT count(*) FROM matches`)}
         LEFT JOIN LATERAL ((${sorted}) UNION ALL (${items})) r ON TRUE`;
   }
-  return sql`SELECT h.total, r.* FROM ${offsetHead(plan, counted)} LEFT JOIN LATERAL (${items}) r ON TRUE`;
+  return sql`SELECT h.total, ${madeAt(plan)}, r.* FROM ${offsetHead(plan, counted)} LEFT JOIN LATERAL (${items}) r ON TRUE`;
+}
+
+/** The point this statement reads at, handed out as the snapshot of a page requested without one. */
+function madeAt(plan: ListPlan): SqlFragment {
+  return sql`pg_current_snapshot()::text AS snapshot_xids, (SELECT max(id) FROM ${plan.from}) AS snapshot_top`;
+}
+
+/**
+ * A page found by walking from a start: as of a snapshot (its total is the snapshot's), or deep in a ranked list,
+ * where the ranks give the first key of the range the page falls in and how many items to skip from there.
+ */
+function walkedQuery(plan: ListPlan, page: OffsetPage, offset: number): SqlFragment {
+  const { columns, joined, snapshot, ranked } = plan;
+  const orderBy = plan.order(plan.descending);
+  const size = pageSize(page.perPage);
+  const head = snapshot ? narrowedHead(plan, sql`SELECT ${snapshot.total}::int8`) : offsetHead(plan, false);
+  const start = ranked ? rankedStart(plan, ranked, offset) : undefined;
+  const skip = start ? sql`(SELECT rest FROM start)` : sql`${offset}::int8`;
+  const conditions = [plan.pageConditions];
+  if (start) conditions.push(start.from);
+  if (snapshot) conditions.push(asOf(plan, snapshot));
+  const live = (columns: SqlFragment) =>
+    sql`SELECT ${columns} FROM ${plan.from} WHERE h.total IS NOT NULL AND ${where(conditions)}`;
+  // A search's matches cannot be told among deleted items (the tombstones keep no text): they lose their place.
+  const ids =
+    snapshot && plan.tombstones && !plan.unsure
+      ? withDeleted(plan, snapshot, live(plan.keyColumns), start?.from, skip, size)
+      : sql`${live(raw('id'))} ${orderBy} LIMIT ${size} OFFSET ${skip}`;
+  const made = snapshot ? sql`` : sql`, ${madeAt(plan)}`;
+  return sql`${start?.cte ?? sql``} SELECT h.total${made}, r.* FROM ${head} LEFT JOIN LATERAL (
+      SELECT ${columns} FROM ${joined} WHERE id IN (${ids}) ${orderBy}) r ON TRUE`;
+}
+
+/** The ranks' answer for this page (post_page_start in the migrations): where to start walking, and what to skip. */
+function rankedStart(
+  plan: ListPlan,
+  ranked: NonNullable<ListPlan['ranked']>,
+  offset: number,
+): { cte: SqlFragment; from: SqlFragment } {
+  const { snapshot } = plan;
+  const cmp = raw(plan.descending ? '<=' : '>=');
+  const key = raw(ranked.byKey ? 'from_created' : 'from_id');
+  const point = snapshot ? sql`${snapshot.xids}::pg_snapshot, ${snapshot.top}::int8` : raw('NULL, NULL');
+  return {
+    cte: sql`WITH start AS MATERIALIZED (SELECT * FROM ${ranked.start}(${ranked.scope}, ${ranked.byKey},
+        ${plan.descending}, ${offset}::int8, ${point}))`,
+    from: sql`${plan.column} ${cmp} (SELECT ${key} FROM start)`,
+  };
+}
+
+/**
+ * Rows as of the snapshot: none numbered after its largest id, none whose transaction was still running then
+ * (found by the created_xid index). Inserts take their xid before their ids (attach_snapshots, in the migrations),
+ * so every row up to that id that the snapshot did not see is one of those.
+ */
+function asOf(plan: ListPlan, { xids, top }: Snapshot): SqlFragment {
+  return sql`id <= ${top}::int8 AND id <> ALL (ARRAY(SELECT id FROM ${plan.from}
+      WHERE created_xid >= pg_snapshot_xmin(${xids}::pg_snapshot)
+        AND created_xid = ANY (ARRAY(SELECT pg_snapshot_xip(${xids}::pg_snapshot))) AND id <= ${top}::int8))`;
+}
+
+/**
+ * The page's ids among the live rows and the items deleted since the snapshot, which keep their place: they are
+ * walked, then not shown (the page reads the table). Those deleted items are few, so the live rows need only be
+ * walked from `skip` minus their number: the page is the merged positions skip to skip + size.
+ */
+function withDeleted(
+  plan: ListPlan,
+  { xids }: Snapshot,
+  live: SqlFragment,
+  from: SqlFragment | undefined,
+  skip: SqlFragment,
+  size: SqlFragment,
+): SqlFragment {
+  const orderBy = plan.order(plan.descending);
+  const since = sql`deleted_xid >= pg_snapshot_xmin(${xids}::pg_snapshot)
+      AND NOT pg_visible_in_snapshot(deleted_xid, ${xids}::pg_snapshot) AND pg_visible_in_snapshot(created_xid, ${xids}::pg_snapshot)`;
+  const conditions = [since, ...plan.scope, ...plan.narrow];
+  if (from) conditions.push(from);
+  return sql`WITH deleted AS MATERIALIZED (SELECT ${plan.keyColumns} FROM ${plan.tombstones!} WHERE ${where(conditions)}),
+      below AS (SELECT greatest(0, ${skip} - count(*)) AS lo, count(*) AS n FROM deleted)
+    SELECT id FROM (
+      SELECT id, row_number() OVER (${orderBy}) - 1 + (SELECT lo FROM below) AS at FROM (
+        (${live} ${orderBy} LIMIT ${size} + (SELECT n FROM below) OFFSET (SELECT lo FROM below))
+        UNION ALL SELECT * FROM deleted) m
+    ) merged WHERE at >= ${skip} AND at < ${skip} + ${size}`;
 }
 
 /** `h`: the count of `total`'s rows, NULL when the parent is missing. */

@@ -127,7 +127,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox<{
           summary: "List your webhooks (an admin: everyone's)",
           querystring: ListQuery(WEBHOOK_SORT_FIELDS),
           headers: ConditionalGetHeaders,
-          response: listResponses(ListEnvelope(Type.Ref(WebhookSchema))),
+          response: listResponses(ListEnvelope(Type.Ref(WebhookSchema)), 410),
         },
       },
       async (request, reply) => {

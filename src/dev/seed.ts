@@ -161,7 +161,9 @@ export async function seed(pool: pg.Pool, options: SeedOptions): Promise<SeedRes
     await client.query('COMMIT');
     // Fresh statistics, so the planner sees the new sizes before the first request does.
     await client.query('SET statement_timeout = 0');
-    await inSteps('analyze', ['ANALYZE users, posts, comments, counters, author_post_counts, comment_counts, post_ranks']);
+    await inSteps('analyze', [
+      'ANALYZE users, posts, comments, counters, author_post_counts, comment_counts, post_ranks',
+    ]);
     await client.query('RESET statement_timeout');
 
     const seconds = (performance.now() - started) / 1000;

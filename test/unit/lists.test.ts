@@ -51,7 +51,9 @@ describe('pageRequest', () => {
     } catch (error) {
       expect(error).toBeInstanceOf(HttpError);
       expect((error as HttpError).statusCode).toBe(422);
-      expect((error as HttpError).fieldErrors).toEqual({ after: ['cannot be combined with page, perPage or snapshot'] });
+      expect((error as HttpError).fieldErrors).toEqual({
+        after: ['cannot be combined with page, perPage or snapshot'],
+      });
     }
   });
 });

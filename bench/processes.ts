@@ -7,7 +7,6 @@ import { spawn, execFileSync } from 'node:child_process';
 import { closeSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { createServer } from 'node:net';
-import { availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startEdgeCache } from '../test/helpers/edge-cache.js';
@@ -212,12 +211,13 @@ export function startService(
 }
 
 /**
- * The deployed edge: Debian's nginx with deploy/edge-cache.conf in front of
- * `service`, one worker per core (`worker_processes auto`). Its CPU is nginx's
- * (master and workers) plus the service's, so it compares with the service straight.
+ * The deployed edge: Debian's nginx with deploy/edge-standalone.sh's configuration
+ * (deploy/edge-cache.conf's rules) in front of `service`, one worker per core
+ * (`worker_processes auto`). Its CPU is nginx's (master and workers) plus the
+ * service's, so it compares with the service straight.
  */
 export async function startEdge(service: Child): Promise<Child> {
-  const edge = await startEdgeCache([Number(new URL(service.url).port)], availableParallelism());
+  const edge = await startEdgeCache(new URL(service.url).host);
   const workers = () =>
     readFileSync(`/proc/${edge.pid}/task/${edge.pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
   return {

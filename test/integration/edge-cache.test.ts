@@ -1,26 +1,57 @@
 /**
- * The caching contract through the deployed edge (docs/api.md §11): Debian's
- * nginx with deploy/edge-cache.conf in front of the service. Anonymous reads are
- * kept at most SHARED_CACHE_SECONDS; a writer, who sends its token, reads its
- * write at once; an answer to a request with a token is never stored.
+ * The caching contract through the edge an operator runs without Compose
+ * (docs/api.md §11, docs/operations.md "The edge cache"): Debian's nginx with the
+ * configuration deploy/edge-standalone.sh renders, which includes
+ * deploy/edge-cache.conf, in front of the service. Anonymous reads are kept at
+ * most SHARED_CACHE_SECONDS; a writer, who sends its token, reads its write at
+ * once; an answer to a request with a token is never stored.
  * Skipped without nginx (.ci/run installs it).
  */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPost, useTestApp } from '../helpers/factories.js';
-import { NGINX, startEdgeCache, type EdgeCache } from '../helpers/edge-cache.js';
+import { NGINX, renderEdgeConfig, startEdgeCache, type EdgeCache } from '../helpers/edge-cache.js';
+import { runToEnd } from '../helpers/processes.js';
 
 const t = useTestApp();
 const ann = t.user();
+let upstream: string;
 let edge: EdgeCache;
 
-describe.skipIf(NGINX === undefined)('through nginx with deploy/edge-cache.conf (skipped: no nginx)', () => {
+describe.skipIf(NGINX === undefined)('through nginx with deploy/edge-standalone.sh (skipped: no nginx)', () => {
   beforeAll(async () => {
     await t.app.listen({ host: '127.0.0.1', port: 0 });
-    edge = await startEdgeCache([(t.app.server.address() as AddressInfo).port]);
+    upstream = `127.0.0.1:${(t.app.server.address() as AddressInfo).port}`;
+    edge = await startEdgeCache(upstream);
   });
   afterAll(() => edge?.stop());
+
+  it('renders from the upstream alone a configuration that nginx -t accepts, its paths in its prefix', async () => {
+    const config = await renderEdgeConfig(upstream);
+    expect(config).toContain(`server ${upstream};`);
+    expect(config).toContain('listen 8080;');
+    // The caching rules are included from the checkout, not copied; every other path is the prefix's
+    // (comments and a location's URI are no paths).
+    const snippet = fileURLToPath(new URL('../../deploy/edge-cache.conf', import.meta.url));
+    const directives = config.replace(/#.*$/gm, '').replace(/^\s*location\b.*$/gm, '');
+    const absolute = directives.match(/(?<=[\s"])\/[^\s;"]*/g);
+    expect(absolute).toEqual([snippet]);
+
+    const dir = await mkdtemp(join(tmpdir(), 'posts-api-edge-t-'));
+    try {
+      await writeFile(join(dir, 'nginx.conf'), config);
+      const checked = await runToEnd(NGINX!, ['-t', '-p', dir, '-c', 'nginx.conf']);
+      expect(checked.stderr).toContain('test is successful');
+      expect(checked.code).toBe(0);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
 
   const read = async (path: string, headers: Record<string, string> = {}) => {
     const res = await fetch(`${edge.url}${path}`, { headers });

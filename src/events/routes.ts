@@ -146,14 +146,21 @@ const feedValidationError = (parameters: string) =>
       'or it is not a cursor the feed gave), to be resynchronised from the lists',
   });
 
-const EventStream = Type.String({
-  description:
-    'text/event-stream: per event `id:` its id, `event:` its type, `data:` the event JSON; a `: heartbeat` comment line when idle',
-});
-
 /** Seconds a client refused for MAX_STREAMS waits, and the reconnection delay streams ask EventSource for (ms). */
 const STREAMS_FULL_RETRY_SECONDS = 5;
 const RECONNECT_MS = 1_000;
+
+/** What the stream writes (stream.ts), frame by frame. */
+const EventStream = Type.String({
+  description:
+    `Server-Sent Events (UTF-8), each frame ended by a blank line: first \`retry: ${RECONNECT_MS}\` (the ms ` +
+    'EventSource waits to reconnect after a drop, sending Last-Event-ID), then one frame per event: `id:` its id, ' +
+    '`event:` its type, `data:` the event (the Event schema) as JSON on one line; on an idle stream, a `: heartbeat` ' +
+    'comment every 15 s. The stream does not end: it is read as it comes.',
+  examples: [
+    `retry: ${RECONNECT_MS}\n\nid: 43\nevent: comment.deleted\ndata: {"id":43,"type":"comment.deleted","createdAt":"2026-11-22T10:00:00.000Z","resource":{"type":"comment","id":9,"path":"/posts/7/comments/9"},"data":{"id":9,"postId":7}}\n\n: heartbeat\n\n`,
+  ],
+});
 
 const eventsRoutes: FastifyPluginAsyncTypebox<{ maxStreams: number }> = async (app, options) => {
   const { maxStreams } = options;

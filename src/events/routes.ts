@@ -23,7 +23,7 @@ import { CHANGES, type ResourceRegistry } from '../resource.js';
 
 /**
  * One schema per event type, named after it (`post.created`…), which the Event union's discriminator maps to by that
- * name: a generated client narrows `data` by `type`. `data` is the resource as a public GET shows it or, in its
+ * name: a generated client narrows `data` by `type` (the title is what /docs shows for it, rather than `object`). `data` is the resource as a public GET shows it or, in its
  * `*.deleted` and in its earlier events once it is deleted (docs/api.md §12), only its ids, as attach_resource
  * writes them (migrations/1795800000000_events.sql).
  */
@@ -48,7 +48,7 @@ function eventVariants(resources: ResourceRegistry): TObject[] {
       const type = `${resource.name}.${change}`;
       const data = change === 'deleted' ? gone : shown;
       const properties = { id: Id, type: Type.Literal(type), createdAt, resource: of, data };
-      return Type.Object(properties, { $id: type, additionalProperties: false });
+      return Type.Object(properties, { $id: type, title: type, additionalProperties: false });
     });
   });
 }

@@ -113,6 +113,8 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
   await app.register(
     async (api) => {
       await api.register(healthRoutes);
+      // Once, for every scope: a resource's routes, tokens' (its user) and the events' (their data) refer to them.
+      for (const resource of registry.resources) api.addSchema(resource.schema);
       for (const resource of registry.resources) {
         await api.register(async (scope) => resource.routes(scope, resource));
       }

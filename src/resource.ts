@@ -4,6 +4,7 @@
  * tables retention purges, the OpenAPI groups, the 404 messages, and the conflicts a write can break.
  */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { TSchema } from '@sinclair/typebox';
 import type { HttpError } from './errors.js';
 
 /** The Fastify instance a route plugin gets, typed by the TypeBox provider. */
@@ -22,6 +23,8 @@ export interface Resource<T = never> {
   path: string;
   /** What it lives under: its path starts with the parent's, and its events carry the parent's id as their post. */
   parent?: Resource<never>;
+  /** Its read schema (with an `$id`): what its GET shows, and so its events' data in the OpenAPI document. */
+  schema: TSchema;
   /** The OpenAPI group its operations are listed in. */
   group: { name: string; description: string };
   /** Its strong ETag (docs/api.md §8), from the row as the repository reads it. */

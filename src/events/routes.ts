@@ -1,6 +1,6 @@
 /** GET /events and GET /events/stream and their contracts (docs/api.md §12). Public, rate limited as reads. */
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { Type } from '@sinclair/typebox';
+import { Type, type TObject } from '@sinclair/typebox';
 import type { Socket } from 'node:net';
 import {
   COMMON_ERRORS,
@@ -16,54 +16,52 @@ import {
 import { ConditionalGetHeaders, listResponses } from '../schemas/conditional.js';
 import { listRequest, listResponse } from '../http/lists.js';
 import { NO_STORE } from '../http/route-options.js';
+import { JSON_MEDIA_TYPE } from '../media-types.js';
 import { gone, serviceUnavailable, validation } from '../errors.js';
-import { eventsRepository, toEvent } from './repository.js';
-import type { ResourceRegistry } from '../resource.js';
+import { eventsRepository, toEvent, type EventObject } from './repository.js';
+import { CHANGES, type ResourceRegistry } from '../resource.js';
+
+/**
+ * One schema per event type, named after it (`post.created`…), which the Event union's discriminator maps to by that
+ * name: a generated client narrows `data` by `type` (the title is what /docs shows for it, rather than `object`). `data` is the resource as a public GET shows it or, in its
+ * `*.deleted` and in its earlier events once it is deleted (docs/api.md §12), only its ids, as attach_resource
+ * writes them (migrations/1795800000000_events.sql).
+ */
+function eventVariants(resources: ResourceRegistry): TObject[] {
+  const createdAt = { ...Timestamp, description: 'when the change was written' };
+  const path = Type.String({
+    pattern: '^(/[A-Za-z0-9._~-]+)+$',
+    maxLength: 200,
+    description: "the resource's path, e.g. /posts/1/comments/2",
+    examples: ['/posts/1'],
+  });
+  return resources.resources.flatMap((resource) => {
+    const of = Type.Object({ type: Type.Literal(resource.name), id: Id, path }, { additionalProperties: false });
+    const gone = Type.Object(resource.parent ? { id: Id, postId: Id } : { id: Id }, {
+      additionalProperties: false,
+      description: `the ${resource.name}'s ids only: it has been deleted`,
+    });
+    const shown = Type.Union([Type.Ref(resource.schema), gone], {
+      description: `the ${resource.name} as a public GET shows it after the change (only its ids once it is deleted)`,
+    });
+    return CHANGES.map((change) => {
+      const type = `${resource.name}.${change}`;
+      const data = change === 'deleted' ? gone : shown;
+      const properties = { id: Id, type: Type.Literal(type), createdAt, resource: of, data };
+      return Type.Object(properties, { $id: type, title: type, additionalProperties: false });
+    });
+  });
+}
 
 /** The feed's contracts, whose event types are those of the declared resources. */
 function eventContracts(resources: ResourceRegistry) {
   const { eventTypes } = resources;
-  const names = resources.resources.map((resource) => resource.name).join(', ');
-  const EventSchema = Type.Object(
-    {
-      id: Id,
-      type: StringEnum([...eventTypes]),
-      createdAt: { ...Timestamp, description: 'when the change was written' },
-      resource: Type.Object(
-        {
-          type: StringEnum(resources.resources.map((resource) => resource.name)),
-          id: Id,
-          path: Type.String({
-            maxLength: 200,
-            description: "the resource's path, e.g. /posts/1/comments/2",
-            examples: ['/posts/1'],
-          }),
-        },
-        { additionalProperties: false },
-      ),
-      data: Type.Object(
-        {},
-        {
-          additionalProperties: true,
-          description:
-            `after a creation or update, the resource (${names}) as a public GET shows it (never a user's e-mail); ` +
-            'after a deletion, its ids: { id }, and postId for a resource under a post',
-          examples: [
-            {
-              id: 1,
-              title: 'Hello',
-              body: 'First post',
-              authorId: 1,
-              commentCount: 0,
-              createdAt: '2026-11-22T10:00:00.000Z',
-              updatedAt: '2026-11-22T10:00:00.000Z',
-            },
-          ],
-        },
-      ),
-    },
-    { $id: 'Event', additionalProperties: false },
-  );
+  const variants = eventVariants(resources);
+  const EventSchema = Type.Unsafe<EventObject>({
+    $id: 'Event',
+    oneOf: variants.map((variant) => Type.Ref(variant)),
+    discriminator: { propertyName: 'type' },
+  });
 
   const TypesParam = Type.Array(StringEnum([...eventTypes]), {
     minItems: 1,
@@ -133,7 +131,7 @@ function eventContracts(resources: ResourceRegistry) {
       headers: { ETag, Link: { ...LinkHeader, description: 'RFC 8288: next, with after=nextCursor' } },
     },
   );
-  return { EventSchema, EventListQuery, EventStreamQuery, EventStreamHeaders, EventPage };
+  return { variants, EventSchema, EventListQuery, EventStreamQuery, EventStreamHeaders, EventPage };
 }
 
 /**
@@ -148,22 +146,29 @@ const feedValidationError = (parameters: string) =>
       'or it is not a cursor the feed gave), to be resynchronised from the lists',
   });
 
-const EventStream = Type.String({
-  description:
-    'text/event-stream: per event `id:` its id, `event:` its type, `data:` the event JSON; a `: heartbeat` comment line when idle',
-});
-
 /** Seconds a client refused for MAX_STREAMS waits, and the reconnection delay streams ask EventSource for (ms). */
 const STREAMS_FULL_RETRY_SECONDS = 5;
 const RECONNECT_MS = 1_000;
 
+/** What the stream writes (stream.ts), frame by frame. */
+const EventStream = Type.String({
+  description:
+    `Server-Sent Events (UTF-8), each frame ended by a blank line: first \`retry: ${RECONNECT_MS}\` (the ms ` +
+    'EventSource waits to reconnect after a drop, sending Last-Event-ID), then one frame per event: `id:` its id, ' +
+    '`event:` its type, `data:` the event (the Event schema) as JSON on one line; on an idle stream, a `: heartbeat` ' +
+    'comment every 15 s. The stream does not end: it is read as it comes.',
+  examples: [
+    `retry: ${RECONNECT_MS}\n\nid: 43\nevent: comment.deleted\ndata: {"id":43,"type":"comment.deleted","createdAt":"2026-11-22T10:00:00.000Z","resource":{"type":"comment","id":9,"path":"/posts/7/comments/9"},"data":{"id":9,"postId":7}}\n\n: heartbeat\n\n`,
+  ],
+});
+
 const eventsRoutes: FastifyPluginAsyncTypebox<{ maxStreams: number }> = async (app, options) => {
   const { maxStreams } = options;
   const { sequencer, hub } = app.events;
-  const { EventSchema, EventListQuery, EventStreamQuery, EventStreamHeaders, EventPage } = eventContracts(
+  const { variants, EventSchema, EventListQuery, EventStreamQuery, EventStreamHeaders, EventPage } = eventContracts(
     app.resources,
   );
-  app.addSchema(EventSchema);
+  for (const schema of [...variants, EventSchema]) app.addSchema(schema);
   const events = eventsRepository(app.db);
 
   /**
@@ -220,6 +225,9 @@ const eventsRoutes: FastifyPluginAsyncTypebox<{ maxStreams: number }> = async (a
       };
       // A cursor page always: its nextCursor and Link as any list's, prevCursor null.
       const list = listRequest(request, { after, limit });
+      // The events are built whole here. fast-json-stringify would validate each against the union to pick its
+      // variant: a 500 for a type the document does not name (a newer instance's resource, data of an older shape).
+      reply.serializer(JSON.stringify).type(JSON_MEDIA_TYPE);
       return listResponse(request, reply, result, list) as typeof EventPage.static;
     },
   );

@@ -41,11 +41,11 @@ export const comments: Resource<VersionedComment> = {
   table: 'comments',
   path: '/posts/:postId/comments/:commentId',
   parent: posts,
+  schema: CommentSchema,
   group: { name: 'comments', description: 'comments, which exist only under their post' },
   etag: commentEtag,
   tombstones: 'deleted_comments',
   routes: async (app) => {
-    app.addSchema(CommentSchema);
     app.addSchema(CommentViewSchema);
     readRoutes(app);
     await authenticated(app, writeRoutes);

@@ -41,11 +41,11 @@ export const posts: Resource<VersionedPost> = {
   name: 'post',
   table: 'posts',
   path: '/posts/:postId',
+  schema: PostSchema,
   group: { name: 'posts', description: 'posts, their lists, and the posts of one author' },
   etag: postEtag,
   tombstones: 'deleted_posts',
   routes: async (app) => {
-    app.addSchema(PostSchema);
     app.addSchema(PostViewSchema);
     readRoutes(app);
     await authenticated(app, changeRoutes);

@@ -10,7 +10,6 @@ import {
   TokenSchema,
   type TokenSortField,
 } from '../schemas/tokens.js';
-import { UserSchema } from '../schemas/users.js';
 import { tokensRepository } from '../repositories/tokens.js';
 import { usersRepository } from '../repositories/users.js';
 import { notFound, unauthorized } from '../errors.js';
@@ -29,8 +28,6 @@ const tokens: Listed = {
 
 const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = async (app, { tokenTtlSeconds }) => {
   app.addSchema(TokenSchema);
-  // A new token's answer embeds its user.
-  app.addSchema(UserSchema);
   const issued = tokensRepository(app.db);
   const users = usersRepository(app.db);
   app.post(

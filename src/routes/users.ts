@@ -38,6 +38,7 @@ export const users: Resource<User> = {
   name: 'user',
   table: 'users',
   path: '/users/:userId',
+  schema: UserSchema,
   group: { name: 'users', description: 'sign-up, profiles, own profile' },
   etag: userEtag,
   unique: { users_email_key: emailTaken },
@@ -63,7 +64,6 @@ function visible<U extends Viewed<User>>(request: FastifyRequest, reply: Fastify
 }
 
 async function usersRoutes(app: Api): Promise<void> {
-  app.addSchema(UserSchema);
   app.addSchema(UserViewSchema);
   const profiles = usersRepository(app.db);
 

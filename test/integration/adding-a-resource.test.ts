@@ -300,10 +300,13 @@ describe('its events', () => {
 });
 
 it('is in the OpenAPI document, in a group of its own, its event types with the others', async () => {
+  interface Variant {
+    properties: { data: { anyOf?: object[]; properties?: object } };
+  }
   const doc = (await get('/openapi.json')).json<{
     tags: { name: string }[];
     paths: Record<string, Record<string, { operationId: string; tags: string[] }>>;
-    components: { schemas: { Event: { properties: { type: { enum: string[] } } } } };
+    components: { schemas: { Event: { oneOf: { $ref: string }[] } } & Record<string, Variant> };
   }>();
   const ops = (path: string) => Object.values(doc.paths[path] ?? {}).map((op) => [op.operationId, op.tags]);
   const group = ['fixture tags'];
@@ -317,9 +320,17 @@ it('is in the OpenAPI document, in a group of its own, its event types with the 
     ['deleteFixtureTag', group],
   ]);
   expect(doc.tags.map((tag) => tag.name)).toContain('fixture tags');
-  expect(doc.components.schemas.Event.properties.type.enum).toEqual(
+  const { schemas } = doc.components;
+  expect(schemas.Event.oneOf.map((variant) => variant.$ref.split('/').pop())).toEqual(
     expect.arrayContaining(['post.created', 'fixture_tag.created', 'fixture_tag.updated', 'fixture_tag.deleted']),
   );
+  // Its data: the tag as its GET shows it, or its ids once deleted (attach_resource's, under a post).
+  const ids = { id: expect.any(Object), postId: expect.any(Object) };
+  expect(schemas['fixture_tag.updated']!.properties.data.anyOf).toEqual([
+    { $ref: '#/components/schemas/FixtureTag' },
+    expect.objectContaining({ properties: ids }),
+  ]);
+  expect(schemas['fixture_tag.deleted']!.properties.data.properties).toEqual(ids);
 });
 
 describe('the declarations and the database agree', () => {

@@ -2,15 +2,18 @@
  * The resource registry (src/resource.ts): what it derives from the declarations, and the declarations it refuses
  * at start-up rather than serving wrongly (events carry one post id; a parent comes first).
  */
+import { Type } from '@sinclair/typebox';
 import { describe, expect, it } from 'vitest';
 import { CORE_RESOURCES } from '../../src/app.js';
 import { missing, resourceRegistry, type Resource } from '../../src/resource.js';
 import { posts } from '../../src/routes/posts.js';
 import { users } from '../../src/routes/users.js';
 import { emailTaken } from '../../src/errors.js';
+import { Id } from '../../src/schemas/common.js';
 
 const declare = (facts: Partial<Resource<never>> & Pick<Resource<never>, 'name' | 'path'>): Resource<never> => ({
   table: `${facts.name}s`,
+  schema: Type.Object({ id: Id }, { $id: facts.name }),
   group: { name: facts.name, description: facts.name },
   etag: () => '"x"',
   routes: async () => undefined,

@@ -44,10 +44,8 @@ CREATE TABLE users (
   password_hash text NOT NULL,
   version integer NOT NULL DEFAULT 1,
   created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now(),
-  created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
+  updated_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX users_created_xid_idx ON users (created_xid);
 -- Uniqueness is the database's decision (race-safe); the API maps a violation of
 -- this index to 409 with fieldErrors.email.
 CREATE UNIQUE INDEX users_email_key ON users (lower(email));
@@ -62,11 +60,9 @@ CREATE TABLE tokens (
   token_hash bytea NOT NULL UNIQUE,
   created_at timestamptz NOT NULL DEFAULT now(),
   expires_at timestamptz NOT NULL,
-  revoked_at timestamptz,
-  created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
+  revoked_at timestamptz
 );
 CREATE INDEX tokens_user_id_id_idx ON tokens (user_id, id);
-CREATE INDEX tokens_created_xid_idx ON tokens (created_xid);
 
 CREATE TABLE posts (
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -78,12 +74,8 @@ CREATE TABLE posts (
   updated_at timestamptz NOT NULL DEFAULT now(),
   -- Stored, so a search reads the document instead of parsing every body again;
   -- recomputed only when title or body change.
-  search tsvector GENERATED ALWAYS AS (to_tsvector('posts_search'::regconfig, title || ' ' || body)) STORED,
-  -- The transaction that created the row: offset pages as of a snapshot leave
-  -- out what was not committed then (attach_snapshots, in the events migration).
-  created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
+  search tsvector GENERATED ALWAYS AS (to_tsvector('posts_search'::regconfig, title || ' ' || body)) STORED
 );
-CREATE INDEX posts_created_xid_idx ON posts (created_xid);
 -- One index per allowed order, with and without the author filter; the primary
 -- key serves ORDER BY id.
 CREATE INDEX posts_created_at_id_idx ON posts (created_at, id);
@@ -106,11 +98,9 @@ CREATE TABLE comments (
   body text NOT NULL,
   version integer NOT NULL DEFAULT 1,
   created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now(),
-  created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
+  updated_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX comments_post_id_idx ON comments (post_id, id);
-CREATE INDEX comments_created_xid_idx ON comments (created_xid);
 CREATE INDEX comments_post_created_at_id_idx ON comments (post_id, created_at, id);
 CREATE INDEX comments_post_author_id_idx ON comments (post_id, author_id, id);
 CREATE INDEX comments_post_author_created_at_id_idx ON comments (post_id, author_id, created_at, id);
@@ -124,7 +114,6 @@ CREATE TABLE deleted_posts (
   title text NOT NULL,
   created_at timestamptz NOT NULL,
   updated_at timestamptz NOT NULL,
-  created_xid xid8 NOT NULL,
   deleted_at timestamptz NOT NULL DEFAULT now(),
   deleted_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
 );
@@ -134,7 +123,6 @@ CREATE TABLE deleted_comments (
   post_id bigint NOT NULL,
   author_id bigint NOT NULL,
   created_at timestamptz NOT NULL,
-  created_xid xid8 NOT NULL,
   deleted_at timestamptz NOT NULL DEFAULT now(),
   deleted_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
 );

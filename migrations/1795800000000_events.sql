@@ -67,35 +67,35 @@ END $$;
 
 -- Offset pages as of a moment (docs/api.md §5, `snapshot`). A page without a
 -- snapshot hands one out: its statement's pg_current_snapshot() and the
--- largest id it saw (`top`). A later page leaves out what that statement did
--- not see (src/db/pagination/offset.ts):
--- - rows with larger ids: they were numbered after it (an identity takes its
---   next value at the insert, and a later insert's value is larger);
--- - rows up to `top` whose transaction was still running then (its xid in
---   the snapshot's in-progress list), found by the created_xid index. That
---   list holds them all only because every insert takes its transaction id
---   before its first row takes an id (the BEFORE INSERT statement trigger
---   attached here): otherwise an insert could take an id below `top`, then an
---   xid after the snapshot, and be missed.
--- Rows deleted since come back from the tombstones (deleted_xid not in the
--- snapshot, created_xid in it): a page counts them and does not show them,
--- so nothing after them moves. The columns are the table's own, declared with
--- it: a function taking its row type keeps ALTER TABLE from adding them here.
-CREATE FUNCTION take_xid_first() RETURNS trigger LANGUAGE plpgsql AS $$
+-- largest id it saw (`top`). A later page reads the rows up to `top`, and
+-- merges in the tombstones of those deleted since (deleted_xid not in the
+-- snapshot), which it counts but does not show, so nothing after them moves
+-- (src/db/pagination/offset.ts). That `id <= top` is exactly what the
+-- snapshot saw holds because a table's inserts commit in the order of their
+-- ids: each insert statement first takes its table's lock (below), before its
+-- first row takes an id, and keeps it to its commit. Without it, an insert
+-- could take id 5, another id 6 and commit first, and a snapshot then would
+-- have top 6 without row 5, which commits later with an id below top.
+-- The lock is brief (one statement and its commit), and the service's creates
+-- of a kind already go one statement at a time per instance (group commit).
+CREATE FUNCTION commit_in_id_order() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM pg_current_xact_id();
+  PERFORM pg_advisory_xact_lock((28::int8 << 32) | TG_RELID::int8);
   RETURN NULL;
 END $$;
 
+-- `tombstones` need deleted_xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+-- indexed: a function taking the table's row type keeps ALTER TABLE from
+-- adding it here.
 CREATE FUNCTION attach_snapshots(tbl regclass, tombstones regclass DEFAULT NULL)
 RETURNS void LANGUAGE plpgsql AS $attach$
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = tbl AND attname = 'created_xid' AND NOT attisdropped)
-     OR (tombstones IS NOT NULL AND (SELECT count(*) FROM pg_attribute WHERE attrelid = tombstones
-       AND attname IN ('created_xid', 'deleted_xid') AND NOT attisdropped) < 2) THEN
-    RAISE EXCEPTION '% needs created_xid xid8 NOT NULL DEFAULT pg_current_xact_id(), indexed; its tombstones created_xid xid8 NOT NULL and deleted_xid xid8 NOT NULL DEFAULT pg_current_xact_id(), indexed (as posts have them)', tbl;
+  IF tombstones IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_attribute
+      WHERE attrelid = tombstones AND attname = 'deleted_xid' AND NOT attisdropped) THEN
+    RAISE EXCEPTION '% needs deleted_xid xid8 NOT NULL DEFAULT pg_current_xact_id(), indexed (as deleted_posts has it)',
+      tombstones;
   END IF;
-  EXECUTE format('CREATE TRIGGER %I BEFORE INSERT ON %s FOR EACH STATEMENT EXECUTE FUNCTION take_xid_first()',
+  EXECUTE format('CREATE TRIGGER %I BEFORE INSERT ON %s FOR EACH STATEMENT EXECUTE FUNCTION commit_in_id_order()',
     (SELECT relname FROM pg_class WHERE oid = tbl) || '_before_insert', tbl);
 END $attach$;
 
@@ -322,9 +322,8 @@ CREATE TRIGGER posts_rerank AFTER UPDATE OF id, author_id, created_at ON posts F
 -- items of that list to skip from there (rest). The page itself is the
 -- list's own query with `key >= from` (`<=` descending) and OFFSET rest.
 -- With a snapshot and its top (see attach_snapshots), the counts are those of
--- the snapshot: ranges past top's are left out, and the posts created after
--- it or in flight then are taken off their range's count, the posts deleted
--- since are added back. Keys are compared as numbers (created_at as epoch
+-- the snapshot: ranges past top's are left out, the posts after top in its
+-- range are taken off its count, the posts deleted since are added back. Keys are compared as numbers (created_at as epoch
 -- seconds, exact to the microsecond in a double until the 23rd century),
 -- negated when descending, so that one ascending walk serves both directions.
 CREATE FUNCTION post_page_start(scope bigint, by_created boolean, descending boolean, skip bigint,
@@ -338,13 +337,7 @@ BEGIN
   WITH changed AS (
     SELECT d.id >> 12 AS bucket, 1 AS delta FROM deleted_posts d
       WHERE snap IS NOT NULL AND d.deleted_xid >= pg_snapshot_xmin(snap)
-        AND NOT pg_visible_in_snapshot(d.deleted_xid, snap) AND pg_visible_in_snapshot(d.created_xid, snap)
-        AND (scope = 0 OR d.author_id = scope)
-    UNION ALL
-    SELECT p.id >> 12, -1 FROM posts p
-      WHERE snap IS NOT NULL AND p.created_xid >= pg_snapshot_xmin(snap)
-        AND p.created_xid = ANY (ARRAY(SELECT pg_snapshot_xip(snap))) AND p.id <= top
-        AND (scope = 0 OR p.author_id = scope)
+        AND NOT pg_visible_in_snapshot(d.deleted_xid, snap) AND d.id <= top AND (scope = 0 OR d.author_id = scope)
     UNION ALL
     SELECT p.id >> 12, -1 FROM posts p
       WHERE top IS NOT NULL AND p.id > top AND p.id < ((top >> 12) + 1) << 12 AND (scope = 0 OR p.author_id = scope)
@@ -443,7 +436,7 @@ DROP FUNCTION IF EXISTS posts_rerank();
 SELECT detach_resource('users', 'user'), detach_resource('comments', 'comment'), detach_resource('posts', 'post');
 DROP TABLE IF EXISTS post_ranks;
 DROP FUNCTION IF EXISTS detach_resource(regclass, text), attach_resource(regclass, text, text, regclass, text, text, text[]),
-  detach_snapshots(regclass), attach_snapshots(regclass, regclass), take_xid_first(),
+  detach_snapshots(regclass), attach_snapshots(regclass, regclass), commit_in_id_order(),
   notify_from_outside(text), user_event_data(users), comment_event_data(comments), post_event_data(posts);
 DROP TABLE IF EXISTS events;
 DROP TABLE IF EXISTS events_pending;

@@ -21,12 +21,10 @@ CREATE TABLE webhooks (
   -- Since when every attempt has failed; NULL after a success.
   failing_since timestamptz,
   created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now(),
-  created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
+  updated_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX webhooks_user_id ON webhooks (user_id, id);
 -- Its list has offset pages as of a snapshot (attach_snapshots, in the events migration).
-CREATE INDEX webhooks_created_xid_idx ON webhooks (created_xid);
 SELECT attach_snapshots('webhooks');
 
 CREATE TABLE webhook_deliveries (

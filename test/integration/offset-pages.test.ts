@@ -6,7 +6,7 @@
  *   property test on random inserts, deletes and moves made with SQL, which may set any id or time);
  * - a walk of `next` links with the snapshot a first page hands out neither repeats nor skips while others create
  *   and delete posts, where the same walk without it does both;
- * - what the snapshot leaves out: posts created since, and those whose transaction was still running when it was
+ * - what the snapshot leaves out: items created since, and one whose transaction was still running when it was
  *   made; 422 for a token that is malformed or taken from another list, 410 for one older than an hour.
  */
 import fc from 'fast-check';
@@ -181,9 +181,8 @@ describe('what a snapshot holds', () => {
     return { body: res.json(), first: link(res.headers.link, 'first')! };
   };
 
-  it('leaves out a transaction still running then, though its id is below the largest the snapshot saw', async () => {
+  it("leaves out an insert still running then: a table's inserts commit in the order of their ids", async () => {
     const [p1, p2] = [await createPost(t.app, ann), await createPost(t.app, ann)];
-    // Comments of two posts are written side by side (each post's count row is its own lock).
     const writer = new pg.Client({ connectionString: t.db.url });
     await writer.connect();
     try {
@@ -192,10 +191,15 @@ describe('what a snapshot holds', () => {
         p1.id,
         ann.user.id,
       ]);
-      await createComment(t.app, ann, p2.id, 'committed after it, with a larger id');
+      // Another comment, on another post, takes a larger id and waits for the first to commit, not to commit
+      // before it: else a snapshot between the two would see the larger id without the smaller.
+      let committed = false;
+      const later = createComment(t.app, ann, p2.id, 'after it').then(() => (committed = true));
       const before = await page(`/posts/${p1.id}/comments`);
       expect(before.body.total).toBe(0);
+      expect(committed).toBe(false);
       await writer.query('COMMIT');
+      await later;
       const after = await page(before.first);
       expect(after.body).toEqual({ data: [], page: 1, perPage: 20, total: 0, totalPages: 0 });
       expect((await page(`/posts/${p1.id}/comments`)).body.total).toBe(1);

@@ -89,6 +89,26 @@ describe.skipIf(replicaServer === undefined || replicaServer === '')(
       await caughtUp(a, b);
     });
 
+    it('a page as of a snapshot reads the primary: the replica may lack what the snapshot saw', async () => {
+      const a = await instance();
+      const ann = await signUp(a);
+      await caughtUp(a);
+      await replica.query('SELECT pg_wal_replay_pause()');
+      try {
+        const { id } = await createPost(a, ann, { title: 'seen by the snapshot' });
+        // The writer's first page, on the primary, hands out a snapshot that holds the post.
+        const mine = await get(a, '/posts?sort=-id&perPage=1', ann);
+        expect(mine.json().data.map((post: { id: number }) => post.id)).toEqual([id]);
+        const first = /<([^>]+)>; rel="first"/.exec(String(mine.headers.link))![1]!;
+        // Anyone following it reads the primary, not the replica that has not replayed the post.
+        const anonymous = await get(a, '/posts?sort=-id&perPage=1');
+        expect(anonymous.json().data.map((post: { id: number }) => post.id)).not.toContain(id);
+        expect((await get(a, first)).json().data.map((post: { id: number }) => post.id)).toEqual([id]);
+      } finally {
+        await replica.query('SELECT pg_wal_replay_resume()');
+      }
+    });
+
     it('what the replica has not replayed yet is no 404 to an anonymous reader: confirmed on the primary first', async () => {
       const a = await instance();
       const ann = await signUp(a);

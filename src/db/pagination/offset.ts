@@ -104,7 +104,7 @@ function walkedQuery(plan: ListPlan, page: OffsetPage, offset: number): SqlFragm
   const skip = start ? sql`(SELECT rest FROM start)` : sql`${offset}::int8`;
   const conditions = [plan.pageConditions];
   if (start) conditions.push(start.from);
-  if (snapshot) conditions.push(asOf(plan, snapshot));
+  if (snapshot) conditions.push(asOf(snapshot));
   const live = (columns: SqlFragment) =>
     sql`SELECT ${columns} FROM ${plan.from} WHERE h.total IS NOT NULL AND ${where(conditions)}`;
   // A search's matches cannot be told among deleted items (the tombstones keep no text): they lose their place.
@@ -135,14 +135,11 @@ function rankedStart(
 }
 
 /**
- * Rows as of the snapshot: none numbered after its largest id, none whose transaction was still running then
- * (found by the created_xid index). Inserts take their xid before their ids (attach_snapshots, in the migrations),
- * so every row up to that id that the snapshot did not see is one of those.
+ * Rows as of the snapshot: those up to the largest id it saw. A table's inserts commit in the order of their ids
+ * (attach_snapshots, in the migrations), so the snapshot saw every one of those that exists.
  */
-function asOf(plan: ListPlan, { xids, top }: Snapshot): SqlFragment {
-  return sql`id <= ${top}::int8 AND id <> ALL (ARRAY(SELECT id FROM ${plan.from}
-      WHERE created_xid >= pg_snapshot_xmin(${xids}::pg_snapshot)
-        AND created_xid = ANY (ARRAY(SELECT pg_snapshot_xip(${xids}::pg_snapshot))) AND id <= ${top}::int8))`;
+function asOf({ top }: Snapshot): SqlFragment {
+  return sql`id <= ${top}::int8`;
 }
 
 /**
@@ -152,15 +149,15 @@ function asOf(plan: ListPlan, { xids, top }: Snapshot): SqlFragment {
  */
 function withDeleted(
   plan: ListPlan,
-  { xids }: Snapshot,
+  { xids, top }: Snapshot,
   live: SqlFragment,
   from: SqlFragment | undefined,
   skip: SqlFragment,
   size: SqlFragment,
 ): SqlFragment {
   const orderBy = plan.order(plan.descending);
-  const since = sql`deleted_xid >= pg_snapshot_xmin(${xids}::pg_snapshot)
-      AND NOT pg_visible_in_snapshot(deleted_xid, ${xids}::pg_snapshot) AND pg_visible_in_snapshot(created_xid, ${xids}::pg_snapshot)`;
+  const since = sql`id <= ${top}::int8 AND deleted_xid >= pg_snapshot_xmin(${xids}::pg_snapshot)
+      AND NOT pg_visible_in_snapshot(deleted_xid, ${xids}::pg_snapshot)`;
   const conditions = [since, ...plan.scope, ...plan.narrow];
   if (from) conditions.push(from);
   return sql`WITH deleted AS MATERIALIZED (SELECT ${plan.keyColumns} FROM ${plan.tombstones!} WHERE ${where(conditions)}),

@@ -6,6 +6,7 @@
  */
 import { register } from 'node:module';
 import { loadEnvFile, withoutPassword } from './config.js';
+import { querySpanName } from './db/trace-context.js';
 
 try {
   loadEnvFile();
@@ -35,7 +36,11 @@ if ((endpoint || tracesEndpoint) && process.env.OTEL_SDK_DISABLED?.trim().toLowe
     instrumentations: [
       new HttpInstrumentation(),
       // Work outside a request or delivery (sequencer, polls, replica checks) makes no trace.
-      new PgInstrumentation({ requireParentSpan: true }),
+      new PgInstrumentation({
+        requireParentSpan: true,
+        // Named by what it does (`SELECT posts`), not by its prepared statement's digest.
+        requestHook: (span, { query }) => span.updateName(querySpanName(query.text)),
+      }),
       new IORedisInstrumentation({ requireParentSpan: true }),
     ],
   });

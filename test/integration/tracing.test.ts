@@ -3,7 +3,7 @@
  * (the OpenTelemetry SDK is process-wide) with OTEL_EXPORTER_OTLP_ENDPOINT
  * pointing at an OTLP/HTTP receiver here; its start-up line says where spans go.
  * A request's caller's traceparent is continued, its spans (HTTP, named by route
- * template, and pg) reach the receiver, and its
+ * template, and pg, named by what each query does) reach the receiver, and its
  * log line carries the trace id. The same process serves its metrics on
  * METRICS_PORT and none on its API port, nor over OTLP unless asked. A webhook
  * delivery's span links to the span of the write that made its event: every
@@ -106,7 +106,7 @@ const spans = (): Span[] =>
       ),
     );
 
-it('continues the caller trace: spans at the OTLP receiver, the trace id in the log line; metrics on their own port, not over OTLP; a webhook delivery links to its write', async () => {
+it('continues the caller trace: spans at the OTLP receiver, pg ones named by what they do, the trace id in the log line; metrics on their own port, not over OTLP; a webhook delivery links to its write', async () => {
   const { server, port, metricsPort, output } = await startServer(collector);
   // Where it traces to, in the line that says what it connects to.
   expect(output()).toMatch(/"msg":"listening on [^"]*; tracing http:\/\/127\.0\.0\.1:\d+\/v1\/traces"/);
@@ -222,6 +222,19 @@ it('continues the caller trace: spans at the OTLP receiver, the trace id in the 
     () => spanIds.every(([traceId, spanId]) => spans().some((s) => s.traceId === traceId && s.spanId === spanId)),
     400,
   );
+
+  // Each query's span says what it did to which table, in each request's trace; none is named by a statement's digest.
+  const names = (traceId: string) => spans().flatMap((s) => (s.traceId === traceId ? [s.name] : []));
+  expect(names(traceId)).toContain('SELECT posts');
+  expect(names(writer)).toContain('INSERT posts');
+  expect(names(patcher)).toContain('UPDATE posts');
+  expect(names(deleter)).toEqual(expect.arrayContaining(['BEGIN', 'SELECT posts', 'DELETE posts', 'COMMIT']));
+  expect(spans().filter((s) => /posts_api_[0-9a-f]|^pg\.query/.test(s.name))).toEqual([]);
+  const deleted = spans().find((s) => s.traceId === deleter && s.name === 'DELETE posts');
+  expect(deleted?.attributes).toContainEqual({
+    key: 'db.query.text',
+    value: { stringValue: expect.stringMatching(/^DELETE FROM posts\b/) },
+  });
 
   await stop(server);
   // Traces only: OTLP metrics are not asked for (OTEL_METRICS_EXPORTER), and the metrics port has them anyway.

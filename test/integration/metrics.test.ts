@@ -51,6 +51,24 @@ function sample(text: string, series: string): number | undefined {
 }
 
 describe('metrics', () => {
+  it('every label value a counter knows is a series at 0 before its first event: rate() reads 0, not nothing', async () => {
+    // An instance of its own: nothing has happened to it yet.
+    const fresh = await startInstance(db);
+    try {
+      const text = await (await fetch(`http://127.0.0.1:${await fresh.metrics.serve('127.0.0.1', 0)}/metrics`)).text();
+      for (const series of [
+        'posts_api_rate_limited_total{limit="default"}',
+        'posts_api_rate_limited_total{limit="auth"}',
+        'posts_api_webhook_attempts_total{result="delivered"}',
+        'posts_api_webhook_attempts_total{result="failed"}',
+        'posts_api_webhook_attempts_total{result="given_up"}',
+      ])
+        expect(sample(text, series), series).toBe(0);
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it('counts requests by method, route template and status class, 429s by limit; no raw id in any label', async () => {
     ann = await signUp(app, { password: 'metrics-password' }); // POST /users, POST /tokens: 2 of the auth budget of 3
     const post = await createPost(app, ann);

@@ -4,6 +4,7 @@
  * has no /metrics. Traces are in tracing.test.ts (the SDK is process-wide).
  */
 import type { FastifyInstance } from 'fastify';
+import { spawnSync } from 'node:child_process';
 import http from 'node:http';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -49,6 +50,9 @@ function sample(text: string, series: string): number | undefined {
   const line = text.split('\n').find((l) => l.startsWith(`${series} `));
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
+
+// Debian's prometheus package has it (.ci/run installs it); found on PATH.
+const PROMTOOL = spawnSync('promtool', ['--version']).error === undefined;
 
 describe('metrics', () => {
   it('every label value a counter knows is a series at 0 before its first event: rate() reads 0, not nothing', async () => {
@@ -139,6 +143,12 @@ describe('metrics', () => {
       'the attempt is counted',
       async () => sample(await scrape(), 'posts_api_webhook_attempts_total{result="delivered"}') === 1,
     );
+  });
+
+  it.skipIf(!PROMTOOL)('promtool check metrics finds nothing to fix (skipped: no promtool)', async () => {
+    const checked = spawnSync('promtool', ['check', 'metrics'], { input: await scrape(), encoding: 'utf8' });
+    expect(checked.stdout + checked.stderr).toBe('');
+    expect(checked.status).toBe(0);
   });
 
   it('the API port has no /metrics: the contract 404', async () => {

@@ -139,7 +139,7 @@ function mustBe(schema: TSchema): string {
   return 'is invalid';
 }
 
-const withoutPassword = (value: string) => value.replace(/\/\/([^:@/,\s]*):[^@,\s]*@/g, '//$1:***@');
+export const withoutPassword = (value: string): string => value.replace(/\/\/([^:@/,\s]*):[^@,\s]*@/g, '//$1:***@');
 
 function parseTrustProxy(raw: string): boolean | number | string[] {
   if (raw === 'true' || raw === 'false') return raw === 'true';

@@ -3,7 +3,7 @@
  * database's module is imported only without DATABASE_URL: production installs lack it.
  */
 // First: tracing, when on, hooks the modules the app imports later.
-import { stopTracing } from './telemetry.js';
+import { stopTracing, tracing } from './telemetry.js';
 import closeWithGrace from 'close-with-grace';
 import type { DestinationStream } from 'pino';
 import type PinoPretty from 'pino-pretty';
@@ -95,18 +95,19 @@ try {
     await checkDatabaseAtStart(databaseUrl);
   }
   app = await buildApp({ ...config, databaseUrl }, { logStream: await terminalLogStream() });
+  tracing.warn = (message) => app!.log.warn(message);
   await app.listen({ host: config.host, port: config.port });
 
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const bracketed = (host: string) => (host.includes(':') ? `[${host}]` : host);
   const url = `http://${['0.0.0.0', '::'].includes(config.host) ? 'localhost' : bracketed(config.host)}:${port}${config.apiPrefix}`;
-  const uses = describeConnections(config, databaseUrl);
+  const uses = { ...describeConnections(config, databaseUrl), tracing: tracing.exportsTo };
   if (embedded) uses.database += ` (embedded, ${config.embeddedPg.dataDir})`;
   app.log.info(
     { url, docs: `${url}/docs`, ...uses },
     `listening on ${url} (docs: ${url}/docs); database ${uses.database}; rate limits in ${uses.rateLimitStore}; ` +
-      `shared cache ${uses.sharedCache}; read replicas ${uses.replicas}`,
+      `shared cache ${uses.sharedCache}; read replicas ${uses.replicas}; tracing ${uses.tracing}`,
   );
   if (config.metrics) {
     const { host, port } = config.metrics;

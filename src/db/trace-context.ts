@@ -37,3 +37,24 @@ export function beginTransaction(traceparent: string = traceparentOf()): string 
 export function tracedCte(parameter: number): string {
   return `traced AS (SELECT set_config('posts_api.traceparent', $${parameter}::text, true))`;
 }
+
+// A write to a table: its verb and the table. Not a read's row lock (FOR [NO KEY] UPDATE), nor ON CONFLICT DO UPDATE.
+const WRITE = /\b(INSERT\s+INTO|(?<!(?:FOR\s+(?:NO\s+KEY\s+)?|DO\s+))UPDATE|DELETE\s+FROM)\s+(\w+)/gi;
+// A table read, not a function's rows (unnest(…), `[]` once parenthesised text is left out) or extract(epoch FROM t.at).
+const READ = /\b(?:FROM|JOIN)\s+(\w+)\b(?!\s*[.([])/i;
+
+/**
+ * A query span's name, as OpenTelemetry's database conventions summarise a query: each table it writes, with the
+ * verb (`INSERT posts`, `UPDATE webhook_deliveries UPDATE webhooks`); one that writes none, by the table it reads
+ * (`SELECT posts`), or by its first word (`BEGIN`). The name a prepared statement has is a digest of its text.
+ */
+export function querySpanName(text: string): string {
+  const writes = [...text.matchAll(WRITE)].map(([, verb, table]) => `${verb!.split(/\s/)[0]!.toUpperCase()} ${table}`);
+  if (writes.length > 0) return [...new Set(writes)].join(' ');
+  // The statement's own table first, not a subquery's in its select list: parenthesised text left out.
+  let outer = text;
+  while (/\([^()]*\)/.test(outer)) outer = outer.replace(/\([^()]*\)/g, '[]');
+  const read = READ.exec(outer) ?? READ.exec(text);
+  if (read) return `SELECT ${read[1]}`;
+  return /^\s*(\w*)/.exec(text)![1]!.toUpperCase();
+}

@@ -7,6 +7,8 @@ import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface Received {
+  /** The request's path and query, e.g. /v1/traces. */
+  url: string;
   headers: IncomingHttpHeaders;
   body: string;
   /** Date.now() when the request had arrived whole. */
@@ -31,7 +33,12 @@ export async function startReceiver(answer: Answer = () => 204): Promise<Receive
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
-      const entry = { headers: request.headers, body: Buffer.concat(chunks).toString(), at: Date.now() };
+      const entry = {
+        url: request.url ?? '',
+        headers: request.headers,
+        body: Buffer.concat(chunks).toString(),
+        at: Date.now(),
+      };
       const status = answer(entry, received.length);
       received.push(entry);
       if (status === 'hang') hanging.add(response);

@@ -242,7 +242,7 @@ describe('.env', () => {
 });
 
 describe('start-up', () => {
-  it('one line names the URL, the docs, the database, the rate-limit store, the shared-cache bound and the replicas, without a password; HOST is 127.0.0.1', async () => {
+  it('one line names the URL, the docs, the database, the rate-limit store, the shared-cache bound, the replicas and tracing, without a password; HOST is 127.0.0.1', async () => {
     const url = new URL(db.url);
     // Trust authentication ignores a password; one the server needs is kept.
     if (url.password === '') url.password = 'startup-secret-password';
@@ -266,9 +266,10 @@ describe('start-up', () => {
         rateLimitStore: 'memory',
         sharedCache: 's-maxage=3',
         replicas,
+        tracing: 'off',
         msg:
           `listening on http://127.0.0.1:${port} (docs: http://127.0.0.1:${port}/docs); database ${database}; ` +
-          `rate limits in memory; shared cache s-maxage=3; read replicas ${replicas}`,
+          `rate limits in memory; shared cache s-maxage=3; read replicas ${replicas}; tracing off`,
       });
       expect(server.output).not.toContain(`:${url.password}@`);
       expect(server.output).not.toContain(url.username === '' ? url.password : `${url.username}:`);

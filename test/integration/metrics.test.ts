@@ -4,6 +4,7 @@
  * has no /metrics. Traces are in tracing.test.ts (the SDK is process-wide).
  */
 import type { FastifyInstance } from 'fastify';
+import { spawnSync } from 'node:child_process';
 import http from 'node:http';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -50,7 +51,28 @@ function sample(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
+// Debian's prometheus package has it (.ci/run installs it); found on PATH.
+const PROMTOOL = spawnSync('promtool', ['--version']).error === undefined;
+
 describe('metrics', () => {
+  it('every label value a counter knows is a series at 0 before its first event: rate() reads 0, not nothing', async () => {
+    // An instance of its own: nothing has happened to it yet.
+    const fresh = await startInstance(db);
+    try {
+      const text = await (await fetch(`http://127.0.0.1:${await fresh.metrics.serve('127.0.0.1', 0)}/metrics`)).text();
+      for (const series of [
+        'posts_api_rate_limited_total{limit="default"}',
+        'posts_api_rate_limited_total{limit="auth"}',
+        'posts_api_webhook_attempts_total{result="delivered"}',
+        'posts_api_webhook_attempts_total{result="failed"}',
+        'posts_api_webhook_attempts_total{result="given_up"}',
+      ])
+        expect(sample(text, series), series).toBe(0);
+    } finally {
+      await fresh.close();
+    }
+  });
+
   it('counts requests by method, route template and status class, 429s by limit; no raw id in any label', async () => {
     ann = await signUp(app, { password: 'metrics-password' }); // POST /users, POST /tokens: 2 of the auth budget of 3
     const post = await createPost(app, ann);
@@ -121,6 +143,12 @@ describe('metrics', () => {
       'the attempt is counted',
       async () => sample(await scrape(), 'posts_api_webhook_attempts_total{result="delivered"}') === 1,
     );
+  });
+
+  it.skipIf(!PROMTOOL)('promtool check metrics finds nothing to fix (skipped: no promtool)', async () => {
+    const checked = spawnSync('promtool', ['check', 'metrics'], { input: await scrape(), encoding: 'utf8' });
+    expect(checked.stdout + checked.stderr).toBe('');
+    expect(checked.status).toBe(0);
   });
 
   it('the API port has no /metrics: the contract 404', async () => {

@@ -1,13 +1,15 @@
 /**
  * Tracing as an operator turns it on: `src/server.ts` in a process of its own
  * (the OpenTelemetry SDK is process-wide) with OTEL_EXPORTER_OTLP_ENDPOINT
- * pointing at an OTLP/HTTP receiver here. A request's caller's traceparent is
- * continued, its spans (HTTP, named by route template, and pg) reach the
- * receiver, and its log line carries the trace id. The same process serves
- * its metrics on METRICS_PORT and none on its API port. A webhook delivery's
- * span links to the span of the write that made its event: every traced write
- * (a single statement, group-committed or not, and a transaction) stores its
- * trace context in the events it makes.
+ * pointing at an OTLP/HTTP receiver here; its start-up line says where spans go.
+ * A request's caller's traceparent is continued, its spans (HTTP, named by route
+ * template, and pg, named by what each query does) reach the receiver, and its
+ * log line carries the trace id. The same process serves its metrics on
+ * METRICS_PORT and none on its API port, nor over OTLP unless asked. A webhook
+ * delivery's span links to the span of the write that made its event: every
+ * traced write (a single statement, group-committed or not, and a transaction)
+ * stores its trace context in the events it makes. A collector refusing every
+ * export is logged once.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -25,8 +27,7 @@ const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
 let db: TestDatabase;
 let collector: Receiver;
 let endpoint: Receiver;
-let server: ChildProcess | undefined;
-let output = '';
+const servers: ChildProcess[] = [];
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -34,11 +35,59 @@ beforeAll(async () => {
   endpoint = await startReceiver(() => 204);
 });
 afterAll(async () => {
-  if (server && server.exitCode === null) server.kill('SIGKILL');
+  for (const server of servers) if (server.exitCode === null) server.kill('SIGKILL');
   await collector?.close();
   await endpoint?.close();
   await db?.drop();
 });
+
+interface Started {
+  server: ChildProcess;
+  port: number;
+  metricsPort: number;
+  /** What it has printed so far, stdout and stderr. */
+  output(): string;
+}
+
+/** `src/server.ts` tracing to `receiver`, once it serves. */
+async function startServer(receiver: Receiver, env: Record<string, string> = {}): Promise<Started> {
+  const [port, metricsPort] = [await freePort(), await freePort()];
+  const server = spawn(process.execPath, ['--import', TSX, join(ROOT, 'src/server.ts')], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH,
+      DATABASE_URL: db.url,
+      PORT: String(port),
+      METRICS_PORT: String(metricsPort),
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url.replace(/\/hook$/, ''),
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      // OTLP metrics, when sent, are sent within the test, not once a minute.
+      OTEL_METRIC_EXPORT_INTERVAL: '100',
+      OTEL_SERVICE_NAME: 'posts-api-test',
+      WEBHOOK_ALLOW_HTTP: 'true',
+      WEBHOOK_ALLOW_PRIVATE: 'true',
+      ...env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  servers.push(server);
+  let output = '';
+  server.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  server.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  await waitUntil(
+    'the server has started',
+    () => output.includes('"msg":"metrics on ') || server.exitCode !== null,
+    600,
+  );
+  expect(output).toContain(`"msg":"metrics on http://127.0.0.1:${metricsPort}/metrics"`);
+  return { server, port, metricsPort, output: () => output };
+}
+
+async function stop(server: ChildProcess): Promise<void> {
+  server.kill('SIGTERM');
+  await waitUntil('the server has stopped', () => server.exitCode !== null, 400);
+  expect(server.exitCode).toBe(0);
+}
 
 interface Span {
   traceId: string;
@@ -49,37 +98,18 @@ interface Span {
   links?: { traceId: string; spanId: string }[];
 }
 const spans = (): Span[] =>
-  collector.received.flatMap((r) =>
-    (JSON.parse(r.body) as { resourceSpans: { scopeSpans: { spans: Span[] }[] }[] }).resourceSpans.flatMap((rs) =>
-      rs.scopeSpans.flatMap((ss) => ss.spans),
-    ),
-  );
+  collector.received
+    .filter((r) => r.url === '/v1/traces')
+    .flatMap((r) =>
+      (JSON.parse(r.body) as { resourceSpans: { scopeSpans: { spans: Span[] }[] }[] }).resourceSpans.flatMap((rs) =>
+        rs.scopeSpans.flatMap((ss) => ss.spans),
+      ),
+    );
 
-it('continues the caller trace: spans at the OTLP receiver, the trace id in the log line; metrics on their own port; a webhook delivery links to its write', async () => {
-  const [port, metricsPort] = [await freePort(), await freePort()];
-  server = spawn(process.execPath, ['--import', TSX, join(ROOT, 'src/server.ts')], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH,
-      DATABASE_URL: db.url,
-      PORT: String(port),
-      METRICS_PORT: String(metricsPort),
-      OTEL_EXPORTER_OTLP_ENDPOINT: collector.url.replace(/\/hook$/, ''),
-      OTEL_BSP_SCHEDULE_DELAY: '100',
-      OTEL_SERVICE_NAME: 'posts-api-test',
-      WEBHOOK_ALLOW_HTTP: 'true',
-      WEBHOOK_ALLOW_PRIVATE: 'true',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  server.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  server.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  await waitUntil(
-    'the server has started',
-    () => output.includes('"msg":"metrics on ') || server!.exitCode !== null,
-    600,
-  );
-  expect(output).toContain(`"msg":"metrics on http://127.0.0.1:${metricsPort}/metrics"`);
+it('continues the caller trace: spans at the OTLP receiver, pg ones named by what they do, the trace id in the log line; metrics on their own port, not over OTLP; a webhook delivery links to its write', async () => {
+  const { server, port, metricsPort, output } = await startServer(collector);
+  // Where it traces to, in the line that says what it connects to.
+  expect(output()).toMatch(/"msg":"listening on [^"]*; tracing http:\/\/127\.0\.0\.1:\d+\/v1\/traces"/);
 
   const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
   const res = await fetch(`http://127.0.0.1:${port}/posts/1`, {
@@ -99,9 +129,11 @@ it('continues the caller trace: spans at the OTLP receiver, the trace id in the 
   const root = traced.find((s) => s.parentSpanId === '00f067aa0ba902b7');
   expect(root?.name).toBe('GET /posts/:postId');
   expect(root?.attributes).toContainEqual({ key: 'http.route', value: { stringValue: '/posts/:postId' } });
-  expect(collector.received[0]!.headers['content-type']).toBe('application/json');
+  expect(collector.received.find((r) => r.url === '/v1/traces')!.headers['content-type']).toBe('application/json');
 
-  const line = output.split('\n').find((l) => l.includes('"msg":"request done"'));
+  const line = output()
+    .split('\n')
+    .find((l) => l.includes('"msg":"request done"'));
   expect(JSON.parse(line!)).toMatchObject({ traceId, route: '/posts/:postId', status: 404 });
 
   expect((await fetch(`http://127.0.0.1:${port}/metrics`)).status).toBe(404);
@@ -191,7 +223,44 @@ it('continues the caller trace: spans at the OTLP receiver, the trace id in the 
     400,
   );
 
-  server.kill('SIGTERM');
-  await waitUntil('the server has stopped', () => server!.exitCode !== null, 400);
-  expect(server.exitCode).toBe(0);
+  // Each query's span says what it did to which table, in each request's trace; none is named by a statement's digest.
+  const names = (traceId: string) => spans().flatMap((s) => (s.traceId === traceId ? [s.name] : []));
+  expect(names(traceId)).toContain('SELECT posts');
+  expect(names(writer)).toContain('INSERT posts');
+  expect(names(patcher)).toContain('UPDATE posts');
+  expect(names(deleter)).toEqual(expect.arrayContaining(['BEGIN', 'SELECT posts', 'DELETE posts', 'COMMIT']));
+  expect(spans().filter((s) => /posts_api_[0-9a-f]|^pg\.query/.test(s.name))).toEqual([]);
+  const deleted = spans().find((s) => s.traceId === deleter && s.name === 'DELETE posts');
+  expect(deleted?.attributes).toContainEqual({
+    key: 'db.query.text',
+    value: { stringValue: expect.stringMatching(/^DELETE FROM posts\b/) },
+  });
+
+  await stop(server);
+  // Traces only: OTLP metrics are not asked for (OTEL_METRICS_EXPORTER), and the metrics port has them anyway.
+  expect(new Set(collector.received.map((r) => r.url))).toEqual(new Set(['/v1/traces']));
+}, 60_000);
+
+it('sends OTLP metrics only when OTEL_METRICS_EXPORTER asks; a collector refusing every export is logged once', async () => {
+  const refusing = await startReceiver(() => 404);
+  try {
+    const { server, port, output } = await startServer(refusing, { OTEL_METRICS_EXPORTER: 'otlp' });
+    // One request after another, each with spans of its own to export: several exports, each refused.
+    for (let i = 1; i <= 3; i++) {
+      expect((await fetch(`http://127.0.0.1:${port}/posts/1`)).status).toBe(404);
+      await waitUntil(`export ${i} refused`, () => refusing.received.filter((r) => r.url === '/v1/traces').length >= i);
+    }
+    await waitUntil('the metrics refused', () => refusing.received.some((r) => r.url === '/v1/metrics'));
+    expect(refusing.received.find((r) => r.url === '/v1/metrics')!.headers['content-type']).toBe(
+      'application/x-protobuf',
+    );
+    await stop(server);
+    const said = output()
+      .split('\n')
+      .filter((line) => line.includes('export failed'));
+    expect(said).toHaveLength(1);
+    expect(JSON.parse(said[0]!)).toMatchObject({ level: 40, msg: expect.stringContaining('Not Found') });
+  } finally {
+    await refusing.close();
+  }
 }, 60_000);

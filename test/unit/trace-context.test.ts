@@ -1,6 +1,6 @@
 import { TraceFlags, type SpanContext } from '@opentelemetry/api';
 import { describe, expect, it } from 'vitest';
-import { beginTransaction, traceparentOf, tracedCte } from '../../src/db/trace-context.js';
+import { beginTransaction, querySpanName, traceparentOf, tracedCte } from '../../src/db/trace-context.js';
 
 const span = (traceFlags: number, traceId = '4bf92f3577b34da6a3ce929d0e0e4736'): SpanContext => ({
   traceId,
@@ -41,5 +41,47 @@ describe('beginTransaction', () => {
 describe('tracedCte', () => {
   it('sets the parameter it names, for the transaction only', () => {
     expect(tracedCte(4)).toBe("traced AS (SELECT set_config('posts_api.traceparent', $4::text, true))");
+  });
+});
+
+describe('querySpanName', () => {
+  // Shapes of the service's own statements.
+  it.each([
+    [
+      'SELECT id, (SELECT n FROM comment_counts WHERE post_id = posts.id) AS "commentCount" FROM posts WHERE id = $1',
+      'SELECT posts',
+    ],
+    [
+      'SELECT u.id, extract(epoch FROM t.expires_at) AS "expiresAtMs" FROM tokens t JOIN users u ON u.id = t.user_id',
+      'SELECT tokens',
+    ],
+    ['SELECT EXISTS (SELECT 1 FROM users WHERE lower(email) = lower($1)) AS taken', 'SELECT users'],
+    ['SELECT * FROM unnest($1::bigint[]) AS u(id) JOIN posts p USING (id)', 'SELECT posts'],
+    ['SELECT id FROM posts WHERE id = $1 FOR UPDATE', 'SELECT posts'],
+    [
+      "WITH traced AS (SELECT set_config('posts_api.traceparent', $4::text, true)) INSERT INTO users (name) SELECT $1 FROM traced",
+      'INSERT users',
+    ],
+    [
+      'WITH locked AS (SELECT id FROM posts FOR NO KEY UPDATE SKIP LOCKED) UPDATE posts SET title = $2 FROM locked',
+      'UPDATE posts',
+    ],
+    [
+      'WITH a AS (UPDATE webhook_deliveries d SET x = 1), b AS (UPDATE webhooks w SET y = 2), c AS (UPDATE webhook_deliveries SET z = 3) SELECT 1',
+      'UPDATE webhook_deliveries UPDATE webhooks',
+    ],
+    [
+      'INSERT INTO idempotency_keys (key) VALUES ($1) ON CONFLICT (key) DO UPDATE SET key = EXCLUDED.key',
+      'INSERT idempotency_keys',
+    ],
+    ['DELETE FROM posts WHERE id = $1', 'DELETE posts'],
+    [
+      "BEGIN; SELECT set_config('posts_api.traceparent', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', true)",
+      'BEGIN',
+    ],
+    ['SELECT number_events() AS numbered', 'SELECT'],
+    ['COMMIT', 'COMMIT'],
+  ])('%s: %s', (text, name) => {
+    expect(querySpanName(text)).toBe(name);
   });
 });

@@ -28,7 +28,8 @@ export interface Claimed {
 export type Outcome = AttemptResult & { nextAttemptAt: Date | null };
 
 /** What an attempt's outcome makes of its delivery (and the metrics' `result` label). */
-export type AttemptStatus = 'delivered' | 'failed' | 'given_up';
+export const ATTEMPT_STATUSES = ['delivered', 'failed', 'given_up'] as const;
+export type AttemptStatus = (typeof ATTEMPT_STATUSES)[number];
 
 export function attemptStatus(outcome: Pick<Outcome, 'ok' | 'nextAttemptAt'>): AttemptStatus {
   if (outcome.ok) return 'delivered';

@@ -44,7 +44,11 @@ CREATE TABLE users (
   password_hash text NOT NULL,
   version integer NOT NULL DEFAULT 1,
   created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now()
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  -- The transaction that created the row: a list page as of a snapshot shows
+  -- only rows whose creator it saw committed (attach_snapshots, in the events
+  -- migration). Posts need none: their inserts commit in the order of their ids.
+  created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
 );
 -- Uniqueness is the database's decision (race-safe); the API maps a violation of
 -- this index to 409 with fieldErrors.email.
@@ -60,7 +64,8 @@ CREATE TABLE tokens (
   token_hash bytea NOT NULL UNIQUE,
   created_at timestamptz NOT NULL DEFAULT now(),
   expires_at timestamptz NOT NULL,
-  revoked_at timestamptz
+  revoked_at timestamptz,
+  created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
 );
 CREATE INDEX tokens_user_id_id_idx ON tokens (user_id, id);
 
@@ -98,7 +103,8 @@ CREATE TABLE comments (
   body text NOT NULL,
   version integer NOT NULL DEFAULT 1,
   created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now()
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
 );
 CREATE INDEX comments_post_id_idx ON comments (post_id, id);
 CREATE INDEX comments_post_created_at_id_idx ON comments (post_id, created_at, id);
@@ -123,6 +129,7 @@ CREATE TABLE deleted_comments (
   post_id bigint NOT NULL,
   author_id bigint NOT NULL,
   created_at timestamptz NOT NULL,
+  created_xid xid8 NOT NULL,
   deleted_at timestamptz NOT NULL DEFAULT now(),
   deleted_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
 );

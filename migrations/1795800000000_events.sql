@@ -67,36 +67,48 @@ END $$;
 
 -- Offset pages as of a moment (docs/api.md §5, `snapshot`). A page without a
 -- snapshot hands one out: its statement's pg_current_snapshot() and the
--- largest id it saw (`top`). A later page reads the rows up to `top`, and
--- merges in the tombstones of those deleted since (deleted_xid not in the
--- snapshot), which it counts but does not show, so nothing after them moves
--- (src/db/pagination/offset.ts). That `id <= top` is exactly what the
--- snapshot saw holds because a table's inserts commit in the order of their
--- ids: each insert statement first takes its table's lock (below), before its
--- first row takes an id, and keeps it to its commit. Without it, an insert
--- could take id 5, another id 6 and commit first, and a snapshot then would
--- have top 6 without row 5, which commits later with an id below top.
--- The lock is brief (one statement and its commit), and the service's creates
--- of a kind already go one statement at a time per instance (group commit).
+-- largest id it saw (`top`). A later page shows only the rows that snapshot
+-- saw, and merges in the tombstones of those deleted since (deleted_xid not in
+-- the snapshot), which it counts but does not show, so nothing after them
+-- moves (src/db/pagination/offset.ts). Which rows it saw, a table says one of
+-- two ways:
+-- - by created_xid, the creating transaction, checked against the snapshot
+--   row by row (pg_visible_in_snapshot): exact, and read from the heap, which
+--   short lists (one post's comments, one user's tokens) can afford;
+-- - `in_id_order`: the rows up to `top`, read from an index alone, which deep
+--   pages of big lists need (posts). That is exact because the table's
+--   inserts commit in the order of their ids: each insert statement takes the
+--   table's lock (commit_in_id_order) before its first row takes an id, and
+--   keeps it to its commit. Without it, an insert could take id 5, another id 6
+--   and commit first, and a snapshot then would have top 6 without row 5, which
+--   commits later. The lock costs little where inserts already queue (posts
+--   take the `counters` row in the same transaction); a statement waiting on
+--   another lock while holding it holds back the table's other inserts.
 CREATE FUNCTION commit_in_id_order() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM pg_advisory_xact_lock((28::int8 << 32) | TG_RELID::int8);
   RETURN NULL;
 END $$;
 
--- `tombstones` need deleted_xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
--- indexed: a function taking the table's row type keeps ALTER TABLE from
--- adding it here.
-CREATE FUNCTION attach_snapshots(tbl regclass, tombstones regclass DEFAULT NULL)
+-- The columns are declared with the table (a function taking its row type
+-- keeps ALTER TABLE from adding them here): created_xid xid8 NOT NULL DEFAULT
+-- pg_current_xact_id() unless in_id_order, and on its tombstones deleted_xid
+-- xid8 NOT NULL DEFAULT pg_current_xact_id(), indexed (and created_xid).
+CREATE FUNCTION attach_snapshots(tbl regclass, tombstones regclass DEFAULT NULL, in_id_order boolean DEFAULT false)
 RETURNS void LANGUAGE plpgsql AS $attach$
+DECLARE
+  needed text[] := CASE WHEN in_id_order THEN ARRAY[]::text[] ELSE ARRAY['created_xid'] END;
 BEGIN
-  IF tombstones IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_attribute
-      WHERE attrelid = tombstones AND attname = 'deleted_xid' AND NOT attisdropped) THEN
-    RAISE EXCEPTION '% needs deleted_xid xid8 NOT NULL DEFAULT pg_current_xact_id(), indexed (as deleted_posts has it)',
-      tombstones;
+  IF EXISTS (SELECT FROM unnest(needed) c WHERE NOT EXISTS (SELECT FROM pg_attribute
+      WHERE attrelid = tbl AND attname = c AND NOT attisdropped))
+     OR (tombstones IS NOT NULL AND EXISTS (SELECT FROM unnest(needed || 'deleted_xid'::text) c
+       WHERE NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = tombstones AND attname = c AND NOT attisdropped))) THEN
+    RAISE EXCEPTION '% needs the columns of attach_snapshots (created_xid, and deleted_xid on its tombstones)', tbl;
   END IF;
-  EXECUTE format('CREATE TRIGGER %I BEFORE INSERT ON %s FOR EACH STATEMENT EXECUTE FUNCTION commit_in_id_order()',
-    (SELECT relname FROM pg_class WHERE oid = tbl) || '_before_insert', tbl);
+  IF in_id_order THEN
+    EXECUTE format('CREATE TRIGGER %I BEFORE INSERT ON %s FOR EACH STATEMENT EXECUTE FUNCTION commit_in_id_order()',
+      (SELECT relname FROM pg_class WHERE oid = tbl) || '_before_insert', tbl);
+  END IF;
 END $attach$;
 
 CREATE FUNCTION detach_snapshots(tbl regclass) RETURNS void LANGUAGE plpgsql AS $$
@@ -123,6 +135,8 @@ END $$;
 --                first (before the events), reading new_rows / old_rows
 --   shown        the columns <resource>_event_data reads, if the table is
 --                written often: see below
+--   in_id_order  how its list pages as of a snapshot tell the rows it saw
+--                (attach_snapshots, above)
 --
 -- Inserts and deletes fire once per statement (a group-committed statement of
 -- many rows bumps each total once and writes its events with one INSERT …
@@ -134,7 +148,7 @@ END $$;
 -- edits needed (bench/RESULTS.md, "Attached triggers").
 CREATE FUNCTION attach_resource(tbl regclass, resource text, post_column text DEFAULT NULL,
   tombstones regclass DEFAULT NULL, on_insert text DEFAULT '', on_delete text DEFAULT '',
-  shown text[] DEFAULT NULL)
+  shown text[] DEFAULT NULL, in_id_order boolean DEFAULT false)
 RETURNS void LANGUAGE plpgsql AS $attach$
 DECLARE
   name text := (SELECT relname FROM pg_class WHERE oid = tbl);
@@ -234,7 +248,7 @@ BEGIN
   EXECUTE format('CREATE TRIGGER %1$I ' || fires || ' EXECUTE FUNCTION %1$I()', name || '_after_update', tbl);
   EXECUTE format('CREATE TRIGGER %1$I AFTER DELETE ON %2$s REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION %1$I()', name || '_after_delete', tbl);
-  PERFORM attach_snapshots(tbl, tombstones);
+  PERFORM attach_snapshots(tbl, tombstones, in_id_order);
 END $attach$;
 
 -- What a resource's Down calls: its triggers go with their functions.
@@ -277,7 +291,7 @@ CREATE TABLE post_ranks (
 -- total, then its ranks in (list, range) order, so concurrent inserts never
 -- wait for each other in a cycle.
 SELECT attach_resource('posts', 'post', post_column => 'id', tombstones => 'deleted_posts',
-  shown => ARRAY['title', 'body', 'author_id', 'created_at', 'updated_at'],
+  shown => ARRAY['title', 'body', 'author_id', 'created_at', 'updated_at'], in_id_order => true,
   on_insert => $$
     INSERT INTO author_post_counts (author_id, n)
       SELECT author_id, count(*) FROM new_rows GROUP BY author_id ORDER BY author_id
@@ -435,8 +449,9 @@ DROP TRIGGER IF EXISTS posts_rerank ON posts;
 DROP FUNCTION IF EXISTS posts_rerank();
 SELECT detach_resource('users', 'user'), detach_resource('comments', 'comment'), detach_resource('posts', 'post');
 DROP TABLE IF EXISTS post_ranks;
-DROP FUNCTION IF EXISTS detach_resource(regclass, text), attach_resource(regclass, text, text, regclass, text, text, text[]),
-  detach_snapshots(regclass), attach_snapshots(regclass, regclass), commit_in_id_order(),
+DROP FUNCTION IF EXISTS detach_resource(regclass, text),
+  attach_resource(regclass, text, text, regclass, text, text, text[], boolean),
+  detach_snapshots(regclass), attach_snapshots(regclass, regclass, boolean), commit_in_id_order(),
   notify_from_outside(text), user_event_data(users), comment_event_data(comments), post_event_data(posts);
 DROP TABLE IF EXISTS events;
 DROP TABLE IF EXISTS events_pending;

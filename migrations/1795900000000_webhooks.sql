@@ -21,7 +21,8 @@ CREATE TABLE webhooks (
   -- Since when every attempt has failed; NULL after a success.
   failing_since timestamptz,
   created_at timestamptz NOT NULL DEFAULT now(),
-  updated_at timestamptz NOT NULL DEFAULT now()
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  created_xid xid8 NOT NULL DEFAULT pg_current_xact_id()
 );
 CREATE INDEX webhooks_user_id ON webhooks (user_id, id);
 -- Its list has offset pages as of a snapshot (attach_snapshots, in the events migration).

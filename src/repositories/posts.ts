@@ -87,6 +87,7 @@ const LOCKS = { update: 'FOR NO KEY UPDATE', delete: 'FOR UPDATE' } as const;
 const listBase = {
   table: 'posts',
   tombstones: 'deleted_posts',
+  inIdOrder: true,
   columns: LIST_COLUMNS,
   sortColumns: {
     id: idColumn,

@@ -174,6 +174,22 @@ describe('a walk of next links with the snapshot', () => {
   });
 });
 
+async function waitFor(done: () => Promise<boolean>): Promise<void> {
+  while (!(await done())) await new Promise((resolve) => setTimeout(resolve, 5));
+}
+const waitUntilSleeping = (pid: number) =>
+  waitFor(async () => {
+    const { rows } = await t.app.db.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND wait_event = $2', [
+      pid,
+      'PgSleep',
+    ]);
+    return rows.length > 0;
+  });
+async function waitingOnALock(): Promise<boolean> {
+  const { rows } = await t.app.db.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'`);
+  return rows.length > 0;
+}
+
 describe('what a snapshot holds', () => {
   const page = async (url: string) => {
     const res = await get(url);
@@ -181,8 +197,9 @@ describe('what a snapshot holds', () => {
     return { body: res.json(), first: link(res.headers.link, 'first')! };
   };
 
-  it("leaves out an insert still running then: a table's inserts commit in the order of their ids", async () => {
+  it('leaves out a transaction still running then, though its id is below the largest the snapshot saw', async () => {
     const [p1, p2] = [await createPost(t.app, ann), await createPost(t.app, ann)];
+    // Comments of two posts are written side by side: the smaller id commits after the larger.
     const writer = new pg.Client({ connectionString: t.db.url });
     await writer.connect();
     try {
@@ -191,18 +208,42 @@ describe('what a snapshot holds', () => {
         p1.id,
         ann.user.id,
       ]);
-      // Another comment, on another post, takes a larger id and waits for the first to commit, not to commit
-      // before it: else a snapshot between the two would see the larger id without the smaller.
-      let committed = false;
-      const later = createComment(t.app, ann, p2.id, 'after it').then(() => (committed = true));
+      await createComment(t.app, ann, p2.id, 'committed after it, with a larger id');
       const before = await page(`/posts/${p1.id}/comments`);
       expect(before.body.total).toBe(0);
-      expect(committed).toBe(false);
       await writer.query('COMMIT');
-      await later;
       const after = await page(before.first);
       expect(after.body).toEqual({ data: [], page: 1, perPage: 20, total: 0, totalPages: 0 });
       expect((await page(`/posts/${p1.id}/comments`)).body.total).toBe(1);
+    } finally {
+      await writer.end();
+    }
+  });
+
+  it('posts commit in the order of their ids: an insert that took a smaller id commits first', async () => {
+    const writer = new pg.Client({ connectionString: t.db.url });
+    await writer.connect();
+    try {
+      const { rows } = await writer.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      // Its first row takes its id, then the statement sleeps before its second (rows are made one at a time).
+      const slow = writer.query(
+        `INSERT INTO posts (author_id, title, body)
+         SELECT $1, 'slow ' || i, concat('b', CASE WHEN i = 2 THEN pg_sleep(0.5) END) FROM generate_series(1, 2) i`,
+        [ann.user.id],
+      );
+      await waitUntilSleeping(rows[0]!.pid);
+      let committed = false;
+      const later = createPost(t.app, bob, { title: 'after it' }).then(() => (committed = true));
+      // It waits for the slow insert's commit: had it committed first, a snapshot would see its id without the
+      // slow one's first, below it.
+      await waitFor(async () => committed || (await waitingOnALock()));
+      const before = await page('/posts?sort=-id&perPage=2');
+      expect(committed).toBe(false);
+      await slow;
+      await later;
+      expect((await page(before.first)).body).toEqual(before.body);
+      const now = await page('/posts?sort=-id&perPage=2');
+      expect(now.body.data.map((post: { title: string }) => post.title)).toEqual(['after it', 'slow 2']);
     } finally {
       await writer.end();
     }

@@ -80,6 +80,11 @@ export interface ListSource<F extends string, Filter> {
    * keys that never change, when the list is not narrowed; `scope`: its list's number there.
    */
   ranks?: { start: string; sorts: readonly F[]; scope(filter: Filter): SqlFragment };
+  /**
+   * Its inserts commit in the order of their ids (attach_snapshots' `in_id_order`): a page as of a snapshot keeps
+   * the rows up to the largest id the snapshot saw, from an index. Otherwise it checks each row's created_xid.
+   */
+  inIdOrder?: true;
 }
 
 /** A total the triggers keep in `counters` (0 before its row exists). */
@@ -130,6 +135,7 @@ export interface ListPlan {
   from: SqlFragment;
   /** An offset page as of this moment (its total is the snapshot's). */
   snapshot: Snapshot | undefined;
+  inIdOrder: boolean;
   /** The ranks' start function call's arguments but the offset, when this list and sort have them. */
   ranked: { start: SqlFragment; scope: SqlFragment; byKey: boolean } | undefined;
   tombstones: SqlFragment | undefined;
@@ -184,6 +190,7 @@ export function planList<F extends string, Filter>(
     planned: search ? where([...listed, search.planned, ...(options.narrow ?? [])]) : conditions,
     from: raw(source.table),
     snapshot,
+    inIdOrder: source.inIdOrder === true,
     ranked: rankedBy(source, filter, sort, narrow),
     tombstones: source.tombstones ? raw(source.tombstones) : undefined,
     joined: raw(options.join ? `${source.table} ${options.join}` : source.table),

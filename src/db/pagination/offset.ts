@@ -104,7 +104,7 @@ function walkedQuery(plan: ListPlan, page: OffsetPage, offset: number): SqlFragm
   const skip = start ? sql`(SELECT rest FROM start)` : sql`${offset}::int8`;
   const conditions = [plan.pageConditions];
   if (start) conditions.push(start.from);
-  if (snapshot) conditions.push(asOf(snapshot));
+  if (snapshot) conditions.push(asOf(plan, snapshot));
   const live = (columns: SqlFragment) =>
     sql`SELECT ${columns} FROM ${plan.from} WHERE h.total IS NOT NULL AND ${where(conditions)}`;
   // A search's matches cannot be told among deleted items (the tombstones keep no text): they lose their place.
@@ -135,11 +135,11 @@ function rankedStart(
 }
 
 /**
- * Rows as of the snapshot: those up to the largest id it saw. A table's inserts commit in the order of their ids
- * (attach_snapshots, in the migrations), so the snapshot saw every one of those that exists.
+ * The rows (or tombstones) the snapshot saw: those up to the largest id it saw, where the table's inserts commit in
+ * the order of their ids (attach_snapshots, in the migrations); elsewhere, those whose creator it saw committed.
  */
-function asOf({ top }: Snapshot): SqlFragment {
-  return sql`id <= ${top}::int8`;
+function asOf(plan: ListPlan, { xids, top }: Snapshot): SqlFragment {
+  return plan.inIdOrder ? sql`id <= ${top}::int8` : sql`pg_visible_in_snapshot(created_xid, ${xids}::pg_snapshot)`;
 }
 
 /**
@@ -149,14 +149,15 @@ function asOf({ top }: Snapshot): SqlFragment {
  */
 function withDeleted(
   plan: ListPlan,
-  { xids, top }: Snapshot,
+  snapshot: Snapshot,
   live: SqlFragment,
   from: SqlFragment | undefined,
   skip: SqlFragment,
   size: SqlFragment,
 ): SqlFragment {
   const orderBy = plan.order(plan.descending);
-  const since = sql`id <= ${top}::int8 AND deleted_xid >= pg_snapshot_xmin(${xids}::pg_snapshot)
+  const { xids } = snapshot;
+  const since = sql`${asOf(plan, snapshot)} AND deleted_xid >= pg_snapshot_xmin(${xids}::pg_snapshot)
       AND NOT pg_visible_in_snapshot(deleted_xid, ${xids}::pg_snapshot)`;
   const conditions = [since, ...plan.scope, ...plan.narrow];
   if (from) conditions.push(from);

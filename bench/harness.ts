@@ -33,7 +33,8 @@ import {
 } from './processes.js';
 import { NGINX } from '../test/helpers/edge-cache.js';
 import { hitRate, writeResults, type Outcome, type Sample, type Scenario } from './report.js';
-import { CEILING, peerPost, selectScenarios, type Context, type Session } from './scenarios.js';
+import { CEILING, peerPost, selectScenarios, type Context } from './scenarios.js';
+import { noDoomed, type Session } from './session.js';
 import { createOwnPosts, openSession, pgbenchScripts, scenarioContext } from './setup.js';
 import { checkOut, parseVariant, removeVariants, variantDataset, type Variant } from './variants.js';
 
@@ -117,7 +118,8 @@ async function setUpPeer(r: Run, ctx: Pick<Context, 'userIds' | 'big' | 'popular
   const ownPosts = await createOwnPosts(peer.url, ctx.userIds.length, (user) => JSON.stringify(peerPost(ctx, user)));
   const text = `${peerVersion(install.node)}, its defaults (pool of 10, no cache), logging at warn, on ${r.peerDataset.name}: its own plain schema with the rows of ${r.big!.name}; ${same}`;
   log(`peer up: pid ${peer.pid}, ${text}`);
-  return { peer, session: { tokens: [], ownPosts }, text };
+  const session: Session = { tokens: [], ownPosts, doomed: noDoomed(0), databaseUrl: r.peerDataset.url };
+  return { peer, session, text };
 }
 
 /** Builds, loads and starts everything the scenarios need; returns their context. */
@@ -187,7 +189,8 @@ async function setUp(r: Run): Promise<{ ctx: Context; peerText: string }> {
     ctx.sessions.set(peer.peer, peer.session);
   }
   log(
-    `logged in ${ctx.tokens.length} users; popular post ${ctx.popularPost}, author ${ctx.author.id} page ${ctx.author.page}, cursor after ${ctx.deepCursor}`,
+    `logged in ${ctx.tokens.length} users; popular post ${ctx.popularPost}, author ${ctx.author.id} page ${ctx.author.page}, cursor after ${ctx.deepCursor}, ` +
+      `offset pages ${ctx.deepPage} and ${ctx.lastPage}, most prolific author ${ctx.prolific.id} (${ctx.prolific.posts} posts) pages ${ctx.prolific.middlePage} and ${ctx.prolific.lastPage}`,
   );
   return { ctx, peerText: peer.text };
 }
@@ -230,11 +233,11 @@ interface Measured {
 }
 
 /**
- * One round of scenario `s`: the ceiling, its peer twin, its quiet reads and its straight twin
- * right before it and again right after it (it is compared with the mean of
- * the two, so that a drift of the machine's speed across the three windows
- * cancels out instead of landing on one side of the ratio), then pgbench with
- * its SQL, then the variants.
+ * One round of scenario `s`: the ceiling, its peer twin, its quiet reads, its straight twin and
+ * what it is measured beside (page 1 of its list) right before it and again right after it (it
+ * is compared with the mean of the two, so that a drift of the machine's speed across the three
+ * windows cancels out instead of landing on one side of the ratio), then pgbench with its SQL,
+ * then the variants.
  */
 async function measureScenario(
   s: Scenario<Context>,
@@ -255,13 +258,30 @@ async function measureScenario(
   if (quiet) log(record(s.quiet!, quiet));
   const straight = s.straight ? await drive(s.straight, ctx, SECONDS) : undefined;
   if (straight) log(record(s.straight!, straight));
+  // Nearest to it: page 1 of its list, the closest comparison.
+  const beside = s.beside ? await drive(s.beside, ctx, SECONDS) : undefined;
+  if (beside) log(record(s.beside!, beside));
   const sample = await drive(s, ctx, SECONDS);
   let line = record(s, sample);
-  const again = async (other: Scenario<Context>, before: Sample, show: boolean) => {
+  const twice = async (other: Scenario<Context>, before: Sample, show: boolean) => {
     const after = await drive(other, ctx, SECONDS);
     if (show) log(record(other, after));
+    return [before, after] as const;
+  };
+  const again = async (other: Scenario<Context>, before: Sample, show: boolean) => {
+    const [, after] = await twice(other, before, show);
     return (before.rps + after.rps) / 2;
   };
+  if (beside) {
+    const runs = await twice(s.beside!, beside, true);
+    const mean = (pick: (x: Sample) => number) => (pick(runs[0]) + pick(runs[1])) / 2;
+    sample.besideRps = mean((x) => x.rps);
+    sample.besideCost = {
+      p50: mean((x) => x.p50),
+      cpuMsPerRequest: mean((x) => x.cpuMsPerRequest),
+      dbCpuMsPerRequest: mean((x) => x.dbCpuMsPerRequest),
+    };
+  }
   if (twin) sample.twinRps = await again(s.twin!, twin, true);
   if (quiet) sample.quietRps = await again(s.quiet!, quiet, true);
   if (straight) sample.straightRps = await again(s.straight!, straight, true);
@@ -369,6 +389,7 @@ async function main(): Promise<number> {
         ...(s.twin && ctx.peer ? [s.twin] : []),
         ...(s.quiet ? [s.quiet] : []),
         ...(s.straight ? [s.straight] : []),
+        ...(s.beside ? [s.beside] : []),
         s,
       ]).filter((s, k, all) => all.findIndex((x) => x.id === s.id) === k),
       http: m.http,
@@ -382,6 +403,8 @@ async function main(): Promise<number> {
         deepCursor: ctx.deepCursor,
         secondCursor: ctx.secondCursor,
         deepPage: ctx.deepPage,
+        lastPage: ctx.lastPage,
+        prolific: ctx.prolific,
       },
       machine: `${execFileSync('nproc').toString().trim()} cores, Node ${process.version}, ${server.source}`,
       peer: { ran: ctx.peer !== undefined, text: peerText },

@@ -123,6 +123,7 @@ async function walPosition(monitor: Context['monitor']): Promise<number> {
 /**
  * `s` on its instance, or on `target` (a variant's instance); the requests
  * read the target's own session when it has one (log-ins and posts on its database).
+ * The scenario's `prepare` runs first, outside the measured window.
  */
 export async function drive(
   s: Scenario<Context>,
@@ -130,10 +131,11 @@ export async function drive(
   seconds: number,
   target = main[s.on],
 ): Promise<Sample> {
-  await settle(main);
   if (!target) throw new Error(`${s.id}: no ${s.on} running`);
   const session = main.sessions.get(target);
   const ctx = session ? { ...main, ...session } : main;
+  await s.prepare?.(ctx, target.url, seconds);
+  await settle(main);
   const edge: Sample['edge'] = {};
   const cpu0 = childCpuSeconds(target);
   const db0 = postgresCpu();

@@ -24,12 +24,17 @@ export interface Scenario<C> {
   title: string;
   /** `edge`: through nginx with deploy/edge-cache.conf in front of `big`, as deployed; `big`, `small`: the service straight. */
   on: 'edge' | 'big' | 'small' | 'baseline' | 'peer';
-  method: 'GET' | 'POST' | 'PATCH' | 'PUT';
+  method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE';
   /** `user`: which logged-in user sends it (authenticated scenarios and the peer's writes). */
   path: (ctx: C, user: number) => string;
   body?: (ctx: C, user: number) => string;
   /** Each request draws a post id in this range and puts it in place of ":id" in the path. */
   randomId?: (ctx: C) => [number, number];
+  /**
+   * How the drawn id shows in the service's SQL when not as is (a page number: as its offset), for the
+   * pgbench script: its value for an id, and the pgbench expression of `:id` that gives it.
+   */
+  randomIdInSql?: { value: (id: number) => number; expression: string };
   authenticated?: boolean;
   /** Minimum req/s as a fraction of the HTTP ceiling. */
   target?: number;
@@ -52,6 +57,17 @@ export interface Scenario<C> {
   p50Versus?: { id: string; max: number };
   /** autocannon connections, when not the run's (a request that takes seconds). */
   connections?: number;
+  /** What it is compared with (page 1 of the same list), on the same instance, measured right before and right after it in each round. */
+  beside?: Scenario<C>;
+  /** Minimum req/s as a fraction of `beside`'s (none: the ratio is shown, not judged). */
+  besideTarget?: number;
+  /**
+   * Runs before each of its windows, outside it, with the context its requests read and the
+   * instance's URL (e.g. creates the posts its deletes remove).
+   */
+  prepare?: (ctx: C, url: string, seconds: number) => Promise<void>;
+  /** false: no pgbench script (SQL that cannot be replayed as recorded: a delete removes its row once). */
+  pgbench?: false;
 }
 
 export interface Sample {
@@ -77,6 +93,10 @@ export interface Sample {
   quietRps?: number;
   /** req/s of the straight scenario measured right before and after this sample (their mean). */
   straightRps?: number;
+  /** req/s of the `beside` scenario measured right before and after this sample (their mean). */
+  besideRps?: number;
+  /** The same runs' p50 and CPU per request (their means). */
+  besideCost?: Pick<Sample, 'p50' | 'cpuMsPerRequest' | 'dbCpuMsPerRequest'>;
   /** A variant's sample: req/s of the main instance measured right before and after it (their mean). */
   mainRps?: number;
   /** Answers through the edge by their `X-Cache-Status` (HIT, MISS, EXPIRED, UPDATING, STALE, BYPASS…); empty elsewhere. */
@@ -107,6 +127,8 @@ export interface Outcome {
     deepCursor: number;
     secondCursor: number;
     deepPage: number;
+    lastPage: number;
+    prolific: { id: number; posts: number; middlePage: number; lastPage: number };
   };
   machine: string;
   /** What the peer was (name, version, its Node), or why it did not run. */
@@ -134,7 +156,7 @@ function ratio(a: number[] | undefined, b: number[] | undefined): number {
 
 export const fmt = (n: number, digits = 0) =>
   Number.isFinite(n) ? n.toLocaleString('en', { maximumFractionDigits: digits, minimumFractionDigits: digits }) : 'n/a';
-const pct = (n: number) => (Number.isFinite(n) ? `${(n * 100).toFixed(0)} %` : 'n/a');
+const pct = (n: number, digits = 0) => (Number.isFinite(n) ? `${(n * 100).toFixed(digits)} %` : 'n/a');
 
 export interface Check {
   what: string;
@@ -173,6 +195,7 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
   let requests = 0;
 
   const mixed: string[] = [];
+  const besides: string[] = [];
   for (const s of o.scenarios) {
     const samples = o.http.get(s.id) ?? [];
     const errors = samples.reduce((n, x) => n + x.errors + x.non2xx + (x.background?.unexpected ?? 0), 0);
@@ -240,6 +263,30 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
         met: vs <= s.p50Versus.max,
         skipped: !Number.isFinite(vs),
       });
+    }
+    if (s.beside) {
+      const vsBeside = median(samples.map((x) => (x.besideRps ? x.rps / x.besideRps : NaN)));
+      const goal = s.besideTarget === undefined ? undefined : `≥ ${pct(s.besideTarget, 1)}`;
+      const met = s.besideTarget !== undefined && vsBeside >= s.besideTarget;
+      const both = (
+        pick: (x: Pick<Sample, 'p50' | 'cpuMsPerRequest' | 'dbCpuMsPerRequest'>) => number,
+        digits: number,
+      ) =>
+        `${fmt(median(samples.map(pick)), digits)} | ${fmt(median(samples.map((x) => (x.besideCost ? pick(x.besideCost) : NaN))), digits)}`;
+      besides.push(
+        `| ${s.id} | \`${s.beside.id}\` | ${fmt(median(samples.map((x) => x.rps)))} | ${fmt(median(samples.map((x) => x.besideRps ?? NaN)))} | ` +
+          `${pct(vsBeside, 1)} | ${goal === undefined ? '– (reported)' : `${goal}: ${met ? 'met' : '**missed**'}`} | ` +
+          `${both((x) => x.p50, 1)} | ${both((x) => x.cpuMsPerRequest, 3)} | ${both((x) => x.dbCpuMsPerRequest, 3)} |`,
+      );
+      if (goal !== undefined) {
+        checks.push({
+          what: `${s.id}: req/s vs \`${s.beside.id}\` measured right beside it`,
+          value: pct(vsBeside, 1),
+          goal,
+          met,
+          skipped: !Number.isFinite(vsBeside),
+        });
+      }
     }
     if (s.quiet && s.background) {
       const vsQuiet = median(samples.map((x) => (x.quietRps ? x.rps / x.quietRps : NaN)));
@@ -329,7 +376,9 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
     '',
     `- ${o.datasets.big.name}: ${fmt(o.datasets.big.size.posts)} posts, ${fmt(o.datasets.big.size.comments)} comments, ${fmt(o.datasets.big.size.users)} users — ${seedLine(o.datasets.big)}`,
     `- ${o.datasets.small.name}: ${fmt(o.datasets.small.size.posts)} posts, ${fmt(o.datasets.small.size.comments)} comments, ${fmt(o.datasets.small.size.users)} users — ${seedLine(o.datasets.small)}`,
-    `- author ${o.ctx.author.id} (page ${o.ctx.author.page}), popular post ${o.ctx.popularPost}, cursor after id ${o.ctx.deepCursor} (second page: after ${o.ctx.secondCursor}), offset page ${o.ctx.deepPage}`,
+    `- author ${o.ctx.author.id} (page ${o.ctx.author.page}), popular post ${o.ctx.popularPost}, cursor after id ${o.ctx.deepCursor} (second page: after ${o.ctx.secondCursor}), ` +
+      `offset pages ${o.ctx.deepPage} (the middle) and ${o.ctx.lastPage} (the last) of ${fmt(o.datasets.big.size.posts)} posts; ` +
+      `most prolific author ${o.ctx.prolific.id} (${fmt(o.ctx.prolific.posts)} posts): pages ${o.ctx.prolific.middlePage} (the middle) and ${o.ctx.prolific.lastPage} (the last)`,
     '',
     'Scenarios without "-uncached" run through the edge as deployed: Debian\'s nginx with deploy/edge-cache.conf in front of the service ' +
       '(it keeps anonymous GETs for their s-maxage, 1 s, and passes requests with a token by); no pgbench runs for them (their "-uncached" twin, ' +
@@ -348,6 +397,19 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
       "peer process's.",
     '',
     ...(o.ablation?.lines ?? []),
+    ...(besides.length
+      ? [
+          'Pages at any depth (issue 46): each row runs straight to the service right between two runs of page 1 of the same list ' +
+            '(its path without `page` or `snapshot`: `beside` in bench/scenarios.ts), in every round; page 1 req/s is the mean of those two runs, ' +
+            '× page 1 the median of the per-round ratios, and the page-1 columns of p50 and CPU are the means of the same two runs. ' +
+            'CPU ms/req: the service process; DB CPU ms/req: all PostgreSQL processes. Rows without a goal are reported, not judged.',
+          '',
+          '| scenario | page 1 beside it | req/s | page 1 req/s | × page 1 | goal | p50 ms | page 1 p50 ms | CPU ms/req | page 1 CPU ms/req | DB CPU ms/req | page 1 DB CPU ms/req |',
+          '|---|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|',
+          ...besides,
+          '',
+        ]
+      : []),
     ...(mixed.length
       ? [
           'Mixed load: 1 000 hot posts read through the edge (`GET /posts/{id}`, ids 1–1 000, 32 connections) while the bench sends the ' +

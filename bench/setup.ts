@@ -1,7 +1,7 @@
 /**
- * The run's setup: ids picked from the data set for the scenarios, log-ins
- * and own posts on a service, and the pgbench scripts (the SQL the service
- * sends for each scenario).
+ * The run's setup: ids and pages picked from the data set for the scenarios,
+ * log-ins, own posts and a snapshot token on a service, and the pgbench
+ * scripts (the SQL the service sends for each scenario).
  */
 import pg from 'pg';
 import { buildApp } from '../src/app.js';
@@ -11,7 +11,8 @@ import type { Dataset } from './dataset.js';
 import { captureQueries, pgbenchScript, writeScript } from './pgbench.js';
 import type { Child } from './processes.js';
 import type { Scenario } from './report.js';
-import { POST_BODY, type Context, type Session } from './scenarios.js';
+import { POST_BODY, type Context } from './scenarios.js';
+import { createPosts, noDoomed, takeSnapshot, type Session } from './session.js';
 
 const LOGINS = 8;
 /** Posts each logged-in user creates at the start, for PATCH to spread over (no hot row). */
@@ -33,7 +34,7 @@ export async function one<T>(url: string, text: string, values: unknown[] = []):
   }
 }
 
-/** Ids for the scenarios; `depth`: how many posts deep the deep cursor and offset pages go. */
+/** Ids for the scenarios; `depth`: how many posts deep the deep cursor and offset pages go (the middle of the list). */
 export async function scenarioContext(big: Dataset, depth: number): Promise<Picked> {
   const popular = await one<{ id: number }>(
     big.url,
@@ -44,6 +45,12 @@ export async function scenarioContext(big: Dataset, depth: number): Promise<Pick
     big.url,
     `SELECT author_id::int AS id, n::int AS posts FROM author_post_counts
        ORDER BY n >= 400 DESC, CASE WHEN n >= 400 THEN n END ASC, n DESC LIMIT 1`,
+  );
+  // The most prolific author (the million posts' has ~31 000): their list's middle, last and random pages.
+  // The seed's is user 1, also the first logged-in user: the run's creates add to their list, after these pages.
+  const prolific = await one<{ id: number; posts: number }>(
+    big.url,
+    'SELECT author_id::int AS id, n::int AS posts FROM author_post_counts ORDER BY n DESC, author_id LIMIT 1',
   );
   const nth = (n: number) =>
     one<{ id: number }>(big.url, 'SELECT id::int FROM posts ORDER BY id OFFSET $1 - 1 LIMIT 1', [n]);
@@ -60,13 +67,24 @@ export async function scenarioContext(big: Dataset, depth: number): Promise<Pick
     deepCursor: deep.id,
     secondCursor: second.id,
     deepPage: depth / 20 + 1,
+    // The `last` link's page of the seeded list; the run's own posts come after it.
+    lastPage: Math.ceil(big.size.posts / 20),
+    prolific: {
+      ...prolific,
+      middlePage: Math.floor(prolific.posts / 2 / 20) + 1,
+      lastPage: Math.max(1, Math.ceil(prolific.posts / 20)),
+    },
     postIds: [1, big.size.posts],
     hotPostIds: [1, HOT_POSTS_COUNT],
     coldPostIds: [HOT_POSTS_COUNT + 1, big.size.posts],
   };
 }
 
-/** Logs the first users in on `service` and creates their own posts: the session of its database. */
+/**
+ * Logs the first users in on `service`, creates their own posts and takes a
+ * snapshot token from `GET /posts`: the session of its database. The posts
+ * DELETE removes are created before each of its windows (bench/session.ts).
+ */
 export async function openSession(service: Child, dataset: Dataset): Promise<Session & { userIds: number[] }> {
   const users = await logIn(service, dataset);
   const ownPosts = await createOwnPosts(
@@ -75,7 +93,8 @@ export async function openSession(service: Child, dataset: Dataset): Promise<Ses
     () => POST_BODY,
     (user) => ({ authorization: `Bearer ${users.tokens[user]!}` }),
   );
-  return { ...users, ownPosts };
+  const snapshot = await takeSnapshot(service.url);
+  return { ...users, ownPosts, doomed: noDoomed(users.tokens.length), snapshot, databaseUrl: dataset.url };
 }
 
 async function logIn(service: Child, dataset: Dataset): Promise<{ tokens: string[]; userIds: number[] }> {
@@ -104,29 +123,13 @@ async function logIn(service: Child, dataset: Dataset): Promise<{ tokens: string
  * Each user's own posts for PATCH, created through POST /posts on `url`
  * (deleted with the run's other posts); `headers(user)` authenticates, if needed.
  */
-export async function createOwnPosts(
+export function createOwnPosts(
   url: string,
   users: number,
   body: (user: number) => string,
   headers: (user: number) => Record<string, string> = () => ({}),
 ): Promise<number[][]> {
-  return Promise.all(
-    Array.from({ length: users }, async (_, user) => {
-      const ids: number[] = [];
-      for (let k = 0; k < OWN_POSTS; k++) {
-        const res = await fetch(`${url}/posts`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...headers(user) },
-          body: body(user),
-        });
-        if (res.status !== 200 && res.status !== 201)
-          throw new Error(`creating a post to edit on ${url}: ${res.status} ${await res.text()}`);
-        // Platformatic renders ids as strings.
-        ids.push(Number(((await res.json()) as { id: number | string }).id));
-      }
-      return ids;
-    }),
-  );
+  return createPosts(url, Array<number>(users).fill(OWN_POSTS), body, headers);
 }
 
 /**
@@ -154,9 +157,10 @@ export async function pgbenchScripts(
     const app = await buildApp({ ...config, databaseUrl: datasets[on].url, pgPoolMax: 1 });
     try {
       await app.ready();
-      for (const s of scenarios.filter((x) => x.on === on)) {
+      for (const s of scenarios.filter((x) => x.on === on && x.pgbench !== false)) {
         const range = s.randomId?.(ctx);
         const sampleId = range ? Math.floor((range[0] + range[1]) / 2) : 0;
+        const inSql = s.randomIdInSql;
         const files: string[] = [];
         for (const [k, token] of (s.authenticated ? ctx.tokens : [undefined]).entries()) {
           const url = s.path(ctx, k).replace(':id', String(sampleId));
@@ -177,7 +181,9 @@ export async function pgbenchScripts(
           if (status < 200 || status >= 300) throw new Error(`capturing the SQL of ${s.id}: ${url} answered ${status}`);
           const script = pgbenchScript(queries, {
             title: `${s.method} ${url} — ${s.title}${token ? ` (user ${k + 1} of ${ctx.tokens.length})` : ''}`,
-            randomId: range ? { value: sampleId, range } : undefined,
+            randomId: range
+              ? { value: inSql ? inSql.value(sampleId) : sampleId, range, expression: inSql?.expression }
+              : undefined,
           });
           files.push(await writeScript(dir, token ? `${s.id}-${k + 1}` : s.id, script));
         }

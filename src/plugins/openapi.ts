@@ -2,7 +2,6 @@
  * The OpenAPI document from the route schemas, at /openapi.json and /docs (docs/api.md), plus what every
  * operation shares, stated once. The /docs page's assets are not rate limited (dozens per load).
  */
-import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib';
 import fp from 'fastify-plugin';
 import type { ResourceRegistry } from '../resource.js';
 import type { AppConfig } from '../config.js';
@@ -11,7 +10,6 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ErrorSchema, NoQuery } from '../schemas/common.js';
 import { JSON_MEDIA_TYPE, PATCH_MEDIA_TYPES } from '../media-types.js';
-import { bodyEtag, namesEtag } from '../http/conditional.js';
 
 // Bounds as config.ts allows them: RATE_LIMIT_MAX ≤ 1 000 000, RATE_LIMIT_WINDOW ≤ 86 400 s.
 const count = { type: 'integer', format: 'int32', minimum: 0, maximum: 1_000_000 };
@@ -68,31 +66,6 @@ type Operation = Record<string, unknown> & {
   parameters?: Parameter[];
   responses?: Record<string, { headers?: object }>;
 };
-
-const ENCODINGS = {
-  br: (json: Buffer) =>
-    brotliCompressSync(json, {
-      params: { [zlib.BROTLI_PARAM_QUALITY]: 9, [zlib.BROTLI_PARAM_SIZE_HINT]: json.length },
-    }),
-  gzip: (json: Buffer) => gzipSync(json, { level: 9 }),
-} as const;
-type Encoding = keyof typeof ENCODINGS;
-
-/** The first of our encodings that Accept-Encoding does not refuse (q=0); `*` stands for any not named. */
-function chooseEncoding(acceptEncoding: string | undefined): Encoding | undefined {
-  if (!acceptEncoding) return undefined;
-  const weights = new Map<string, number>();
-  for (const part of acceptEncoding.split(',')) {
-    const [name = '', ...parameters] = part.trim().toLowerCase().split(';');
-    const q = parameters.map((p) => /^\s*q\s*=\s*([0-9.]+)\s*$/.exec(p)?.[1]).find((v) => v !== undefined);
-    weights.set(name.trim(), q === undefined ? 1 : Number(q));
-  }
-  const weight = (name: string) => weights.get(name) ?? weights.get('*') ?? 0;
-  // Stable sort: at equal weight, br (first) wins.
-  return (Object.keys(ENCODINGS) as Encoding[])
-    .filter((name) => weight(name) > 0)
-    .sort((a, b) => weight(b) - weight(a))[0];
-}
 
 /** The groups of operations that are not a declared resource's (each resource declares its own). */
 const OTHER_GROUPS = [
@@ -178,29 +151,12 @@ function swaggerOptions(prefix: string, resources: ResourceRegistry): FastifyDyn
   };
 }
 
-/** Each encoding made once, on demand, with its own strong ETag (a different representation of one document). */
+/** The document, written once; http-caching gives it its ETag and answers If-None-Match with a 304. */
 function documentServer(document: () => unknown) {
-  type Representation = { body: Buffer; etag: string };
-  const make = (encoding: Encoding | 'identity'): Representation => {
-    if (encoding === 'identity') {
-      const json = JSON.stringify(document());
-      return { body: Buffer.from(json), etag: bodyEtag(json) };
-    }
-    const { body, etag } = documentIn('identity');
-    return { body: ENCODINGS[encoding](body), etag: `${etag.slice(0, -1)}-${encoding}"` };
-  };
-  const made = new Map<Encoding | 'identity', Representation>();
-  const documentIn = (encoding: Encoding | 'identity'): Representation =>
-    made.get(encoding) ?? made.set(encoding, make(encoding)).get(encoding)!;
-  return async (request: FastifyRequest, reply: FastifyReply) => {
-    const encoding = chooseEncoding(request.headers['accept-encoding']) ?? 'identity';
-    const { body, etag } = documentIn(encoding);
-    reply.header('vary', 'Accept-Encoding').header('etag', etag);
-    const condition = request.headers['if-none-match'];
-    if (condition !== undefined && namesEtag(condition, etag)) return reply.code(304).send();
-    reply.type(JSON_MEDIA_TYPE);
-    if (encoding !== 'identity') reply.header('content-encoding', encoding);
-    return reply.send(body);
+  let json: string | undefined;
+  return async (_request: FastifyRequest, reply: FastifyReply) => {
+    json ??= JSON.stringify(document());
+    return reply.type(JSON_MEDIA_TYPE).send(json);
   };
 }
 

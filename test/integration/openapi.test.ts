@@ -3,12 +3,11 @@
  * the headers the contract promises, types path ids as the integers they are,
  * names every operation, says where a token is optional, documents every error
  * the service gives, states its rules in patterns every regex engine reads
- * alike, and is served compressed. Every response of the integration suite is
+ * alike, and carries an ETag. Every response of the integration suite is
  * checked against it (helpers/openapi-conformance.ts); the checker itself is
  * tested last.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import type { LightMyRequestResponse } from 'fastify';
 import { useTestApp } from '../helpers/factories.js';
 import { expect422 } from '../helpers/expect.js';
@@ -143,38 +142,21 @@ describe('GET /openapi.json', () => {
     }
   });
 
-  it('carries an ETag, one per encoding, and answers If-None-Match naming it with a 304', async () => {
-    const plain = await t.app.inject({ url: '/openapi.json' });
-    const br = await t.app.inject({ url: '/openapi.json', headers: { 'accept-encoding': 'br' } });
+  it('carries an ETag, and answers If-None-Match naming it with a 304', async () => {
+    // Sent as it is, whatever the client accepts.
+    const plain = await t.app.inject({ url: '/openapi.json', headers: { 'accept-encoding': 'br, gzip' } });
     const tag = plain.headers.etag as string;
     expect(tag).toMatch(/^"b[A-Za-z0-9_-]{22}"$/);
-    expect(br.headers.etag).toBe(`${tag.slice(0, -1)}-br"`);
+    expect(plain.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(plain.headers['content-encoding']).toBeUndefined();
     expect(plain.headers['cache-control']).toBe('public, max-age=0, s-maxage=1');
     const again = await t.app.inject({ url: '/openapi.json', headers: { 'if-none-match': tag } });
     expect(again.statusCode).toBe(304);
     expect(again.body).toBe('');
     expect(again.headers.etag).toBe(tag);
-    expect(
-      (await t.app.inject({ url: '/openapi.json', headers: { 'if-none-match': tag, 'accept-encoding': 'br' } }))
-        .statusCode,
-    ).toBe(200);
+    const docs = await t.app.inject({ url: '/docs/json' });
+    expect(docs.body).toBe(plain.body);
     expect((await t.app.inject({ url: '/docs/json', headers: { 'if-none-match': tag } })).statusCode).toBe(304);
-  });
-
-  it('answers compressed when the client accepts it, and the same document', async () => {
-    const plain = await t.app.inject({ url: '/openapi.json' });
-    expect(plain.headers['content-encoding']).toBeUndefined();
-    expect(plain.headers.vary).toBe('Accept-Encoding, Authorization');
-    const br = await t.app.inject({ url: '/openapi.json', headers: { 'accept-encoding': 'gzip, deflate, br' } });
-    expect(br.headers['content-encoding']).toBe('br');
-    expect(br.rawPayload.length).toBeLessThan(plain.rawPayload.length / 10);
-    expect(brotliDecompressSync(br.rawPayload).toString()).toBe(plain.body);
-    const gzip = await t.app.inject({ url: '/openapi.json', headers: { 'accept-encoding': 'gzip;q=1, br;q=0' } });
-    expect(gzip.headers['content-encoding']).toBe('gzip');
-    expect(gunzipSync(gzip.rawPayload).toString()).toBe(plain.body);
-    const none = await t.app.inject({ url: '/openapi.json', headers: { 'accept-encoding': 'identity, *;q=0' } });
-    expect(none.headers['content-encoding']).toBeUndefined();
-    expect(none.body).toBe(plain.body);
   });
 });
 

@@ -14,8 +14,6 @@ declare module 'fastify' {
   interface FastifyRequest {
     user: AuthUser | null;
     authenticate(): Promise<AuthUser | null>;
-    /** The SHA-256 of a well-formed bearer token, else null; computed once per request. */
-    credential(): string | null;
   }
   interface FastifyInstance {
     requireUser: onRequestAsyncHookHandler;
@@ -28,16 +26,12 @@ const AUTH_CACHE_ENTRIES = 10_000;
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/-]{1,512}=*) *$/i;
 const memo = new WeakMap<FastifyRequest, Promise<AuthUser | null>>();
-const credentials = new WeakMap<FastifyRequest, { hash: Buffer; key: string } | null>();
 
 function credentialOf(request: FastifyRequest): { hash: Buffer; key: string } | null {
-  if (credentials.has(request)) return credentials.get(request)!;
   const token = BEARER.exec(request.headers.authorization ?? '')?.[1];
   // A token we could never have issued names no one: no hash, no lookup.
   const hash = token !== undefined && isWellFormedToken(token) ? hashToken(token) : undefined;
-  const credential = hash ? { hash, key: hash.toString('base64') } : null;
-  credentials.set(request, credential);
-  return credential;
+  return hash ? { hash, key: hash.toString('base64') } : null;
 }
 
 export default fp<{ cacheMs: number }>(
@@ -68,9 +62,6 @@ export default fp<{ cacheMs: number }>(
     });
 
     app.decorateRequest('user', null);
-    app.decorateRequest('credential', function (this: FastifyRequest) {
-      return credentialOf(this)?.key ?? null;
-    });
     app.decorateRequest('authenticate', function (this: FastifyRequest) {
       if (memo.has(this)) return memo.get(this)!;
       const pending = resolve(this);
@@ -101,6 +92,6 @@ export default fp<{ cacheMs: number }>(
       if (!request.user) throw unauthorized('this request needs an access token: POST /tokens to get one');
     });
   },
-  // After the rate limiter: its onRequest hook runs first, so a 429 comes before a 401 and costs no lookup.
+  // After the rate limiter: its onRequest hook runs first, so a 429 comes before a 401.
   { name: 'auth', dependencies: ['db', 'rate-limit'] },
 );

@@ -3,7 +3,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import fp from 'fastify-plugin';
 import rateLimit, { normalizeIP } from '@fastify/rate-limit';
 import { Redis } from 'ioredis';
-import { LRUCache } from 'lru-cache';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AppConfig } from '../config.js';
 import { HttpError } from '../errors.js';
@@ -11,7 +10,6 @@ import { HttpError } from '../errors.js';
 type Policy = { name: 'default' | 'auth'; max: number };
 
 const REDIS_WARNING_INTERVAL_MS = 30_000;
-const MAX_REMEMBERED = 10_000;
 
 export default fp<{ config: AppConfig }>(
   async (app, { config: { rateLimit: limits, redisUrl, databaseUrl } }) => {
@@ -51,31 +49,17 @@ export default fp<{ config: AppConfig }>(
       await Promise.race([redis.connect().catch(unavailable), sleep(1_000, undefined, { ref: false })]);
     }
 
-    // A known token's owner, and addresses over their budget until their window ends: neither is looked up.
-    const tokenOwners = new LRUCache<string, number>({ max: MAX_REMEMBERED });
-    const limitedIps = new LRUCache<string, true>({ max: MAX_REMEMBERED });
+    // The token is judged once (authenticate() is memoized, its user cached for a second by auth).
     const keyGenerator = (request: FastifyRequest): string | Promise<string> => {
       const policy = policyOf(request).name;
       const ip = `${policy}:ip:${normalizeIP(request.ip)}`;
       if (request.headers.authorization === undefined) return ip;
-      const credential = request.credential();
-      const owner = credential === null ? undefined : tokenOwners.get(credential);
-      if (owner !== undefined) return `${policy}:user:${owner}`;
-      if (limitedIps.has(ip)) return ip;
       // A bad token: counted against the IP; the auth hook answers 401 next.
       return request.authenticate().then(
         (user) => (user ? `${policy}:user:${user.id}` : ip),
         () => ip,
       );
     };
-    // After auth has judged the token (any response, errors included).
-    app.addHook('onResponse', (request, reply, done) => {
-      const credential = request.headers.authorization === undefined ? null : request.credential();
-      if (credential !== null && request.user && !tokenOwners.has(credential))
-        tokenOwners.set(credential, request.user.id);
-      else if (credential !== null && !request.user && reply.statusCode === 401) tokenOwners.delete(credential);
-      done();
-    });
 
     await app.register(rateLimit, {
       // No per-route hooks: ours below is global, so it also covers 404/405 (the not-found handler) and runs before auth.
@@ -119,9 +103,6 @@ export default fp<{ config: AppConfig }>(
       degraded = false;
 
       sendHeaders(reply, policy, state.remaining, state.ttlInSeconds);
-      // The next request from this address is over the budget: it need not be looked up to say so.
-      if (state.remaining === 0 && state.key.includes(':ip:'))
-        limitedIps.set(state.key, true, { ttl: state.ttlInSeconds * 1_000 || 1 });
       if (state.isExceeded) {
         throw new HttpError(
           429,

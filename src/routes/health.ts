@@ -1,12 +1,11 @@
 /** Liveness and readiness (docs/operations.md). An event backlog leaves an instance ready: a 503 would take all out. */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { MAX_ID, errorResponses } from '../schemas/common.js';
+import { errorResponses } from '../schemas/common.js';
 import { serviceUnavailable, type HttpError } from '../errors.js';
 import { databaseFailure } from '../plugins/errors.js';
 import { schemaState, shippedMigrations } from '../db/migrate.js';
 import { codeOf } from '../db/pool.js';
-import { eventsRepository } from '../events/repository.js';
 import { PROBE } from '../http/route-options.js';
 
 const schemaBehind = (missing: readonly string[]) =>
@@ -15,30 +14,11 @@ const schemaBehind = (missing: readonly string[]) =>
     30,
   );
 
-const ok = { status: Type.Literal('ok') };
-const Status = Type.Object(ok, { additionalProperties: false, description: 'ok' });
-const Backlog = Type.Object(
-  {
-    events: Type.Integer({
-      format: 'int64',
-      minimum: 0,
-      maximum: MAX_ID,
-      description: 'committed events not numbered yet',
-    }),
-    oldestSeconds: Type.Number({
-      minimum: 0,
-      maximum: 1e12,
-      description: 'age of the oldest of them, seconds (0 when none)',
-    }),
-  },
-  { additionalProperties: false, description: 'the event log: near zero unless events stop being numbered' },
-);
-const Ready = Type.Object({ ...ok, eventBacklog: Backlog }, { additionalProperties: false, description: 'ok' });
+const Status = Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false, description: 'ok' });
 
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const exempt = PROBE;
   const shipped = shippedMigrations();
-  const events = eventsRepository(app.db);
   let verdict = 'ready';
   const report = (failure: HttpError | undefined, cause?: unknown) => {
     const now = failure?.message ?? 'ready';
@@ -74,28 +54,23 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         tags: ['health'],
         operationId: 'getReadiness',
-        summary: 'The database answers (503 while it does not); the event backlog',
-        response: { 200: Ready, ...errorResponses(401, 422, 500, 503) },
+        summary: 'The database answers (503 while it does not)',
+        response: { 200: Status, ...errorResponses(401, 422, 500, 503) },
       },
     },
     async () => {
       let failure: HttpError | undefined;
       let cause: unknown;
-      let backlog = { unnumbered: 0, oldestSeconds: 0 };
       try {
         const { missing } = await schemaState(app.db, shipped);
         if (missing.length) failure = schemaBehind(missing);
-        else backlog = await events.backlog();
       } catch (error) {
         cause = error;
         failure = databaseFailure(error) ?? serviceUnavailable();
       }
       report(failure, cause);
       if (failure) throw failure;
-      return {
-        status: 'ok' as const,
-        eventBacklog: { events: backlog.unnumbered, oldestSeconds: backlog.oldestSeconds },
-      };
+      return { status: 'ok' as const };
     },
   );
 };

@@ -192,10 +192,6 @@ describe('Cache-Control', () => {
     for (const [name, res] of Object.entries(cases)) {
       expect([name, res.headers['cache-control']]).toEqual([name, 'no-store']);
     }
-    expect(cases['GET /health/ready'].json()).toEqual({
-      status: 'ok',
-      // A write's event may wait up to the sequencer's 20 ms gap: the backlog itself is tested in events-feed.
-      eventBacklog: { events: expect.any(Number), oldestSeconds: expect.any(Number) },
-    });
+    expect(cases['GET /health/ready'].json()).toEqual({ status: 'ok' });
   });
 });

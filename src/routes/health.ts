@@ -5,7 +5,6 @@ import { errorResponses } from '../schemas/common.js';
 import { serviceUnavailable, type HttpError } from '../errors.js';
 import { databaseFailure } from '../plugins/errors.js';
 import { schemaState, shippedMigrations } from '../db/migrate.js';
-import { codeOf } from '../db/pool.js';
 import { PROBE } from '../http/route-options.js';
 
 const schemaBehind = (missing: readonly string[]) =>
@@ -19,18 +18,6 @@ const Status = Type.Object({ status: Type.Literal('ok') }, { additionalPropertie
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const exempt = PROBE;
   const shipped = shippedMigrations();
-  let verdict = 'ready';
-  const report = (failure: HttpError | undefined, cause?: unknown) => {
-    const now = failure?.message ?? 'ready';
-    if (now === verdict) return;
-    verdict = now;
-    if (!failure) app.log.info('ready again');
-    else
-      app.log.warn(
-        { ...(cause instanceof Error && { cause: [codeOf(cause), cause.message].filter(Boolean).join(' ') }) },
-        `not ready: ${now}`,
-      );
-  };
 
   app.get(
     '/health/live',
@@ -60,15 +47,12 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async () => {
       let failure: HttpError | undefined;
-      let cause: unknown;
       try {
         const { missing } = await schemaState(app.db, shipped);
         if (missing.length) failure = schemaBehind(missing);
       } catch (error) {
-        cause = error;
         failure = databaseFailure(error) ?? serviceUnavailable();
       }
-      report(failure, cause);
       if (failure) throw failure;
       return { status: 'ok' as const };
     },

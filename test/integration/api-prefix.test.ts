@@ -24,7 +24,7 @@ it('every route family answers under /v1, and not at /v1/v1 nor without the pref
   const postId = created.json().id as number;
   const probes: [method: 'GET' | 'POST', path: string, status: number][] = [
     ['GET', '/health/live', 200],
-    ['GET', '/health/webhooks', 200],
+    ['GET', '/health/ready', 200],
     ['POST', '/users', 422],
     ['POST', '/tokens', 422],
     ['GET', '/posts', 200],

@@ -392,20 +392,6 @@ describe('deliveries', () => {
   });
 });
 
-it('GET /health/webhooks reports the backlog', async () => {
-  const res = await t.app.inject({ url: '/health/webhooks' });
-  expect(res.statusCode).toBe(200);
-  expect(res.headers['cache-control']).toBe('no-store');
-  expect(res.json()).toEqual({
-    status: 'ok',
-    due: expect.any(Number),
-    oldestDueSeconds: expect.any(Number),
-    inFlight: expect.any(Number),
-    eventsBehind: expect.any(Number),
-    disabledWebhooks: expect.any(Number),
-  });
-});
-
 it('a user has at most WEBHOOK_MAX_PER_USER webhooks: 10 created at once against 3 make 3, the rest a 409', async () => {
   const capped = await startInstance(t.db, { WEBHOOK_CONCURRENCY: '0', WEBHOOK_MAX_PER_USER: '3' });
   try {

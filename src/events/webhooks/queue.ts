@@ -2,7 +2,6 @@
 import type { Queryable } from '../../db/pool.js';
 import { firstRow, prepared, written } from '../../db/sql.js';
 import { EVENT_COLUMNS, type EventRow } from '../repository.js';
-import type { Backlog } from './schemas.js';
 import type { AttemptResult } from './sender.js';
 
 /** Webhooks fanned out per statement, and events read per webhook. */
@@ -54,6 +53,13 @@ export interface WebhookQueue {
   /** Deletes up to `batch` finished deliveries older than `retentionSeconds`; answers how many. */
   purgeFinished(retentionSeconds: number, batch: number): Promise<number>;
   backlog(): Promise<Backlog>;
+}
+
+/** The delivery backlog over every instance, for the metrics: due and not in flight, the oldest due one's wait (s). */
+export interface Backlog {
+  due: number;
+  oldestDueSeconds: number;
+  inFlight: number;
 }
 
 export function webhookQueue(db: Queryable): WebhookQueue {
@@ -179,9 +185,7 @@ export function webhookQueue(db: Queryable): WebhookQueue {
              (SELECT count(*) FROM webhook_deliveries WHERE next_attempt_at <= now() AND (lease_until IS NULL OR lease_until <= now()))::int AS due,
              coalesce((SELECT extract(epoch FROM now() - min(next_attempt_at)) FROM webhook_deliveries
                WHERE next_attempt_at <= now() AND (lease_until IS NULL OR lease_until <= now())), 0)::float8 AS "oldestDueSeconds",
-             (SELECT count(*) FROM webhook_deliveries WHERE lease_until > now())::int AS "inFlight",
-             coalesce((SELECT max(id) FROM events) - (SELECT min(cursor) FROM webhooks WHERE status = 'active'), 0)::float8 AS "eventsBehind",
-             (SELECT count(*) FROM webhooks WHERE status = 'disabled')::int AS "disabledWebhooks"`,
+             (SELECT count(*) FROM webhook_deliveries WHERE lease_until > now())::int AS "inFlight"`,
       );
       return rows[0]!;
     },

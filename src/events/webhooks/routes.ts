@@ -1,6 +1,6 @@
 /**
  * /webhooks (docs/api.md §12): a user manages their own webhooks, an admin everyone's, by the ownership rule of
- * use-cases/change-owned.ts. The signing secret is in the answer to POST only. Also GET /health/webhooks.
+ * use-cases/change-owned.ts. The signing secret is in the answer to POST only.
  */
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox, TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
@@ -22,11 +22,10 @@ import { conflict, notFound, validation } from '../../errors.js';
 import { loadOwned } from '../../use-cases/change-owned.js';
 import { linkTo } from '../../http/links.js';
 import { withTransaction } from '../../db/pool.js';
-import { NO_STORE, PRIVATE, PROBE } from '../../http/route-options.js';
+import { NO_STORE, PRIVATE } from '../../http/route-options.js';
 import { listRequest, listResponse } from '../../http/lists.js';
 import { webhooksRepository } from './repository.js';
 import {
-  BacklogSchema,
   DeliveryListQuery,
   DeliveryParams,
   DeliverySchema,
@@ -62,20 +61,6 @@ const webhookRoutes: FastifyPluginAsyncTypebox<{
       owners: (webhook) => [webhook.userId],
       denied: 'only its owner or an admin may see or change this webhook',
     });
-
-  app.get(
-    '/health/webhooks',
-    {
-      config: PROBE,
-      schema: {
-        tags: ['health'],
-        operationId: 'getWebhookBacklog',
-        summary: 'The webhook delivery backlog (200 whatever its size; monitoring decides what is too much)',
-        response: { 200: BacklogSchema, ...errorResponses(401, 422, 500, 503) },
-      },
-    },
-    async () => ({ status: 'ok' as const, ...(await app.webhooks.backlog()) }),
-  );
 
   await app.register(async (authed) => {
     authed.addHook('onRequest', app.requireUser);

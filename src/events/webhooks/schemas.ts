@@ -1,6 +1,6 @@
 /** Webhook contracts (docs/api.md §12). */
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { Count, Id, PathId, SmallInt, Storable, StringEnum, Text, Timestamp } from '../../schemas/common.js';
+import { Id, PathId, SmallInt, Storable, StringEnum, Text, Timestamp } from '../../schemas/common.js';
 
 export const WEBHOOK_SORT_FIELDS = ['id', 'createdAt'] as const;
 export type WebhookSortField = (typeof WEBHOOK_SORT_FIELDS)[number];
@@ -115,26 +115,6 @@ export const DeliveryListQuery = Type.Object(
   { additionalProperties: false },
 );
 
-export const BacklogSchema = Type.Object(
-  {
-    status: Type.Literal('ok'),
-    due: { ...Count, description: 'deliveries due now and not in flight' },
-    oldestDueSeconds: Type.Number({
-      minimum: 0,
-      maximum: 1e10,
-      description: 'how long the oldest due delivery has waited, s; 0 when none',
-    }),
-    inFlight: { ...Count, description: 'attempts being sent now, over every instance' },
-    eventsBehind: Type.Number({
-      minimum: 0,
-      maximum: 1e16,
-      description: 'numbered events the furthest-behind active webhook has not fanned out yet',
-    }),
-    disabledWebhooks: Count,
-  },
-  { additionalProperties: false, description: 'the webhook delivery backlog, for monitoring' },
-);
-
 /** The schemas' types, as TypeBox infers them from `contracts` (writing them out would restate every schema). */
 export type WebhookContracts = ReturnType<typeof contracts>;
 
@@ -145,4 +125,3 @@ export function webhookContracts(eventTypes: readonly string[]): WebhookContract
 export type Webhook = Static<WebhookContracts['WebhookSchema']>;
 export type WebhookChanges = Static<WebhookContracts['UpdateWebhookBody']>;
 export type Delivery = Static<typeof DeliverySchema>;
-export type Backlog = Omit<Static<typeof BacklogSchema>, 'status'>;

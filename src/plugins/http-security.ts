@@ -25,7 +25,7 @@ function helmetHeaders(options: HelmetOptions): Record<string, string> {
 
 const EXPOSED_HEADERS =
   'Allow, ETag, Idempotent-Replayed, Link, Location, Retry-After, WWW-Authenticate, ' +
-  'X-Request-Id, RateLimit, RateLimit-Limit, RateLimit-Policy, RateLimit-Remaining, RateLimit-Reset';
+  'X-Request-Id, RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset';
 
 export default fp<{ corsOrigins: string[] }>(
   async (app, { corsOrigins }) => {

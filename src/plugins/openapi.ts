@@ -28,15 +28,6 @@ const HEADERS = {
   'RateLimit-Limit': { schema: count, description: 'requests allowed in the window' },
   'RateLimit-Remaining': { schema: count, description: 'requests left in the window' },
   'RateLimit-Reset': { schema: seconds, description: 'seconds until the window resets' },
-  'RateLimit-Policy': {
-    schema: text('^"(default|auth)";q=[0-9]+;w=[0-9]+$', 64),
-    description:
-      'the quota policy this request spent (draft-ietf-httpapi-ratelimit-headers-11), e.g. "default";q=300;w=60',
-  },
-  RateLimit: {
-    schema: text('^"(default|auth)";r=[0-9]+;t=[0-9]+$', 64),
-    description: 'requests left and seconds until the window resets under that policy, e.g. "default";r=299;t=42',
-  },
   'Retry-After': { schema: seconds, description: 'seconds to wait before trying again' },
   'WWW-Authenticate': {
     schema: text('^Bearer( error="invalid_token")?$', 64),

@@ -82,8 +82,6 @@ export default fp<{ config: AppConfig }>(
         'ratelimit-limit': policy.max,
         'ratelimit-remaining': remaining,
         'ratelimit-reset': resetSeconds,
-        'ratelimit-policy': `"${policy.name}";q=${policy.max};w=${windowSeconds}`,
-        ratelimit: `"${policy.name}";r=${remaining};t=${resetSeconds}`,
       });
     };
 

@@ -52,9 +52,7 @@ const CONTRACT_HEADERS = [
   'retry-after',
   'www-authenticate',
   'x-request-id',
-  'ratelimit',
   'ratelimit-limit',
-  'ratelimit-policy',
   'ratelimit-remaining',
   'ratelimit-reset',
 ];

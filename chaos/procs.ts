@@ -461,7 +461,6 @@ export interface ServiceOptions {
   listenUrl?: string;
   readUrls?: string[];
   redisUrl?: string;
-  preparedStatements?: boolean;
   env?: Record<string, string>;
 }
 
@@ -512,7 +511,6 @@ export class Service {
       ...(o.listenUrl && { DATABASE_LISTEN_URL: o.listenUrl }),
       ...(o.readUrls?.length && { DATABASE_READ_URL: o.readUrls.join(',') }),
       ...(o.redisUrl && { REDIS_URL: o.redisUrl }),
-      ...(o.preparedStatements === false && { DATABASE_PREPARED_STATEMENTS: 'off' }),
       ...o.env,
     };
     const child = spawn(process.execPath, productionArgs(ROOT), {

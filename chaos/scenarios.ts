@@ -603,7 +603,6 @@ export async function failover(plan: Plan, synchronous: boolean): Promise<Result
     // LISTEN through a session-mode entry of the same PgBouncer, so it follows the failover too.
     listenUrl: bouncer.url('chaos_session'),
     readUrls: [standby.url('chaos', 'app'), other.url('chaos', 'app')],
-    preparedStatements: false,
   });
   void url;
   const pid = service.pid;

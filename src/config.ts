@@ -35,12 +35,6 @@ export const EnvSchema = Type.Object({
     'comma-separated URLs of streaming replicas that take the public reads; unset = all reads on DATABASE_URL',
     'must be postgres:// or postgresql:// URLs separated by commas',
   ),
-  DATABASE_PREPARED_STATEMENTS: Choice(
-    ['on', 'off'],
-    'on',
-    'named prepared statements; off behind PgBouncer < 1.21 (or without max_prepared_statements) in transaction mode ' +
-      '(left on there, the service notices, goes on without names and warns once)',
-  ),
   HOST: NonEmpty('127.0.0.1', 'address to listen on; 0.0.0.0 = every interface'),
   PORT: Int(3000, 0, 65535, 'port to listen on'),
   METRICS_PORT: Int(9464, 0, 65535, 'port of GET /metrics (Prometheus) on HOST, never the API port; 0 = no metrics'),
@@ -169,7 +163,6 @@ export interface Config {
   databaseListenUrl: string | undefined;
   databaseReadUrls: string[];
   databaseReadMaxLagMs: number;
-  databasePreparedStatements: boolean;
   host: string;
   port: number;
   /** Null: no metrics (METRICS_PORT=0). */
@@ -219,7 +212,6 @@ export function loadConfig(
     databaseListenUrl: e.DATABASE_LISTEN_URL,
     databaseReadUrls: e.DATABASE_READ_URL === undefined ? [] : e.DATABASE_READ_URL.split(',').map((s) => s.trim()),
     databaseReadMaxLagMs: 1_000,
-    databasePreparedStatements: e.DATABASE_PREPARED_STATEMENTS === 'on',
     host: e.HOST,
     port: e.PORT,
     metrics: e.METRICS_PORT === 0 ? null : { host: e.HOST, port: e.METRICS_PORT },

@@ -35,8 +35,7 @@ export interface PoolOptions {
   /** How long a request waits for a connection, a free one or a new one (pg-pool has one timer for both). */
   connectTimeoutMs?: number;
   onIdleError?: (error: Error) => void;
-  /** False for a pooler that cannot follow statement names; true still falls back on LOST_STATEMENT. */
-  preparedStatements?: boolean;
+  /** Called once, when a pooler that cannot follow statement names (LOST_STATEMENT) makes the pool drop them. */
   onStatementNamesLost?: (error: Error) => void;
 }
 
@@ -55,8 +54,9 @@ type Named = { name?: unknown; text: string };
 const isNamed = (config: unknown): config is Named => Boolean((config as Named | null)?.name);
 const unnamed = ({ name: _name, ...rest }: Named) => rest;
 
-/** Drops statement names once `named` is false. A lost statement outside a transaction block is re-sent. */
-function clientClass(named: boolean, onLost: (error: Error) => void): typeof pg.Client {
+/** Drops statement names once one was lost. A lost statement outside a transaction block is re-sent. */
+function clientClass(onLost: (error: Error) => void): typeof pg.Client {
+  let named = true;
   return class extends pg.Client {
     private retriable(error: unknown): boolean {
       if (!LOST_STATEMENT.has(codeOf(error))) return false;
@@ -133,7 +133,7 @@ export function createPool(connectionString: string, max: number, options: PoolO
     // Behind PgBouncer `options` is ignored and the role's settings apply (docs/operations.md).
     options: `${SESSION_OPTIONS} -c statement_timeout=${options.statementTimeoutMs ?? 10_000} -c idle_in_transaction_session_timeout=15000`,
     application_name: APPLICATION_NAME,
-    Client: clientClass(options.preparedStatements !== false, options.onStatementNamesLost ?? (() => undefined)),
+    Client: clientClass(options.onStatementNamesLost ?? (() => undefined)),
   });
   // An idle client losing its connection must not crash the process.
   const onIdleError = options.onIdleError ?? (() => undefined);

@@ -34,7 +34,6 @@ export default fp<{ config: AppConfig }>(
     const poolOptions = (database: string) => ({
       statementTimeoutMs: config.pgStatementTimeoutMs,
       connectTimeoutMs: config.pgConnectTimeoutMs,
-      preparedStatements: config.databasePreparedStatements,
       onIdleError: (error: Error) =>
         setTimeout(() => {
           if (!closing) app.log.warn({ err: error }, 'an idle database connection failed; the pool replaces it');
@@ -43,7 +42,7 @@ export default fp<{ config: AppConfig }>(
         app.log.warn(
           { database, cause: error.message },
           'a connection pooler in transaction mode lost a named prepared statement (PgBouncer before 1.21, or without ' +
-            'max_prepared_statements): statements go unnamed from now on; set DATABASE_PREPARED_STATEMENTS=off to start that way',
+            'max_prepared_statements): statements go unnamed from now on',
         ),
     });
     const pool = guarded(createPool(databaseUrl, max, poolOptions('primary')));

@@ -16,9 +16,8 @@
 # the lag tests pause their replay. `start` writes DIR/env (shell `export`
 # lines): TEST_DATABASE_URL (PgBouncer), TEST_DATABASE_LISTEN_URL (the primary,
 # direct), TEST_DATABASE_READ_URL (the synchronous replicas), SCALE_PRIMARY_URL,
-# SCALE_BOUNCER_URL and SCALE_ASYNC_REPLICA_URLS. DATABASE_PREPARED_STATEMENTS
-# stays at its default (on): PgBouncer 1.18 cannot follow named statements, and
-# the service must find that out by itself. Needs PostgreSQL 15's
+# SCALE_BOUNCER_URL and SCALE_ASYNC_REPLICA_URLS. PgBouncer 1.18 cannot follow
+# named statements: the service must find that out by itself. Needs PostgreSQL 15's
 # server binaries (Debian: postgresql-15) and pgbouncer (Debian: pgbouncer).
 # PostgreSQL and PgBouncer refuse to run as root: under root they run as the
 # `postgres` user.

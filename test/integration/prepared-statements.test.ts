@@ -6,7 +6,7 @@
  * between server connections. The pool goes on unnamed, says so once, and the
  * statement that met the loss still answers: sent again on its own, or, in a
  * transaction, the whole transaction run again. Through a real PgBouncer 1.18
- * (the scale topology) the API answers every request with the default setting.
+ * (the scale topology) the API answers every request.
  */
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +14,7 @@ import { createPool, withTransaction } from '../../src/db/pool.js';
 import { prepared } from '../../src/db/sql.js';
 import { useCleanups } from '../helpers/cleanups.js';
 import { onTopology, type TestDatabase } from '../helpers/database.js';
-import { signUp, testConfig } from '../helpers/factories.js';
+import { signUp } from '../helpers/factories.js';
 
 let db: TestDatabase;
 /** The server itself, also in the scale topology: these tests act on one session. */
@@ -83,65 +83,61 @@ describe('a named statement the session already has (42P05)', () => {
 
 const bouncer = process.env.SCALE_BOUNCER_URL;
 
-describe.skipIf(!bouncer)(
-  'through PgBouncer 1.18 in transaction mode, DATABASE_PREPARED_STATEMENTS left at on (skipped: needs the scale topology)',
-  () => {
-    /** A second client of the same PgBouncer pool: its open transaction holds the server connection PgBouncer would lend next. */
-    async function holdServerConnection(): Promise<void> {
-      const url = new URL(bouncer!);
-      url.pathname = new URL(db.url).pathname;
-      const holder = new pg.Client({ connectionString: url.toString() });
-      holder.on('error', () => undefined);
-      await holder.connect();
-      cleanups.defer(() => holder.end());
-      await holder.query('BEGIN');
-      await holder.query('SELECT 1');
-      cleanups.defer(() => holder.query('ROLLBACK'));
-    }
+describe.skipIf(!bouncer)('through PgBouncer 1.18 in transaction mode (skipped: needs the scale topology)', () => {
+  /** A second client of the same PgBouncer pool: its open transaction holds the server connection PgBouncer would lend next. */
+  async function holdServerConnection(): Promise<void> {
+    const url = new URL(bouncer!);
+    url.pathname = new URL(db.url).pathname;
+    const holder = new pg.Client({ connectionString: url.toString() });
+    holder.on('error', () => undefined);
+    await holder.connect();
+    cleanups.defer(() => holder.end());
+    await holder.query('BEGIN');
+    await holder.query('SELECT 1');
+    cleanups.defer(() => holder.query('ROLLBACK'));
+  }
 
-    it('answers every request, in autocommit and in a transaction, and warns once naming the setting', async () => {
-      const url = new URL(bouncer!);
-      url.pathname = new URL(db.url).pathname;
-      // One client, cached tokens, no webhook worker polling on the pool: which
-      // statement runs where is known.
-      const env = {
-        LOG_LEVEL: 'info',
-        PG_POOL_MAX: '1',
-        RATE_LIMIT_MAX: '100000',
-        RATE_LIMIT_AUTH_MAX: '100000',
-        WEBHOOK_CONCURRENCY: '0',
-      };
-      expect(testConfig(env).databasePreparedStatements).toBe(true);
-      const { app, lines } = await cleanups.app({ databaseUrl: url.toString() }, env, { authCacheMs: 60_000 });
-      const ann = await signUp(app);
-      const created = await app.inject({
-        method: 'POST',
-        url: '/posts',
-        headers: ann.auth,
-        payload: { title: 'T', body: 'B' },
-      });
-      const id = created.json().id as number;
-      const read = await app.inject({ url: `/posts/${id}` });
-      expect(read.statusCode).toBe(200);
-
-      // PgBouncer lends the most recently used server connection first: with the three most recent held (the
-      // sequencer's background work may have used one since the read), the next statement lands on another one.
-      for (let i = 0; i < 3; i++) await holdServerConnection();
-      const again = await app.inject({ url: `/posts/${id}` });
-      expect(again.statusCode).toBe(200);
-      expect(again.json().title).toBe('T');
-      const patched = await app.inject({
-        method: 'PATCH',
-        url: `/posts/${id}`,
-        headers: { ...ann.auth, 'if-match': read.headers.etag as string },
-        payload: { title: 'U' },
-      });
-      expect(patched.statusCode).toBe(200);
-      expect(patched.json().title).toBe('U');
-
-      const warnings = lines.filter((l) => l.msg?.includes('DATABASE_PREPARED_STATEMENTS=off'));
-      expect(warnings).toHaveLength(1);
-      expect(warnings[0]!.level).toBe(40);
+  it('answers every request, in autocommit and in a transaction, and warns once', async () => {
+    const url = new URL(bouncer!);
+    url.pathname = new URL(db.url).pathname;
+    // One client, cached tokens, no webhook worker polling on the pool: which
+    // statement runs where is known.
+    const env = {
+      LOG_LEVEL: 'info',
+      PG_POOL_MAX: '1',
+      RATE_LIMIT_MAX: '100000',
+      RATE_LIMIT_AUTH_MAX: '100000',
+      WEBHOOK_CONCURRENCY: '0',
+    };
+    const { app, lines } = await cleanups.app({ databaseUrl: url.toString() }, env, { authCacheMs: 60_000 });
+    const ann = await signUp(app);
+    const created = await app.inject({
+      method: 'POST',
+      url: '/posts',
+      headers: ann.auth,
+      payload: { title: 'T', body: 'B' },
     });
-  },
-);
+    const id = created.json().id as number;
+    const read = await app.inject({ url: `/posts/${id}` });
+    expect(read.statusCode).toBe(200);
+
+    // PgBouncer lends the most recently used server connection first: with the three most recent held (the
+    // sequencer's background work may have used one since the read), the next statement lands on another one.
+    for (let i = 0; i < 3; i++) await holdServerConnection();
+    const again = await app.inject({ url: `/posts/${id}` });
+    expect(again.statusCode).toBe(200);
+    expect(again.json().title).toBe('T');
+    const patched = await app.inject({
+      method: 'PATCH',
+      url: `/posts/${id}`,
+      headers: { ...ann.auth, 'if-match': read.headers.etag as string },
+      payload: { title: 'U' },
+    });
+    expect(patched.statusCode).toBe(200);
+    expect(patched.json().title).toBe('U');
+
+    const warnings = lines.filter((l) => l.msg?.includes('lost a named prepared statement'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]!.level).toBe(40);
+  });
+});

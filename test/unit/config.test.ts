@@ -11,7 +11,6 @@ describe('loadConfig', () => {
       databaseListenUrl: undefined,
       databaseReadUrls: [],
       databaseReadMaxLagMs: 1_000,
-      databasePreparedStatements: true,
       host: '127.0.0.1',
       port: 3000,
       metrics: { host: '127.0.0.1', port: 9464 },
@@ -73,15 +72,12 @@ describe('loadConfig', () => {
       loadConfig({
         DATABASE_LISTEN_URL: 'postgres://u@primary/db',
         DATABASE_READ_URL: 'postgres://u@r1/db, postgresql://u@r2:5433/db',
-        DATABASE_PREPARED_STATEMENTS: 'off',
       }),
     ).toMatchObject({
       databaseListenUrl: 'postgres://u@primary/db',
       databaseReadUrls: ['postgres://u@r1/db', 'postgresql://u@r2:5433/db'],
-      databasePreparedStatements: false,
     });
     expect(() => loadConfig({ DATABASE_READ_URL: 'postgres://u@r1/db,mysql://r2' })).toThrow(/DATABASE_READ_URL/);
-    expect(() => loadConfig({ DATABASE_PREPARED_STATEMENTS: 'auto' })).toThrow(/DATABASE_PREPARED_STATEMENTS/);
     expect(loadConfig({ TRUST_PROXY: '2' }).trustProxy).toBe(2);
   });
 
@@ -107,7 +103,6 @@ describe('loadConfig', () => {
     ['PG_POOL_MAX', '0', 'must be an integer from 1 to 1000'],
     ['SHARED_CACHE_SECONDS', '6', 'must be an integer from 0 to 5'],
     ['SHARED_CACHE_SECONDS', '1s', 'must be an integer from 0 to 5'],
-    ['DATABASE_PREPARED_STATEMENTS', 'auto', 'must be one of on, off'],
     ['WEBHOOK_MAX_PER_USER', '0', 'must be an integer from 1 to 10000'],
     [
       'CORS_ORIGINS',

@@ -17,8 +17,6 @@ export type EventType = `${string}.${(typeof CHANGES)[number]}`;
 export interface Resource<T = never> {
   /** Singular, lower case: its events' resource type, an Idempotency-Key's record, the noun of its 404s. */
   name: string;
-  /** Its table: a write breaking a foreign key to it is a 404 naming the row the request's path gave. */
-  table: string;
   /** The path of one item, every parameter named (`/posts/:postId/comments/:commentId`); the last names its id. */
   path: string;
   /** What it lives under: its path starts with the parent's, and its events carry the parent's id as their post. */
@@ -64,8 +62,6 @@ export interface ResourceRegistry {
   readonly tombstoneTables: readonly string[];
   /** The path of an event's resource, API prefix included. */
   eventPath(resourceType: string, id: number, postId: number | null): string;
-  /** The resource stored in `table`, if one is. */
-  byTable(table: string): Resource<never> | undefined;
   /** The answer to a broken unique index, when a resource declares it. */
   uniqueViolation(constraint: string): HttpError | undefined;
 }
@@ -81,7 +77,6 @@ export function resourceRegistry(declared: readonly Resource<never>[], apiPrefix
     checkParent(resource, byName);
     byName.set(resource.name, resource);
   }
-  const byTable = new Map(declared.map((resource) => [resource.table, resource]));
   const unique = new Map(declared.flatMap((resource) => Object.entries(resource.unique ?? {})));
 
   return {
@@ -97,7 +92,6 @@ export function resourceRegistry(declared: readonly Resource<never>[], apiPrefix
       const path = resource.path.replace(/:(\w+)/g, (_, name: string) => String(name === own ? id : postId));
       return `${apiPrefix}${path}`;
     },
-    byTable: (table) => byTable.get(table),
     uniqueViolation: (constraint) => unique.get(constraint)?.(),
   };
 }

@@ -3,21 +3,10 @@ import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
 import type { FastifyError, FastifyReply, FastifyRequest, FastifySchemaValidationError } from 'fastify';
 import type { ErrorObject } from 'ajv';
-import {
-  ERROR_CODES,
-  HttpError,
-  badRequest,
-  conflict,
-  invalidToken,
-  notFound,
-  serviceUnavailable,
-  validation,
-} from '../errors.js';
+import { ERROR_CODES, HttpError, badRequest, conflict, notFound, serviceUnavailable, validation } from '../errors.js';
 import { POOL_EXHAUSTED, codeOf } from '../db/pool.js';
 import { toFieldErrors } from '../validation.js';
 import { quotedPath, requestPath } from '../http/links.js';
-import { missing } from '../resource.js';
-import { referencedTable } from '../repositories/catalog.js';
 
 export const MAX_PARAM_LENGTH = 16_384;
 
@@ -82,7 +71,6 @@ const DATA_EXCEPTION = 'a value in the request is out of the range the service a
 type AnyError = FastifyError & {
   validationContext?: string;
   constraint?: string;
-  table?: string;
   fieldErrors?: Record<string, string[]>;
   headers?: Record<string, string>;
 };
@@ -91,6 +79,12 @@ function isCatalogued(error: AnyError): error is AnyError & HttpError {
   const status = error.statusCode as keyof typeof ERROR_CODES | undefined;
   return status !== undefined && ERROR_CODES[status] === error.code;
 }
+
+/**
+ * A broken foreign key (23503): a row the write refers to was deleted while the request ran, between its check and
+ * its write (a post deleted by SQL, or the user of a token an instance still trusts).
+ */
+const MISSING_REFERENCE = 'a resource this request refers to does not exist';
 
 const INTERNAL = 'an internal error occurred; quote the requestId when reporting it';
 const FASTIFY_MESSAGES: Record<string, string> = {
@@ -133,6 +127,7 @@ export function toHttpError(error: AnyError, request: FastifyRequest): HttpError
     const declared = error.constraint ? request.server.resources.uniqueViolation(error.constraint) : undefined;
     return declared ?? conflict('the request conflicts with an existing resource');
   }
+  if (error.code === '23503') return notFound(MISSING_REFERENCE);
   if (error.code?.startsWith('22') && error.code.length === 5) return badRequest(DATA_EXCEPTION);
   const failure = databaseFailure(error);
   if (failure) return failure;
@@ -153,46 +148,15 @@ export function sendError(reply: FastifyReply, request: FastifyRequest, e: HttpE
   return reply.code(e.statusCode).type('application/json; charset=utf-8').send(body);
 }
 
-/**
- * A broken foreign key, by the table it references, read from the catalog (once per constraint), so no naming rule
- * ties a constraint to its meaning.
- */
-function referenceErrors(): (error: AnyError, request: FastifyRequest) => Promise<HttpError | undefined> {
-  const referenced = new Map<string, Promise<string | undefined>>();
-  const tableOf = (request: FastifyRequest, constraint: string, table: string): Promise<string | undefined> => {
-    const key = `${table}.${constraint}`;
-    let found = referenced.get(key);
-    if (!found) {
-      found = referencedTable(request.server.db, table, constraint).catch(() => {
-        // Asked again next time: the database may be back.
-        referenced.delete(key);
-        return undefined;
-      });
-      referenced.set(key, found);
-    }
-    return found;
-  };
-  return async (error, request) => {
-    if (error.code !== '23503' || !error.constraint || !error.table) return undefined;
-    const table = await tableOf(request, error.constraint, error.table);
-    // A write's only user id is its token's: that user was deleted behind a token still trusted (401).
-    if (table === 'users') return invalidToken();
-    // What the request's path names was deleted (by SQL) between the request's check and its write.
-    const resource = table === undefined ? undefined : request.server.resources.byTable(table);
-    return resource && notFound(missing(resource, request.params));
-  };
-}
-
 export default fp(
   async (app) => {
-    const referenceError = referenceErrors();
     app.addHook('onRequest', (request, reply, done) => {
       reply.header('x-request-id', request.id);
       done();
     });
 
     app.setErrorHandler(async (error: AnyError, request, reply) => {
-      const mapped = (await referenceError(error, request)) ?? toHttpError(error, request);
+      const mapped = toHttpError(error, request);
       if (!mapped) {
         request.log.error({ err: error }, 'unhandled error');
         return sendError(reply, request, new HttpError(500, INTERNAL));

@@ -38,7 +38,6 @@ export const commentEtag = (comment: { id: number; version: number }): string =>
 
 export const comments: Resource<VersionedComment> = {
   name: 'comment',
-  table: 'comments',
   path: '/posts/:postId/comments/:commentId',
   parent: posts,
   schema: CommentSchema,

@@ -39,7 +39,6 @@ export const postEtag = (post: { id: number; version: number; commentCount: numb
 
 export const posts: Resource<VersionedPost> = {
   name: 'post',
-  table: 'posts',
   path: '/posts/:postId',
   schema: PostSchema,
   group: { name: 'posts', description: 'posts, their lists, and the posts of one author' },
@@ -100,7 +99,8 @@ function changeRoutes(r: Api): void {
     summary: 'Write a post',
     body: PostBody,
     created: Created(PostSchema, 'the new post'),
-    errors: [409],
+    // 404: its author deleted (by SQL) while an instance still trusts the token.
+    errors: [404, 409],
     input: ({ title, body }) => ({ title, body }),
     create: async (db, { body: { title, body }, user }) => {
       const post = await postsRepository(db).create(user!.id, { title, body });

@@ -39,7 +39,7 @@ const tokensRoutes: FastifyPluginAsyncTypebox<{ tokenTtlSeconds: number }> = asy
         operationId: 'createToken',
         summary: 'Log in: exchange e-mail and password for a bearer token',
         body: CreateTokenBody,
-        response: { 201: IssuedTokenSchema, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS) },
+        response: { 201: IssuedTokenSchema, ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 404) },
       },
     },
     async (request, reply) => {

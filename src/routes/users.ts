@@ -36,7 +36,6 @@ export function userEtag(user: { id: number; name: string; role: string; email?:
 
 export const users: Resource<User> = {
   name: 'user',
-  table: 'users',
   path: '/users/:userId',
   schema: UserSchema,
   group: { name: 'users', description: 'sign-up, profiles, own profile' },

@@ -3,8 +3,9 @@
  * has checked for 1 s (authCacheMs; shorter here), never past the token's expiry; revoking a token
  * through the service is seen at once by the instance that did it, and by every
  * other instance within the bound; authCacheMs 0 asks the database every time.
- * A token whose user an operator deleted while it was trusted is a 401, never
- * a 500 (a foreign key to the user) or a 404 (`/users/me`).
+ * A token whose user an operator deleted while it was trusted: its writes are a
+ * 404 (a foreign key to the user), never a 500; `/users/me` is a 401, not a 404,
+ * and the token is trusted no more.
  */
 import { onTopology } from '../helpers/database.js';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -142,6 +143,15 @@ describe('checked tokens', () => {
       await sql('DELETE FROM users WHERE id = $1', [gone.user.id]);
       return gone;
     }
+    /** A write the foreign key to its user refused. */
+    function expectMissingReference(res: Awaited<ReturnType<FastifyInstance['inject']>>) {
+      expect(res.statusCode).toBe(404);
+      expect(res.json()).toEqual({
+        error: 'not_found',
+        message: 'a resource this request refers to does not exist',
+        requestId: res.headers['x-request-id'],
+      });
+    }
     function expectInvalidToken(res: Awaited<ReturnType<FastifyInstance['inject']>>) {
       expect(res.statusCode).toBe(401);
       expect(res.headers['www-authenticate']).toBe('Bearer error="invalid_token"');
@@ -152,9 +162,9 @@ describe('checked tokens', () => {
       });
     }
 
-    it('POST /posts (a foreign key to the author) is a 401, and the token is trusted no more', async () => {
+    it('POST /posts (a foreign key to the author) is a 404, and nothing is written', async () => {
       const gone = await deletedUser();
-      expectInvalidToken(
+      expectMissingReference(
         await trusting.inject({
           method: 'POST',
           url: '/posts',
@@ -162,11 +172,10 @@ describe('checked tokens', () => {
           payload: { title: 'T', body: 'B' },
         }),
       );
-      expectInvalidToken(await trusting.inject({ url: '/posts', headers: gone.auth }));
       expect(await sqlCount('SELECT count(*)::int AS n FROM posts WHERE author_id = $1', [gone.user.id])).toBe(0);
     });
 
-    it('a comment is a 401', async () => {
+    it('a comment is a 404', async () => {
       const ann = await signUp(t.app);
       const post = await t.app.inject({
         method: 'POST',
@@ -181,10 +190,10 @@ describe('checked tokens', () => {
         headers: gone.auth,
         payload: { body: 'c' },
       });
-      expectInvalidToken(res);
+      expectMissingReference(res);
     });
 
-    it('a webhook (its owner a foreign key to users, like every user reference) is a 401', async () => {
+    it('a webhook (its owner a foreign key to users, like every user reference) is a 404', async () => {
       const gone = await deletedUser();
       const res = await trusting.inject({
         method: 'POST',
@@ -192,12 +201,13 @@ describe('checked tokens', () => {
         headers: gone.auth,
         payload: { url: 'https://hooks.example.com/in' },
       });
-      expectInvalidToken(res);
+      expectMissingReference(res);
     });
 
-    it('GET /users/me is a 401, not a 404', async () => {
+    it('GET /users/me is a 401, not a 404, and the token is trusted no more', async () => {
       const gone = await deletedUser();
       expectInvalidToken(await me(trusting, gone.auth));
+      expectInvalidToken(await trusting.inject({ url: '/posts', headers: gone.auth }));
     });
   });
 });

@@ -477,7 +477,7 @@ describe('a connection closed under a query', () => {
 });
 
 describe('a post deleted between the check and the insert (23503 on comments.post_id)', () => {
-  it('a comment on it is a 404 for the post, not a 500, and nothing is written', async () => {
+  it('a comment on it is a 404, not a 500, and nothing is written', async () => {
     const db = await database();
     const { app: api } = await app(db.url);
     const author = await signUp(api);
@@ -494,7 +494,7 @@ describe('a post deleted between the check and the insert (23503 on comments.pos
       headers: author.auth,
       payload: { body: 'hi' },
     });
-    expectError(res, 404, 'not_found', `post ${post.id} does not exist`);
+    expectError(res, 404, 'not_found', 'a resource this request refers to does not exist');
     await admin.query('DROP TRIGGER vanish ON comments');
     expect((await admin.query('SELECT count(*)::int AS n FROM comments')).rows[0].n).toBe(0);
     expect((await admin.query('SELECT count(*)::int AS n FROM posts WHERE id = $1', [post.id])).rows[0].n).toBe(1);

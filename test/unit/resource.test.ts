@@ -12,7 +12,6 @@ import { emailTaken } from '../../src/errors.js';
 import { Id } from '../../src/schemas/common.js';
 
 const declare = (facts: Partial<Resource<never>> & Pick<Resource<never>, 'name' | 'path'>): Resource<never> => ({
-  table: `${facts.name}s`,
   schema: Type.Object({ id: Id }, { $id: facts.name }),
   group: { name: facts.name, description: facts.name },
   etag: () => '"x"',
@@ -45,10 +44,8 @@ describe('what the core declarations give', () => {
     expect(registry.eventPath('badge', 2, null)).toBe('/v1/badge/2');
   });
 
-  it('tombstone tables, tables and unique conflicts', () => {
+  it('tombstone tables and unique conflicts', () => {
     expect(registry.tombstoneTables).toEqual(['deleted_posts', 'deleted_comments']);
-    expect(registry.byTable('posts')).toBe(posts);
-    expect(registry.byTable('tokens')).toBeUndefined();
     expect(registry.uniqueViolation('users_email_key')).toEqual(emailTaken());
     expect(registry.uniqueViolation('tokens_token_hash_key')).toBeUndefined();
   });

@@ -83,7 +83,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox<{
               ...CreatedWebhookSchema,
               headers: { Location: { type: 'string', maxLength: 2048, description: 'the URL of the new webhook' } },
             },
-            ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 409),
+            ...errorResponses(...COMMON_ERRORS, ...BODY_ERRORS, 404, 409),
           },
         },
       },

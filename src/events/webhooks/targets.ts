@@ -32,13 +32,6 @@ export function refusedRange(address: string): string | undefined {
   return range === 'unicast' ? undefined : range;
 }
 
-/** Ports no webhook goes to: 0, and the Fetch standard's bad ports (SSH, SMTP, IRC...). */
-const BAD_PORTS = new Set([
-  0, 1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110,
-  111, 113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532,
-  540, 548, 554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061,
-  6000, 6566, 6665, 6666, 6667, 6668, 6669, 6679, 6697, 10080,
-]);
 /** What WHATWG URL would otherwise repair silently: a scheme not followed by exactly two slashes, spaces, controls. */
 // eslint-disable-next-line no-control-regex -- refusing control characters is the point
 const WELL_FORMED = /^[a-z][a-z0-9+.-]*:\/\/[^/\\\x00-\x20\x7f][^\\\x00-\x20\x7f]*$/i;
@@ -56,11 +49,8 @@ export function urlProblem(url: string, policy: TargetPolicy): string | undefine
   if (parsed.username || parsed.password)
     return 'must not hold a user name or password (deliveries are signed instead)';
   if (parsed.hash) return 'must not hold a fragment';
-  const port = Number(parsed.port);
-  if (parsed.port !== '' && BAD_PORTS.has(port))
-    return port === 0
-      ? 'must not use port 0'
-      : `must not use port ${port} (not an HTTP port: the Fetch standard's bad ports)`;
+  // Nothing can be connected to on port 0.
+  if (parsed.port === '0') return 'must not use port 0';
   const literal = refusedLiteral(parsed, policy);
   return literal && `must not name a ${literal.range} address`;
 }

@@ -134,8 +134,6 @@ export async function buildApp(config: AppConfig, options: BuildOptions = {}): P
  * (test/integration/check-order.test.ts); the order here is one that satisfies them all.
  */
 async function registerPlugins(app: FastifyInstance, config: AppConfig): Promise<void> {
-  app.decorate('publicBaseUrl', config.publicBaseUrl ?? '');
-
   await app.register(errors);
   await app.register(gracefulClose);
   await app.register(httpSecurity, { corsOrigins: config.corsOrigins });

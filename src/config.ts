@@ -78,11 +78,6 @@ export const EnvSchema = Type.Object({
     600_000,
     'longest a database statement may run (lock waits included), ms; past it the request is a 503',
   ),
-  PUBLIC_BASE_URL: OptionalText(
-    '^https?://[^/?#\\s]+(/[^?#\\s]*[^/?#\\s])?$',
-    'scheme, host and path prefix clients reach the service at; unset = relative links',
-    'must be an http:// or https:// URL without a query, fragment or trailing slash (e.g. https://api.example.com)',
-  ),
   EVENT_RETENTION: PositiveInt(
     604_800,
     10 * 365 * 86_400,
@@ -177,7 +172,6 @@ export interface Config {
   corsOrigins: string[];
   pgPoolMax: number;
   pgStatementTimeoutMs: number;
-  publicBaseUrl: string | undefined;
   tombstoneRetentionSeconds: number;
   eventRetentionSeconds: number;
   maxStreams: number;
@@ -225,7 +219,6 @@ export function loadConfig(
     corsOrigins: e.CORS_ORIGINS === '' ? [] : e.CORS_ORIGINS.split(',').map((s) => s.trim()),
     pgPoolMax: e.PG_POOL_MAX,
     pgStatementTimeoutMs: e.PG_STATEMENT_TIMEOUT_MS,
-    publicBaseUrl: e.PUBLIC_BASE_URL,
     tombstoneRetentionSeconds: 86_400,
     eventRetentionSeconds: e.EVENT_RETENTION,
     maxStreams: e.MAX_STREAMS,

@@ -1,11 +1,8 @@
-/** Links from the matched route, never the target or Host as sent: `POST http://evil.example/posts` links here. */
+/**
+ * Path-absolute links from the matched route, never the target or Host as sent: `POST http://evil.example/posts`
+ * links here.
+ */
 import type { FastifyRequest } from 'fastify';
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    publicBaseUrl: string;
-  }
-}
 
 const ORIGIN = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*/i;
 
@@ -25,5 +22,5 @@ function routePath(request: FastifyRequest): string {
 
 export function linkTo(request: FastifyRequest, suffix = '', query?: URLSearchParams): string {
   const search = query && query.size > 0 ? `?${query.toString()}` : '';
-  return `${request.server.publicBaseUrl}${routePath(request)}${suffix}${search}`;
+  return `${routePath(request)}${suffix}${search}`;
 }

@@ -228,7 +228,7 @@ export const LinkHeader = {
   pattern: '^<[^<>]+>; rel="[a-z]+"(, <[^<>]+>; rel="[a-z]+")*$',
   // Room for two links that each carry a sort key and a search, percent-encoded.
   maxLength: 16384,
-  description: 'RFC 8288: next and prev; in offset mode also first and last (paths, or URLs under PUBLIC_BASE_URL)',
+  description: 'RFC 8288: next and prev; in offset mode also first and last (path-absolute URLs)',
 };
 
 export type CursorPageSchema<T extends TSchema> = TObject<{

@@ -24,7 +24,6 @@ describe('loadConfig', () => {
       corsOrigins: [],
       pgPoolMax: 10,
       pgStatementTimeoutMs: 10_000,
-      publicBaseUrl: undefined,
       tombstoneRetentionSeconds: 86_400,
       eventRetentionSeconds: 604_800,
       maxStreams: 1_000,

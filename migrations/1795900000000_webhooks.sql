@@ -11,10 +11,8 @@ CREATE TABLE webhooks (
   -- NULL: every event type.
   types text[],
   description text,
-  -- The signing key: AES-256-GCM sealed with WEBHOOK_SECRET_KEY when that is
-  -- set (src/events/webhooks/secrets.ts), else the raw bytes.
+  -- The signing key's raw bytes: every attempt signs with it.
   secret bytea NOT NULL,
-  secret_sealed boolean NOT NULL,
   status text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'disabled')),
   -- The last event id fanned out into deliveries: the next fan-out reads after it.
   cursor bigint NOT NULL,

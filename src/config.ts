@@ -94,11 +94,6 @@ export const EnvSchema = Type.Object({
     100_000,
     'open event streams (GET /events/stream) per instance; past it a new one is a 503',
   ),
-  WEBHOOK_SECRET_KEY: OptionalText(
-    '^[A-Za-z0-9+/]{43}=$',
-    'base64 of 32 random bytes: webhook signing secrets are stored sealed with it (AES-256-GCM); unset = stored as they are',
-    'must be the base64 of 32 bytes (44 characters ending in =), e.g. the output of `openssl rand -base64 32`',
-  ),
   WEBHOOK_ALLOW_HTTP: Flag('accept http:// webhook URLs (tests, private networks); false = https only'),
   WEBHOOK_ALLOW_PRIVATE: Flag(
     'deliver webhooks to private, loopback and link-local addresses (tests, private networks)',
@@ -138,8 +133,6 @@ function parseTrustProxy(raw: string): boolean | number | string[] {
 
 /** The webhook worker's and routes' settings (docs/operations.md, "Webhooks"). */
 export interface WebhookSettings {
-  /** The key webhook secrets are sealed with; undefined: stored as they are. */
-  secretKey: Buffer | undefined;
   allowHttp: boolean;
   allowPrivate: boolean;
   concurrency: number;
@@ -229,7 +222,6 @@ export function loadConfig(
     pgConnectTimeoutMs: 3_000,
     embeddedPg: { port: e.EMBEDDED_PG_PORT, dataDir: e.EMBEDDED_PG_DATA },
     webhooks: {
-      secretKey: e.WEBHOOK_SECRET_KEY === undefined ? undefined : Buffer.from(e.WEBHOOK_SECRET_KEY, 'base64'),
       allowHttp: e.WEBHOOK_ALLOW_HTTP === 'true',
       allowPrivate: e.WEBHOOK_ALLOW_PRIVATE === 'true',
       concurrency: e.WEBHOOK_CONCURRENCY,

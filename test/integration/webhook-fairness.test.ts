@@ -4,7 +4,6 @@
  * owner's deliveries. Real receivers on 127.0.0.1; the attempt timeout is
  * stretched past the test's length so that hanging attempts hold their senders throughout.
  */
-import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
@@ -20,11 +19,7 @@ beforeAll(async () => {
   db = await createTestDatabase();
   app = await startInstance(
     db,
-    {
-      WEBHOOK_ALLOW_HTTP: 'true',
-      WEBHOOK_ALLOW_PRIVATE: 'true',
-      WEBHOOK_SECRET_KEY: randomBytes(32).toString('base64'),
-    },
+    { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE: 'true' },
     // No hanging attempt ends before the test does (closing the app cuts them): no sender is ever freed.
     { webhooks: { pollMs: 25, retryBaseMs: 100, timeoutMs: 600_000 } },
   );

@@ -207,10 +207,10 @@ describe('POST /webhooks', () => {
     expect(res.statusCode).toBe(401);
   });
 
-  it('stores the secret as raw bytes without WEBHOOK_SECRET_KEY', async () => {
+  it('stores the secret as raw bytes', async () => {
     const body = (await create(ann)).json();
-    const { rows } = await sql.query('SELECT secret, secret_sealed FROM webhooks WHERE id = $1', [body.id]);
-    expect(rows[0]).toEqual({ secret: Buffer.from(body.secret.slice(6), 'base64'), secret_sealed: false });
+    const { rows } = await sql.query('SELECT secret FROM webhooks WHERE id = $1', [body.id]);
+    expect(rows[0]).toEqual({ secret: Buffer.from(body.secret.slice(6), 'base64') });
   });
 });
 

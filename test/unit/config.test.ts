@@ -33,7 +33,6 @@ describe('loadConfig', () => {
       pgConnectTimeoutMs: 3_000,
       embeddedPg: { port: 54329, dataDir: '.data/pg' },
       webhooks: {
-        secretKey: undefined,
         allowHttp: false,
         allowPrivate: false,
         concurrency: 10,

@@ -1,12 +1,11 @@
-/** The pure parts of webhooks: backoff, target rules, sealed secrets. */
-import { randomBytes } from 'node:crypto';
+/** The pure parts of webhooks: backoff, target rules, secrets. */
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { createValidatorCompiler } from '../../src/validation.js';
 import { webhookContracts } from '../../src/events/webhooks/schemas.js';
 import { nextAttemptAt } from '../../src/events/webhooks/worker.js';
 import { normalizedUrl, refusedRange, urlProblem } from '../../src/events/webhooks/targets.js';
-import { newSecret, openSecret, sealSecret } from '../../src/events/webhooks/repository.js';
+import { newSecret } from '../../src/events/webhooks/repository.js';
 
 describe('nextAttemptAt', () => {
   const settings = { retryBaseMs: 10_000, giveUpAfterSeconds: 86_400 };
@@ -139,28 +138,9 @@ describe("the url's format: uri (ajv-formats, as the service validates bodies)",
 });
 
 describe('secrets', () => {
-  const key = randomBytes(32);
-
   it('shows whsec_ and the base64 of 24 random bytes', () => {
     const { bytes, shown } = newSecret();
     expect(bytes).toHaveLength(24);
     expect(shown).toBe(`whsec_${bytes.toString('base64')}`);
-  });
-
-  it('seals with the key and opens only with it, for the same webhook', () => {
-    const { bytes } = newSecret();
-    const sealed = sealSecret(bytes, 7, key);
-    expect(sealed.sealed).toBe(true);
-    expect(sealed.secret.includes(bytes)).toBe(false);
-    expect(openSecret(sealed, 7, key)).toEqual(bytes);
-    expect(() => openSecret(sealed, 8, key)).toThrow('does not open');
-    expect(() => openSecret(sealed, 7, randomBytes(32))).toThrow('does not open');
-    expect(() => openSecret(sealed, 7, undefined)).toThrow('WEBHOOK_SECRET_KEY is not set');
-  });
-
-  it('stores the bytes as they are without a key', () => {
-    const { bytes } = newSecret();
-    expect(sealSecret(bytes, 1, undefined)).toEqual({ secret: bytes, sealed: false });
-    expect(openSecret({ secret: bytes, sealed: false }, 1, key)).toEqual(bytes);
   });
 });

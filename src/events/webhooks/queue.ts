@@ -17,7 +17,6 @@ export interface Claimed {
   attempt: number;
   url: string;
   secret: Buffer;
-  sealed: boolean;
   /** The pool reads timestamps as the API shows them (ISO 8601). */
   createdAt: string;
   event: EventRow | null;
@@ -116,7 +115,7 @@ export function webhookQueue(db: Queryable): WebhookQueue {
              UPDATE webhook_deliveries d SET attempt = d.attempt + 1, lease_until = now() + make_interval(secs => $2::float8 / 1000)
              FROM locked, webhooks w
              WHERE d.id = locked.id AND w.id = d.webhook_id
-             RETURNING d.id, d.webhook_id AS "webhookId", d.attempt, w.url, w.secret, w.secret_sealed AS sealed,
+             RETURNING d.id, d.webhook_id AS "webhookId", d.attempt, w.url, w.secret,
                d.created_at AS "createdAt",
                (SELECT to_jsonb(e) FROM (SELECT ${EVENT_COLUMNS}, traceparent FROM events WHERE id = d.event_id) e) AS event`,
           [slots, leaseMs, MAX_IN_FLIGHT],

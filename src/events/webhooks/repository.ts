@@ -1,5 +1,5 @@
 /** The SQL of webhooks as their owners manage them, of their deliveries' list, their secrets; the queue is queue.ts. */
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Queryable } from '../../db/pool.js';
 import {
   idColumn,
@@ -15,47 +15,13 @@ import type { Delivery, Webhook, WebhookChanges, WEBHOOK_SORT_FIELDS } from './s
 
 type SortField = (typeof WEBHOOK_SORT_FIELDS)[number];
 
-/**
- * Signing secrets are stored readable (every attempt signs), sealed with AES-256-GCM under WEBHOOK_SECRET_KEY when
- * set, so a dump alone does not reveal them; the webhook id as associated data ties a sealed value to its row.
- */
+/** Signing secrets are stored as their raw bytes: every attempt signs with them. */
 const PREFIX = 'whsec_';
 const SECRET_BYTES = 24;
-const IV_BYTES = 12;
-const TAG_BYTES = 16;
 
 export function newSecret(): { bytes: Buffer; shown: string } {
   const bytes = randomBytes(SECRET_BYTES);
   return { bytes, shown: PREFIX + bytes.toString('base64') };
-}
-
-const associated = (webhookId: number) => Buffer.from(`webhook:${webhookId}`);
-
-/** A signing secret as its row stores it: `sealed`, the bytes are IV, ciphertext and tag. */
-export interface StoredSecret {
-  secret: Buffer;
-  sealed: boolean;
-}
-
-export function sealSecret(bytes: Buffer, webhookId: number, key: Buffer | undefined): StoredSecret {
-  if (!key) return { secret: bytes, sealed: false };
-  const iv = randomBytes(IV_BYTES);
-  const cipher = createCipheriv('aes-256-gcm', key, iv).setAAD(associated(webhookId));
-  const body = Buffer.concat([cipher.update(bytes), cipher.final()]);
-  return { secret: Buffer.concat([iv, body, cipher.getAuthTag()]), sealed: true };
-}
-
-export function openSecret(stored: StoredSecret, webhookId: number, key: Buffer | undefined): Buffer {
-  if (!stored.sealed) return stored.secret;
-  if (!key) throw new Error('the signing secret is sealed but WEBHOOK_SECRET_KEY is not set');
-  const { secret } = stored;
-  const decipher = createDecipheriv('aes-256-gcm', key, secret.subarray(0, IV_BYTES)).setAAD(associated(webhookId));
-  decipher.setAuthTag(secret.subarray(secret.length - TAG_BYTES));
-  try {
-    return Buffer.concat([decipher.update(secret.subarray(IV_BYTES, secret.length - TAG_BYTES)), decipher.final()]);
-  } catch {
-    throw new Error('the signing secret does not open with WEBHOOK_SECRET_KEY (another key sealed it)');
-  }
 }
 
 const COLUMNS = `id, user_id AS "userId", url, types, description, status, failing_since AS "failingSince",
@@ -90,7 +56,6 @@ export interface WebhooksRepository {
   create(
     userId: number,
     fields: Required<Omit<WebhookChanges, 'status'>>,
-    secretKey: Buffer | undefined,
     maxPerUser: number,
   ): Promise<(Webhook & { secret: string }) | undefined>;
   findById(id: number): Promise<Webhook | undefined>;
@@ -110,23 +75,16 @@ export function webhooksRepository(db: Queryable): WebhooksRepository {
     async create(
       userId: number,
       fields: Required<Omit<WebhookChanges, 'status'>>,
-      secretKey: Buffer | undefined,
       maxPerUser: number,
     ): Promise<(Webhook & { secret: string }) | undefined> {
-      const { rows: ids } = await db.query<{ id: number }>(
-        `SELECT nextval(pg_get_serial_sequence('webhooks', 'id')) AS id`,
-      );
-      const id = ids[0]!.id;
       const { bytes, shown } = newSecret();
-      const { secret, sealed } = sealSecret(bytes, id, secretKey);
       await db.query(prepared(`SELECT pg_advisory_xact_lock(hashtextextended('webhooks of ' || $1, 0))`, [userId]));
       const row = await firstRow<Webhook>(
         db,
-        `INSERT INTO webhooks (id, user_id, url, types, description, secret, secret_sealed, cursor)
-         OVERRIDING SYSTEM VALUE
-         SELECT $1, $2, $3, $4, $5, $6, $7, (SELECT coalesce(max(id), 0) FROM events)
-         WHERE (SELECT count(*) FROM webhooks WHERE user_id = $2) < $8 RETURNING ${COLUMNS}`,
-        [id, userId, fields.url, fields.types, fields.description, secret, sealed, maxPerUser],
+        `INSERT INTO webhooks (user_id, url, types, description, secret, cursor)
+         SELECT $1, $2, $3, $4, $5, (SELECT coalesce(max(id), 0) FROM events)
+         WHERE (SELECT count(*) FROM webhooks WHERE user_id = $1) < $6 RETURNING ${COLUMNS}`,
+        [userId, fields.url, fields.types, fields.description, bytes, maxPerUser],
       );
       return row && { ...row, secret: shown };
     },
@@ -202,10 +160,10 @@ export function webhooksRepository(db: Queryable): WebhooksRepository {
 export async function seedWebhook(db: Queryable, id: number): Promise<void> {
   const { rowCount } = await db.query(
     prepared(
-      `INSERT INTO webhooks (id, user_id, url, types, description, status, secret, secret_sealed, cursor)
+      `INSERT INTO webhooks (id, user_id, url, types, description, status, secret, cursor)
        OVERRIDING SYSTEM VALUE
        VALUES ($1, $1, 'https://hooks.example.com/posts-api', '{post.deleted}', 'demo: an endpoint that does not exist',
-         'disabled', $2, false, (SELECT coalesce(max(id), 0) FROM events))
+         'disabled', $2, (SELECT coalesce(max(id), 0) FROM events))
        ON CONFLICT (id) DO NOTHING`,
       [id, newSecret().bytes],
     ),

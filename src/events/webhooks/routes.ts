@@ -38,9 +38,8 @@ import { normalizedUrl, urlProblem, type TargetPolicy } from './targets.js';
 
 const webhookRoutes: FastifyPluginAsyncTypebox<{
   targets: TargetPolicy;
-  secretKey: Buffer | undefined;
   maxPerUser: number;
-}> = async (app, { targets, secretKey, maxPerUser }) => {
+}> = async (app, { targets, maxPerUser }) => {
   const { WebhookSchema, CreatedWebhookSchema, CreateWebhookBody, UpdateWebhookBody } = webhookContracts(
     app.resources.eventTypes,
   );
@@ -91,7 +90,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox<{
         const { types = null, description = null } = request.body;
         const fields = { url: checkUrl(request.body.url), types, description };
         const webhook = await withTransaction(r.db, (tx) =>
-          webhooksRepository(tx).create(request.user!.id, fields, secretKey, maxPerUser),
+          webhooksRepository(tx).create(request.user!.id, fields, maxPerUser),
         );
         if (!webhook)
           throw conflict(

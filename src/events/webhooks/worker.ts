@@ -10,7 +10,6 @@ import type { ResourceRegistry } from '../../resource.js';
 import { toEvent } from '../repository.js';
 import { serial } from '../serial.js';
 import { webhookQueue, type Claimed, type Outcome, type WebhookQueue } from './queue.js';
-import { openSecret } from './repository.js';
 import { send, type AttemptResult } from './sender.js';
 
 declare module 'fastify' {
@@ -62,9 +61,9 @@ async function sendAttempt(claimed: Claimed, options: WebhookWorkerOptions, sign
   let result: AttemptResult = { ok: false, statusCode: null, error: 'the event is no longer retained', durationMs: 0 };
   if (event) {
     try {
-      const secret = openSecret(claimed, claimed.webhookId, options.secretKey);
       const body = JSON.stringify(toEvent(event, options.resources));
-      result = await send({ url: claimed.url, messageId: String(event.id), body, secret }, { ...options, signal });
+      const attempt = { url: claimed.url, messageId: String(event.id), body, secret: claimed.secret };
+      result = await send(attempt, { ...options, signal });
     } catch (error) {
       result = { ok: false, statusCode: null, error: (error as Error).message, durationMs: 0 };
     }

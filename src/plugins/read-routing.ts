@@ -1,7 +1,7 @@
 /**
  * Sets `request.replica` for the public reads. A request with a token reads the primary, so whoever writes reads
- * their own writes; an anonymous reader may read a replica within the lag bound, as the edge cache may answer late,
- * except for an offset page as of a snapshot.
+ * their own writes; an anonymous reader may read a replica within the lag bound, as the edge cache may answer late.
+ * Offset list pages read the primary (routes/resource-routes.ts).
  */
 import fp from 'fastify-plugin';
 import type { Queryable } from '../db/pool.js';
@@ -30,14 +30,7 @@ export default fp(
     if (router === null) return;
 
     app.addHook('onRequest', (request, _reply, done) => {
-      // A page as of a snapshot reads the primary: a replica may not have replayed all that the snapshot saw.
-      const snapshot = (request.query as { snapshot?: unknown }).snapshot !== undefined;
-      if (
-        request.method === 'GET' &&
-        request.routeOptions.config.readsReplica &&
-        !request.headers.authorization &&
-        !snapshot
-      ) {
+      if (request.method === 'GET' && request.routeOptions.config.readsReplica && !request.headers.authorization) {
         const reader = router.reader();
         request.replica = reader === app.db ? null : reader;
       }

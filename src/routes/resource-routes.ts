@@ -81,6 +81,9 @@ export function listRoute<
   const schema = { ...doc, tags: groupOf(resource), ...(params && { params }), querystring };
   const handler = async (request: ListOf<P>, reply: FastifyReply): Promise<object> => {
     const parsed = listRequest<S, V>(request, request.query);
+    // An offset page's snapshot must name what the primary committed: a standby's pg_current_snapshot() omits the
+    // transactions running on the primary, and a replica may not have replayed what a snapshot saw.
+    if (parsed.page.kind === 'offset') request.replica = null;
     const result = await load(request, parsed);
     if (!result) throw notFound(missingOf(under!, request.params));
     const envelope = listResponse(request, reply, result, parsed);

@@ -532,7 +532,8 @@ step('2.7 --profile scale: writes through PgBouncer, reads from the replica', as
       ),
     );
   const [r0, p0] = [await scans('db-replica'), await scans('db')];
-  for (let i = 1; i <= 40; i++) await http('GET', `/posts?perPage=${i}`);
+  // Cursor pages: offset pages read the primary (their snapshot must name what it committed).
+  for (let i = 1; i <= 40; i++) await http('GET', `/posts?limit=${i}`);
   await sleep(11_000); // an idle backend flushes its statistics within 10 s
   const [r1, p1] = [await scans('db-replica'), await scans('db')];
   const ip = async (service: string) =>
@@ -559,7 +560,7 @@ step('2.7 --profile scale: writes through PgBouncer, reads from the replica', as
     .reduce((a, b) => a + b, 0);
   return {
     ok: w.ok && r1 - r0 >= 40 && fromBouncer > 0,
-    text: `healthy ${seconds(waited)}; ${w.text}; 40 anonymous list reads: scans of posts on the replica +${r1 - r0}, on the primary +${p1 - p0}; primary's client sessions by address: ${rows.trim().replace(/\n/g, ', ')} (PgBouncer ${bouncer.join(' ')}: ${fromBouncer})`,
+    text: `healthy ${seconds(waited)}; ${w.text}; 40 anonymous cursor pages: scans of posts on the replica +${r1 - r0}, on the primary +${p1 - p0}; primary's client sessions by address: ${rows.trim().replace(/\n/g, ', ')} (PgBouncer ${bouncer.join(' ')}: ${fromBouncer})`,
   };
 });
 

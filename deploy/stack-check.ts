@@ -531,6 +531,9 @@ step('2.7 --profile scale: writes through PgBouncer, reads from the replica', as
         SCALE,
       ),
     );
+  // The walk-through just wrote: until the lag sampler (every 250 ms) sees the replica caught up, reads go to the
+  // primary.
+  await sleep(2_000);
   const [r0, p0] = [await scans('db-replica'), await scans('db')];
   // Cursor pages: offset pages read the primary (their snapshot must name what it committed).
   for (let i = 1; i <= 40; i++) await http('GET', `/posts?limit=${i}`);

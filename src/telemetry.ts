@@ -53,5 +53,6 @@ if ((endpoint || tracesEndpoint) && process.env.OTEL_SDK_DISABLED?.trim().toLowe
   sdk.start();
   await waitForAllMessagesAcknowledged();
   tracing.exportsTo = withoutPassword(tracesEndpoint || `${endpoint!.replace(/\/$/, '')}/v1/traces`);
-  stopTracing = () => sdk.shutdown();
+  // The shutdown's last export can be refused like any other: said through the same handler, not a failed exit.
+  stopTracing = () => sdk.shutdown().catch((error: unknown) => core.globalErrorHandler(error as Error));
 }

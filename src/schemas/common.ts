@@ -277,7 +277,7 @@ export function ListEnvelope<T extends TSchema>(item: T): ListEnvelopeSchema<T> 
       totalEstimated: Type.Optional(
         Type.Boolean({
           description:
-            "only on lists filtered by q or a date range: true when more than 10 000 match, and total (and totalPages) is PostgreSQL's estimate",
+            "only on lists filtered by q or a date range: true when more than 10 000 match (or, for a word once counted past that, PostgreSQL expects more), and total (and totalPages) is PostgreSQL's estimate",
         }),
       ),
     },

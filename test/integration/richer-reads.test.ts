@@ -656,13 +656,16 @@ interface Node {
   'Rows Removed by Filter'?: number;
   Plans?: Node[];
 }
-/** The plan, as run (EXPLAIN ANALYZE), of the last statement `read` sent. */
+/** The plan, as run (EXPLAIN ANALYZE), of the last statement `read` sent (the app's memory of common words). */
 const planOf = async (read: (posts: ReturnType<typeof postsRepository>) => Promise<unknown>): Promise<Node> => {
   const sent: Statement[] = [];
   await read(
-    postsRepository({
-      query: (statement: Statement) => (sent.push(statement), t.app.db.query(statement)),
-    } as unknown as Queryable),
+    postsRepository(
+      {
+        query: (statement: Statement) => (sent.push(statement), t.app.db.query(statement)),
+      } as unknown as Queryable,
+      t.app.db,
+    ),
   );
   const { text, values } = sent.at(-1)!;
   const { rows } = await t.app.db.query({ text: `EXPLAIN (ANALYZE, FORMAT JSON) ${text}`, values });
@@ -766,6 +769,77 @@ describe('a date range in id order', () => {
     expect(await ids(`${url}&perPage=2`)).toEqual([needle1, needle2]);
     const empty = await get('/posts?createdAfter=2040-01-01T00:00:00Z&fields=id');
     expect(empty.json()).toMatchObject({ data: [], total: 0 });
+  });
+});
+
+/**
+ * A word in 12 000 posts: once a page has counted it past the threshold, its pages ask the planner first and,
+ * while the estimate is past the threshold too, take it as the total without counting (docs/api.md §10).
+ */
+describe('a common word is counted once, then estimated', () => {
+  const sort = { field: 'id', descending: true } as const;
+  const first = { kind: 'offset', page: 1, perPage: 20 } as const;
+  const chaff = async () =>
+    (await t.app.db.query<{ id: number }>(`SELECT id FROM posts WHERE body = 'chaff' ORDER BY id`)).rows.map(
+      (row) => Number(row.id),
+    );
+  const plannerRows = async () => {
+    const { rows } = await t.app.db.query<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>(
+      `EXPLAIN (FORMAT JSON) SELECT 1 FROM posts WHERE search @@ websearch_to_tsquery('posts_search', 'chaff')`,
+    );
+    return Math.round(rows[0]!['QUERY PLAN'][0].Plan['Plan Rows']);
+  };
+
+  beforeAll(async () => {
+    await withTransaction(t.app.db, async (client) => {
+      await client.query('SET LOCAL statement_timeout = 0');
+      await client.query(
+        `INSERT INTO posts (author_id, title, body, created_at, updated_at)
+         SELECT $1, 'Chaff ' || g, 'chaff', '2001-01-01T00:00:00Z'::timestamptz + g * interval '1 second', now()
+         FROM generate_series(1, 12000) g`,
+        [ann.user.id],
+      );
+    });
+    // The statistics of a table this size in full (an earlier test narrowed them).
+    await t.app.db.query('ALTER TABLE posts ALTER COLUMN search SET STATISTICS -1');
+    await t.app.db.query('ANALYZE posts');
+  });
+
+  it('its later pages read a page of matches, not every match, and show the estimate', async () => {
+    const counted = await postsRepository(t.app.db).list({ q: 'chaff' }, sort, first);
+    expect(counted).toMatchObject({ estimated: true });
+    // Counting read every match up to the threshold's; the page alone reads a few more than its 20.
+    const plan = await planOf((posts) => posts.list({ q: 'chaff' }, sort, first));
+    const scans = nodes(plan).filter((node) => /Scan/.test(node['Node Type']));
+    expect(scans.reduce((sum, node) => sum + read(node), 0)).toBeLessThan(1_000);
+
+    const estimate = await plannerRows();
+    expect(estimate).toBeGreaterThan(10_000);
+    const res = await get('/posts?q=chaff&fields=id');
+    expect(res.json()).toEqual({
+      data: (await chaff()).slice(0, 20).map((id) => ({ id })),
+      page: 1,
+      perPage: 20,
+      total: estimate,
+      totalPages: Math.ceil(estimate / 20),
+      totalEstimated: true,
+    });
+  });
+
+  it('is counted exactly again once the planner expects no more than 10 000', async () => {
+    await t.app.db.query(`DELETE FROM posts WHERE body = 'chaff' AND id % 4 = 0`);
+    await t.app.db.query('ANALYZE posts');
+    expect(await plannerRows()).toBeLessThanOrEqual(10_000);
+    const left = await chaff();
+    const res = await get('/posts?q=chaff&fields=id&perPage=100&page=2');
+    expect(res.json()).toEqual({
+      data: left.slice(100, 200).map((id) => ({ id })),
+      page: 2,
+      perPage: 100,
+      total: left.length,
+      totalPages: Math.ceil(left.length / 100),
+      totalEstimated: false,
+    });
   });
 });
 

@@ -120,6 +120,11 @@ export interface ListPlan {
   narrow: SqlFragment[];
   /** Narrowed by a search: its pages do not trust the planner's estimate. */
   unsure: boolean;
+  /**
+   * A search for a word once counted past the threshold: its offset pages ask the planner first, and count only
+   * when the estimate is below the threshold (docs/api.md §10).
+   */
+  common: boolean;
   /** Met by every narrowed item anyway: they steer the page's plan and stay out of the count. */
   hints: SqlFragment[];
   /** An offset page counts its items and finds its bound in one walk of the range's index instead. */
@@ -179,6 +184,7 @@ export function planList<F extends string, Filter>(
     listed,
     narrow,
     unsure: search !== undefined,
+    common: search?.shown === true,
     hints,
     bound,
     // A hidden word gives every search the same plan; a range's bounds decide theirs (a week or a year).

@@ -1,5 +1,6 @@
 /**
- * Offset pages: kept totals; a narrowed list counts up to EXACT_TOTAL_UP_TO, past it the planner estimates.
+ * Offset pages: kept totals; a narrowed list counts up to EXACT_TOTAL_UP_TO, past it the planner estimates (and
+ * a word known to be common is counted only when the planner expects it under the threshold).
  * A deep page of a ranked list starts where its ranks say; a page as of a snapshot leaves out what the snapshot did
  * not see, keeps the places of what was deleted since, and takes its total from it (docs/api.md §5,
  * docs/architecture.md "Lists").
@@ -27,17 +28,27 @@ interface Head {
 }
 
 export async function runOffset<T>(db: Queryable, plan: ListPlan, page: OffsetPage): Promise<OffsetResult<T> | null> {
-  const { rows } = await db.query(toQuery(offsetQuery(plan, page), plan.named));
+  const { snapshot } = plan;
+  // A common word's matches are not counted while the planner too expects more than the threshold: counting them
+  // was nearly all of such a page's cost (bench/RESULTS.md, search-common).
+  let guess: number | undefined;
+  if (plan.common && !snapshot) guess = await estimate(db, plan);
+  const uncounted = guess !== undefined && guess > EXACT_TOTAL_UP_TO ? guess : undefined;
+  const { rows } = await db.query(toQuery(offsetQuery(plan, page, uncounted), plan.named));
   const head = rows[0] as Head | undefined;
   if (!head || head.total === null) return null;
   const items = (rows[0] as { id: unknown }).id === null ? [] : rows.map(strip<T>);
-  const { snapshot } = plan;
   if (snapshot) {
     const estimated = plan.narrow.length ? { estimated: snapshot.estimated } : {};
     return { kind: 'offset', total: head.total, ...estimated, items };
   }
   const made = { xids: head.snapshot_xids, top: Number(head.snapshot_top ?? 0) };
   if (!plan.narrow.length) return { kind: 'offset', total: head.total, items, made };
+  if (uncounted !== undefined) {
+    // Never below the items this page shows.
+    const seen = (page.page - 1) * page.perPage + items.length;
+    return { kind: 'offset', total: Math.max(uncounted, seen), estimated: true, items, made };
+  }
   if (head.total <= EXACT_TOTAL_UP_TO) return { kind: 'offset', total: head.total, estimated: false, items, made };
   plan.pastThreshold();
   return { kind: 'offset', total: Math.max(head.total, await estimate(db, plan)), estimated: true, items, made };
@@ -51,10 +62,12 @@ async function estimate(db: Queryable, plan: ListPlan): Promise<number> {
   return Math.round(rows[0]!['QUERY PLAN'][0].Plan['Plan Rows']);
 }
 
-function offsetQuery(plan: ListPlan, page: OffsetPage): SqlFragment {
+/** `estimated`: the planner's count of a common word's matches, which the page then does not count. */
+function offsetQuery(plan: ListPlan, page: OffsetPage, estimated?: number): SqlFragment {
   const offset = (page.page - 1) * page.perPage;
   if (plan.snapshot || (plan.ranked && offset > 0)) return walkedQuery(plan, page, offset);
   const { columns, joined, from, conditions, bound } = plan;
+  const counting = plan.unsure && estimated === undefined;
   // A counted range in id order: the walk that counts it also finds the page's first id (h.bound).
   const counted = bound !== undefined && !plan.unsure;
   const pageConditions = counted ? sql`${conditions} AND id ${bound.cmp} h.bound` : plan.pageConditions;
@@ -63,7 +76,7 @@ function offsetQuery(plan: ListPlan, page: OffsetPage): SqlFragment {
   const limit = raw(String(EXACT_TOTAL_UP_TO + 1));
   // The lateral reference to h skips the item scan when the parent is missing;
   // OFFSET 0 keeps h evaluated once. Skipped rows are walked on the index (ids only).
-  const walked = plan.unsure ? sql`> ${cap}` : raw('IS NOT NULL');
+  const walked = counting ? sql`> ${cap}` : raw('IS NOT NULL');
   const items =
     offset === 0
       ? sql`SELECT ${columns} FROM ${joined} WHERE h.total ${walked} AND ${pageConditions}
@@ -72,7 +85,7 @@ function offsetQuery(plan: ListPlan, page: OffsetPage): SqlFragment {
               SELECT id FROM ${from} WHERE h.total ${walked} AND ${pageConditions}
               ${orderBy} LIMIT ${pageSize(page.perPage)} OFFSET ${offset}
             ) ${orderBy}`;
-  if (plan.unsure) {
+  if (counting) {
     // Up to the threshold the page is sorted from the matches, past it the sort index is walked.
     // No bound OFFSET on a first page: it would keep the generic plan from ever being chosen.
     const skip = offset === 0 ? sql`` : sql` OFFSET ${offset}`;
@@ -83,7 +96,8 @@ function offsetQuery(plan: ListPlan, page: OffsetPage): SqlFragment {
         SELECT h.*, ${madeAt(plan)}, r.* FROM ${narrowedHead(plan, sql`SELECT count(*) FROM matches`)}
         LEFT JOIN LATERAL ((${sorted}) UNION ALL (${items})) r ON TRUE`;
   }
-  return sql`SELECT h.total, ${madeAt(plan)}, r.* FROM ${offsetHead(plan, counted)} LEFT JOIN LATERAL (${items}) r ON TRUE`;
+  const head = estimated === undefined ? offsetHead(plan, counted) : narrowedHead(plan, sql`SELECT ${estimated}::int8`);
+  return sql`SELECT h.total, ${madeAt(plan)}, r.* FROM ${head} LEFT JOIN LATERAL (${items}) r ON TRUE`;
 }
 
 /** The point this statement reads at, handed out as the snapshot of a page requested without one. */

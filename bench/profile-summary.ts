@@ -40,24 +40,71 @@ function group(url: string, name: string): string {
   return url;
 }
 
+/**
+ * The step of a request a sample belongs to (issue 47's breakdown), by package and, in the app, by file.
+ * Samples of code compiled at run time (fast-json-stringify's serializers) have no URL: they count as
+ * "native and generated", with V8's builtins.
+ */
+const STEPS: [RegExp, string][] = [
+  [/^\((garbage collector)\)$/, 'garbage collection'],
+  [/^\((program|idle|root)\)$/, 'outside JavaScript (idle, program)'],
+  [/node_modules\/(pg|pg-protocol|pg-pool|pg-types|postgres-[a-z]+|pg-cursor)\//, 'pg driver (protocol, rows)'],
+  [/node_modules\/(fast-json-stringify|@fastify\/fast-json-stringify-compiler)\//, 'serialization'],
+  [/node_modules\/(pino|sonic-boom|pino-std-serializers|thread-stream)\/|src\/plugins\/request-log\.ts/, 'log line'],
+  [/node_modules\/prom-client\/|src\/plugins\/metrics\.ts/, 'metrics'],
+  [/node_modules\/@fastify\/rate-limit\/|src\/plugins\/rate-limit\.ts/, 'rate limit'],
+  [/node_modules\/(ajv|ajv-formats|fast-uri)\/|src\/validation\.ts/, 'validation'],
+  [/src\/(security|plugins\/auth)\.ts|src\/repositories\/tokens\.ts/, 'token check'],
+  [/src\/http\/conditional\.ts/, 'ETag, conditional requests'],
+  [/src\/http\/snapshots\.ts/, 'snapshot token'],
+  [/src\/db\/|src\/http\/lists\.ts/, 'query building, pool (src/db, http/lists)'],
+  [/src\//, 'other app code (src/)'],
+  [
+    /node_modules\/(fastify|find-my-way|avvio|light-my-request|@fastify\/[a-z-]+|fast-querystring)\//,
+    'fastify (routing, hooks, reply)',
+  ],
+  [/^node:/, 'Node (http, net, streams)'],
+  [/node_modules\//, 'other packages'],
+];
+/** Node's native calls that hand an answer to the kernel (their time is mostly the system call). */
+const SOCKET_WRITES = new Set(['writev', 'writeString', 'writeBuffer', 'writeUtf8String', 'writeLatin1String']);
+function stepOf(url: string, name: string): string {
+  const key = url || (name.startsWith('(') ? name : '');
+  if (!key) return SOCKET_WRITES.has(name) ? 'socket writes (system calls)' : 'V8 builtins and generated code';
+  return STEPS.find(([pattern]) => pattern.test(key))?.[1] ?? 'other';
+}
+
 const groups = new Map<string, number>();
+const steps = new Map<string, number>();
 const functions = new Map<string, number>();
 for (const [id, micros] of self) {
   const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
   const g = group(url, functionName);
   groups.set(g, (groups.get(g) ?? 0) + micros);
+  const step = stepOf(url, functionName);
+  steps.set(step, (steps.get(step) ?? 0) + micros);
   const key = `${functionName || '(anonymous)'} ${url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/dist\//, 'dist/')}:${lineNumber + 1}`;
   functions.set(key, (functions.get(key) ?? 0) + micros);
 }
 
+// Shares of the time the process was busy: idle time depends on how long the run waited, not on the requests.
+const idle = [...self].reduce((sum, [id, micros]) => {
+  const name = byId.get(id)!.callFrame.functionName;
+  return name === '(idle)' || name === '(program)' ? sum + micros : sum;
+}, 0);
+const busy = total - idle;
 const show = (title: string, entries: Map<string, number>) => {
   console.log(`\n${title}`);
   for (const [name, micros] of [...entries].sort((a, b) => b[1] - a[1]).slice(0, top)) {
+    if (/^\((idle|program)\)/.test(name) || name === STEPS[1]![1]) continue;
     console.log(
-      `${((micros / total) * 100).toFixed(1).padStart(5)} %  ${(micros / 1000).toFixed(0).padStart(7)} ms  ${name}`,
+      `${((micros / busy) * 100).toFixed(1).padStart(5)} %  ${(micros / 1000).toFixed(0).padStart(7)} ms  ${name}`,
     );
   }
 };
-console.log(`${file}: ${(total / 1e6).toFixed(1)} s sampled`);
+console.log(
+  `${file}: ${(total / 1e6).toFixed(1)} s sampled, ${(busy / 1e6).toFixed(1)} s busy (shares below are of busy)`,
+);
+show('self time by step of a request', steps);
 show('self time by package', groups);
 show('self time by function', functions);

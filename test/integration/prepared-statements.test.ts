@@ -38,6 +38,17 @@ function pool() {
   return { pool: p, lost };
 }
 
+describe('a statement without values (the first page of a list)', () => {
+  it('is named too: PostgreSQL parses and plans it once per session, not at every run', async () => {
+    const { pool: p } = pool();
+    const first = prepared('SELECT 42 AS n', []);
+    expect(first.name).toMatch(/^posts_api_[0-9a-f]{16}$/);
+    for (let run = 0; run < 3; run++) expect((await p.query<{ n: number }>(first)).rows).toEqual([{ n: 42 }]);
+    const { rows } = await p.query('SELECT statement FROM pg_prepared_statements WHERE name = $1', [first.name]);
+    expect(rows).toEqual([{ statement: 'SELECT 42 AS n' }]);
+  });
+});
+
 describe('a named statement the session lost (26000)', () => {
   it('is sent again unnamed and answers; the pool says so once and names nothing from then on', async () => {
     const { pool: p, lost } = pool();

@@ -66,11 +66,27 @@ const STEPS: [RegExp, string][] = [
   [/^node:/, 'Node (http, net, streams)'],
   [/node_modules\//, 'other packages'],
 ];
-/** Node's native calls that hand an answer to the kernel (their time is mostly the system call). */
+/** Node's native calls that hand bytes to the kernel (their time is mostly the system call). */
 const SOCKET_WRITES = new Set(['writev', 'writeString', 'writeBuffer', 'writeUtf8String', 'writeLatin1String']);
-function stepOf(url: string, name: string): string {
+/** Who wrote: the first package up the stack that is one of these. */
+const WRITERS: [RegExp, string][] = [
+  [/node_modules\/fastify\//, 'writes: the answer'],
+  [/node_modules\/pg\//, 'writes: statements to PostgreSQL'],
+  [/node_modules\/sonic-boom\//, 'writes: the log line'],
+];
+const parentOf = new Map<number, number>();
+for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node.id);
+function writerOf(id: number): string {
+  for (let at = parentOf.get(id); at !== undefined; at = parentOf.get(at)) {
+    const { url } = byId.get(at)!.callFrame;
+    const writer = WRITERS.find(([pattern]) => pattern.test(url));
+    if (writer) return writer[1];
+  }
+  return 'writes: other';
+}
+function stepOf(id: number, url: string, name: string): string {
   const key = url || (name.startsWith('(') ? name : '');
-  if (!key) return SOCKET_WRITES.has(name) ? 'socket writes (system calls)' : 'V8 builtins and generated code';
+  if (!key) return SOCKET_WRITES.has(name) ? writerOf(id) : 'V8 builtins and generated code';
   return STEPS.find(([pattern]) => pattern.test(key))?.[1] ?? 'other';
 }
 
@@ -81,7 +97,7 @@ for (const [id, micros] of self) {
   const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
   const g = group(url, functionName);
   groups.set(g, (groups.get(g) ?? 0) + micros);
-  const step = stepOf(url, functionName);
+  const step = stepOf(id, url, functionName);
   steps.set(step, (steps.get(step) ?? 0) + micros);
   const key = `${functionName || '(anonymous)'} ${url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*\/dist\//, 'dist/')}:${lineNumber + 1}`;
   functions.set(key, (functions.get(key) ?? 0) + micros);

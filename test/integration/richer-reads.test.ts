@@ -15,6 +15,7 @@ import { createPool, withTransaction, type Queryable } from '../../src/db/pool.j
 import type { Statement } from '../../src/db/sql.js';
 import { expect404, expect422 } from '../helpers/expect.js';
 import { WALK_LIMIT } from '../../src/db/pagination/cursor.js';
+import { RANKED_FROM_OFFSET } from '../../src/db/pagination/common.js';
 
 const t = useTestApp();
 const ann = t.user({ name: 'Ann' });
@@ -772,6 +773,26 @@ describe('a date range in id order', () => {
   });
 });
 
+describe('offset pages start from the ranks only past RANKED_FROM_OFFSET', () => {
+  // At page 20 of an author the ranks cost 2.5 times the walk of its 380 items (bench/RESULTS.md, issue 47).
+  it('a shallow page walks its offset; a deeper one asks post_page_start where it starts', async () => {
+    const sentFor = async (page: number) => {
+      const sent: Statement[] = [];
+      const db = { query: (statement: Statement) => (sent.push(statement), t.app.db.query(statement)) };
+      const posts = postsRepository(db as unknown as Queryable, t.app.db);
+      await posts.listOfUser(
+        ann.user.id,
+        {},
+        { field: 'id', descending: false },
+        { kind: 'offset', page, perPage: 20 },
+      );
+      return sent.map((statement) => statement.text).join('\n');
+    };
+    expect(await sentFor(20)).not.toContain('post_page_start');
+    expect(await sentFor(RANKED_FROM_OFFSET / 20 + 1)).toContain('post_page_start');
+  });
+});
+
 /**
  * A word in 12 000 posts: once a page has counted it past the threshold, its pages ask the planner first and,
  * while the estimate is past the threshold too, take it as the total without counting (docs/api.md §10).
@@ -780,8 +801,8 @@ describe('a common word is counted once, then estimated', () => {
   const sort = { field: 'id', descending: true } as const;
   const first = { kind: 'offset', page: 1, perPage: 20 } as const;
   const chaff = async () =>
-    (await t.app.db.query<{ id: number }>(`SELECT id FROM posts WHERE body = 'chaff' ORDER BY id`)).rows.map(
-      (row) => Number(row.id),
+    (await t.app.db.query<{ id: number }>(`SELECT id FROM posts WHERE body = 'chaff' ORDER BY id`)).rows.map((row) =>
+      Number(row.id),
     );
   const plannerRows = async () => {
     const { rows } = await t.app.db.query<{ 'QUERY PLAN': [{ Plan: { 'Plan Rows': number } }] }>(

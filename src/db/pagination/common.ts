@@ -27,6 +27,13 @@ export interface Snapshot extends SnapshotPoint {
 /** Narrowed lists count exactly up to this many, past it the planner estimates (docs/api.md §10). */
 export const EXACT_TOTAL_UP_TO = 10_000;
 
+/**
+ * Pages that skip fewer items walk them (OFFSET on the sort's index); deeper ones start where the ranks say. The
+ * ranks cost about 0.85 ms of PostgreSQL time at any depth, a walk as much at 6 000–8 000 items: at page 20 of an
+ * author the ranks cost 3.3 times the walk (bench/RESULTS.md, issue 47).
+ */
+export const RANKED_FROM_OFFSET: number = 8_000;
+
 export interface ListOptions {
   /** Constant SQL: sparse fields, the embedded author's join. */
   columns?: string;

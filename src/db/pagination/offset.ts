@@ -13,6 +13,7 @@ import {
   type PageRequest,
   type Snapshot,
   EXACT_TOTAL_UP_TO,
+  RANKED_FROM_OFFSET,
   pageSize,
   strip,
   where,
@@ -65,7 +66,9 @@ async function estimate(db: Queryable, plan: ListPlan): Promise<number> {
 /** `estimated`: the planner's count of a common word's matches, which the page then does not count. */
 function offsetQuery(plan: ListPlan, page: OffsetPage, estimated?: number): SqlFragment {
   const offset = (page.page - 1) * page.perPage;
-  if (plan.snapshot || (plan.ranked && offset > 0)) return walkedQuery(plan, page, offset);
+  // A shallow page walks its offset: fewer entries than the ranks would sum to find its start.
+  const ranked = offset >= RANKED_FROM_OFFSET ? plan.ranked : undefined;
+  if (plan.snapshot || ranked) return walkedQuery(plan, page, offset, ranked);
   const { columns, joined, from, conditions, bound } = plan;
   const counting = plan.unsure && estimated === undefined;
   // A counted range in id order: the walk that counts it also finds the page's first id (h.bound).
@@ -109,8 +112,8 @@ function madeAt(plan: ListPlan): SqlFragment {
  * A page found by walking from a start: as of a snapshot (its total is the snapshot's), or deep in a ranked list,
  * where the ranks give the first key of the range the page falls in and how many items to skip from there.
  */
-function walkedQuery(plan: ListPlan, page: OffsetPage, offset: number): SqlFragment {
-  const { columns, joined, snapshot, ranked } = plan;
+function walkedQuery(plan: ListPlan, page: OffsetPage, offset: number, ranked: ListPlan['ranked']): SqlFragment {
+  const { columns, joined, snapshot } = plan;
   const orderBy = plan.order(plan.descending);
   const size = pageSize(page.perPage);
   const head = snapshot ? narrowedHead(plan, sql`SELECT ${snapshot.total}::int8`) : offsetHead(plan, false);

@@ -4,7 +4,7 @@
 \set p2 990
 \set p3 990
 \set p4 380
-SELECT h.total, r.* FROM (SELECT (SELECT COALESCE((SELECT n FROM author_post_counts WHERE author_id = :p1), 0) FROM users WHERE id = :p2)::int8 AS total OFFSET 0) h LEFT JOIN LATERAL (SELECT id, title, body, author_id AS "authorId", COALESCE((SELECT n FROM comment_counts WHERE post_id = posts.id), 0) AS "commentCount", created_at AS "createdAt", updated_at AS "updatedAt" FROM posts WHERE id IN (
+SELECT h.total, pg_current_snapshot()::text AS snapshot_xids, (SELECT max(id) FROM posts) AS snapshot_top, r.* FROM (SELECT (SELECT COALESCE((SELECT n FROM author_post_counts WHERE author_id = :p1), 0) FROM users WHERE id = :p2)::int8 AS total OFFSET 0) h LEFT JOIN LATERAL (SELECT id, title, body, author_id AS "authorId", COALESCE((SELECT n FROM comment_counts WHERE post_id = posts.id), 0) AS "commentCount", created_at AS "createdAt", updated_at AS "updatedAt" FROM posts WHERE id IN (
   SELECT id FROM posts WHERE h.total IS NOT NULL AND author_id = :p3
   ORDER BY id ASC LIMIT 20 OFFSET :p4
   ) ORDER BY id ASC) r ON TRUE;

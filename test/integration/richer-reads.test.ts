@@ -774,7 +774,7 @@ describe('a date range in id order', () => {
 });
 
 describe('offset pages start from the ranks only past RANKED_FROM_OFFSET', () => {
-  // At page 20 of an author the ranks cost 2.5 times the walk of its 380 items (bench/RESULTS.md, issue 47).
+  // At page 20 of an author the ranks cost 3.3 times the walk of its 380 items (bench/RESULTS.md, issue 47).
   it('a shallow page walks its offset; a deeper one asks post_page_start where it starts', async () => {
     const sentFor = async (page: number) => {
       const sent: Statement[] = [];

@@ -28,6 +28,19 @@ const ids = async (url: string) => {
   expect(res.statusCode, res.body).toBe(200);
   return (res.json().data as { id: number }[]).map((item) => item.id);
 };
+/**
+ * Ann's posts `<title> 1` … `<title> <count>`, a second apart from `from`. A fixture, not what is measured: on a busy
+ * machine one statement of ten thousand rows (and their triggers) may outlast the statement timeout, so it has none.
+ */
+const bulkPosts = (title: string, body: string, from: string, count: number) =>
+  withTransaction(t.app.db, async (client) => {
+    await client.query('SET LOCAL statement_timeout = 0');
+    await client.query(
+      `INSERT INTO posts (author_id, title, body, created_at, updated_at)
+       SELECT $1, $2 || ' ' || g, $3, $4::timestamptz + g * interval '1 second', now() FROM generate_series(1, $5::int) g`,
+      [ann.user.id, title, body, from, count],
+    );
+  });
 const link = (header: unknown, rel: string) => new RegExp(`<([^>]+)>; rel="${rel}"`).exec(String(header ?? ''))?.[1];
 
 const TEXTS: [SignedUp | 'bob', string, string][] = [
@@ -460,17 +473,7 @@ describe('totals of filtered lists are exact up to 10 000, then estimated', () =
   };
 
   it('totalEstimated says the total is the estimate; cursor mode pages through all of them', async () => {
-    // A fixture, not what is measured: on a busy machine one statement of 10 001 rows (and their
-    // triggers) may outlast the service's statement timeout, so it runs without one.
-    await withTransaction(t.app.db, async (client) => {
-      await client.query('SET LOCAL statement_timeout = 0');
-      await client.query(
-        `INSERT INTO posts (author_id, title, body, created_at, updated_at)
-         SELECT $1, 'Needle ' || g, 'haystack', '2030-01-01T00:00:00Z'::timestamptz + g * interval '1 second', now()
-         FROM generate_series(1, 10001) g`,
-        [ann.user.id],
-      );
-    });
+    await bulkPosts('Needle', 'haystack', '2030-01-01T00:00:00Z', 10_001);
     await t.app.db.query('ANALYZE posts');
     const searched = await get('/posts?q=needle&perPage=100&fields=title');
     estimated(searched, 100);
@@ -812,15 +815,7 @@ describe('a common word is counted once, then estimated', () => {
   };
 
   beforeAll(async () => {
-    await withTransaction(t.app.db, async (client) => {
-      await client.query('SET LOCAL statement_timeout = 0');
-      await client.query(
-        `INSERT INTO posts (author_id, title, body, created_at, updated_at)
-         SELECT $1, 'Chaff ' || g, 'chaff', '2001-01-01T00:00:00Z'::timestamptz + g * interval '1 second', now()
-         FROM generate_series(1, 12000) g`,
-        [ann.user.id],
-      );
-    });
+    await bulkPosts('Chaff', 'chaff', '2001-01-01T00:00:00Z', 12_000);
     // The statistics of a table this size in full (an earlier test narrowed them).
     await t.app.db.query('ALTER TABLE posts ALTER COLUMN search SET STATISTICS -1');
     await t.app.db.query('ANALYZE posts');

@@ -305,9 +305,9 @@ describe('Redis', () => {
       expect(res.statusCode).toBe(200);
       expectLimitHeaders(res, 1, 1);
     }
-    expect(lines.map((line) => line.msg)).toEqual([
-      'Redis unavailable: requests are served without rate limiting until it is back',
-    ]);
+    // Behind PgBouncer before 1.21 (the scale topology) the pool may also say, once, that it lost a named statement.
+    const said = lines.map((line) => line.msg).filter((msg) => !msg?.includes('lost a named prepared statement'));
+    expect(said).toEqual(['Redis unavailable: requests are served without rate limiting until it is back']);
   });
 
   describe('lost mid-run and back', () => {

@@ -129,8 +129,8 @@ export async function lockDatasets(
  * batches take seconds.
  */
 export async function deleteAbove(c: pg.Client, table: 'posts' | 'comments', keep: number): Promise<number> {
-  // The thousand lowest ids left, not ranges of ids: a row far past the others (an id of 1 000 000 000, the demo
-  // post of an older seed) made a walk of ranges a million empty statements long.
+  // The thousand lowest ids left, not ranges of ids: a row far past the others (the demo post, id 1 000 000 000,
+  // that a variant's `npm run seed` adds) made a walk of ranges a million empty statements long.
   const batch = `DELETE FROM ${table} WHERE id IN (SELECT id FROM ${table} WHERE id > $1 ORDER BY id LIMIT 1000)`;
   let deleted = 0;
   for (;;) {

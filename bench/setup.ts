@@ -165,9 +165,8 @@ export async function pgbenchScripts(
         for (const [k, token] of (s.authenticated ? ctx.tokens : [undefined]).entries()) {
           const url = s.path(ctx, k).replace(':id', String(sampleId));
           const payload = s.body?.(ctx, k);
-          let status = 0;
-          const queries = await captureQueries(app.db, async () => {
-            const res = await app.inject({
+          const send = () =>
+            app.inject({
               method: s.method,
               url,
               headers: {
@@ -176,7 +175,12 @@ export async function pgbenchScripts(
               },
               payload,
             });
-            status = res.statusCode;
+          // A read once before, so that what it records is what the load repeats: a common word's first page
+          // counts its matches, and the ones after it do not (src/db/pagination/offset.ts).
+          if (s.method === 'GET') await send();
+          let status = 0;
+          const queries = await captureQueries(app.db, async () => {
+            status = (await send()).statusCode;
           });
           if (status < 200 || status >= 300) throw new Error(`capturing the SQL of ${s.id}: ${url} answered ${status}`);
           const script = pgbenchScript(queries, {

@@ -42,6 +42,7 @@ function group(url: string, name: string): string {
 
 /**
  * The step of a request a sample belongs to (issue 47's breakdown), by package and, in the app, by file.
+ * App files match as sources (.ts, through tsx) and as built (.js, dist/: what the bench runs).
  * Samples of code compiled at run time (fast-json-stringify's serializers) have no URL: they count as
  * "native and generated", with V8's builtins.
  */
@@ -50,14 +51,14 @@ const STEPS: [RegExp, string][] = [
   [/^\((program|idle|root)\)$/, 'outside JavaScript (idle, program)'],
   [/node_modules\/(pg|pg-protocol|pg-pool|pg-types|postgres-[a-z]+|pg-cursor)\//, 'pg driver (protocol, rows)'],
   [/node_modules\/(fast-json-stringify|@fastify\/fast-json-stringify-compiler)\//, 'serialization'],
-  [/node_modules\/(pino|sonic-boom|pino-std-serializers|thread-stream)\/|src\/plugins\/request-log\.ts/, 'log line'],
-  [/node_modules\/prom-client\/|src\/plugins\/metrics\.ts/, 'metrics'],
-  [/node_modules\/@fastify\/rate-limit\/|src\/plugins\/rate-limit\.ts/, 'rate limit'],
-  [/node_modules\/(ajv|ajv-formats|fast-uri)\/|src\/validation\.ts/, 'validation'],
-  [/src\/(security|plugins\/auth)\.ts|src\/repositories\/tokens\.ts/, 'token check'],
-  [/src\/http\/conditional\.ts/, 'ETag, conditional requests'],
-  [/src\/http\/snapshots\.ts/, 'snapshot token'],
-  [/src\/db\/|src\/http\/lists\.ts/, 'query building, pool (src/db, http/lists)'],
+  [/node_modules\/(pino|sonic-boom|pino-std-serializers|thread-stream)\/|src\/plugins\/request-log\.[jt]s/, 'log line'],
+  [/node_modules\/prom-client\/|src\/plugins\/metrics\.[jt]s/, 'metrics'],
+  [/node_modules\/@fastify\/rate-limit\/|src\/plugins\/rate-limit\.[jt]s/, 'rate limit'],
+  [/node_modules\/(ajv|ajv-formats|fast-uri)\/|src\/validation\.[jt]s/, 'validation'],
+  [/src\/(security|plugins\/auth)\.[jt]s|src\/repositories\/tokens\.[jt]s/, 'token check'],
+  [/src\/http\/conditional\.[jt]s/, 'ETag, conditional requests'],
+  [/src\/http\/snapshots\.[jt]s/, 'snapshot token'],
+  [/src\/db\/|src\/http\/lists\.[jt]s/, 'query building, pool (src/db, http/lists)'],
   [/src\//, 'other app code (src/)'],
   [
     /node_modules\/(fastify|find-my-way|avvio|light-my-request|@fastify\/[a-z-]+|fast-querystring)\//,

@@ -52,7 +52,9 @@ export async function runOffset<T>(db: Queryable, plan: ListPlan, page: OffsetPa
   }
   if (head.total <= EXACT_TOTAL_UP_TO) return { kind: 'offset', total: head.total, estimated: false, items, made };
   plan.pastThreshold();
-  return { kind: 'offset', total: Math.max(head.total, await estimate(db, plan)), estimated: true, items, made };
+  // A common word counted because the planner expected fewer: its answer is the estimate, not asked again.
+  const planned = guess ?? (await estimate(db, plan));
+  return { kind: 'offset', total: Math.max(head.total, planned), estimated: true, items, made };
 }
 
 /** The planner's row count for the list's conditions (never below what was counted). */

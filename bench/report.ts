@@ -412,8 +412,9 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
       : []),
     ...(mixed.length
       ? [
-          'Mixed load: 1 000 hot posts read through the edge (`GET /posts/{id}`, ids 1–1 000, 32 connections) while the bench sends the ' +
-            'background requests through it at a fixed rate; the same reads alone (quiet) are measured right before and right after each (their mean). Hit rates: ' +
+          "Mixed loads: a scenario's reads (`hot-posts-…`: 1 000 hot posts through the edge, `GET /posts/{id}`, ids 1–1 000; " +
+            '`…-uncached`: straight to the service), 32 connections, while the bench sends the background requests to the same instance at a fixed rate; ' +
+            'the same reads alone (quiet) are measured right before and right after each (their mean). Hit rates: ' +
             "answers from nginx's cache (`X-Cache-Status` HIT, UPDATING or STALE) among all. CPU ms/req of these rows includes the background writes.",
           '',
           '| scenario | background | sent per s (statuses) | quiet req/s | req/s under it | × quiet | hit rate quiet | hit rate under it |',

@@ -3,7 +3,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { parse } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { runner } from 'node-pg-migrate';
+import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate';
 import { codeOf, type Queryable } from './pool.js';
 
 const MIGRATIONS_TABLE = 'pgmigrations';
@@ -26,11 +26,17 @@ export async function migrate(databaseUrl: string, log: (msg: string) => void = 
   const dbClient = new pg.Client({ connectionString: databaseUrl, options: '-c statement_timeout=0' });
   await dbClient.connect();
   try {
+    // The runner's own lock, taken first (it nests): no other version migrates between this check and the run.
+    await dbClient.query('SELECT pg_advisory_lock($1)', [PG_MIGRATE_LOCK_ID]);
+    const { unknown } = await schemaState(dbClient, shippedMigrations());
+    if (unknown.length > 0) throw new Error(refusal(unknown));
     // Never a half-migrated schema; instances starting together queue up.
     const options = { singleTransaction: true, advisoryLockMode: 'wait', checkOrder: true } as const;
     await runner({
       dbClient,
       dir: migrationsDir(),
+      // Not a migration: the checksums of the released ones (.ci/check-migrations.mjs).
+      ignorePattern: '(\\..*|released\\.json)',
       direction: 'up',
       migrationsTable: MIGRATIONS_TABLE,
       log,
@@ -39,6 +45,19 @@ export async function migrate(databaseUrl: string, log: (msg: string) => void = 
   } finally {
     await dbClient.end();
   }
+}
+
+/**
+ * Applied migrations this version does not ship: a newer version or another build migrated the database, and this
+ * one cannot tell whether its own would still apply on top (docs/operations.md, "Upgrading from a release").
+ */
+function refusal(unknown: readonly string[]): string {
+  return (
+    `the database has ${unknown.length} applied migration(s) that this version does not ship (${unknown.join(', ')}): ` +
+    'a newer version, or another build, migrated it. Nothing was changed. Migrate it with that version or a newer ' +
+    'one; this version may still serve on it without migrating, as during a rolling upgrade (start it with ' +
+    'DATABASE_URL), or restore the backup taken before the upgrade'
+  );
 }
 
 export function shippedMigrations(): string[] {
@@ -50,7 +69,7 @@ export function shippedMigrations(): string[] {
 
 export interface SchemaState {
   missing: string[];
-  /** Applied, not shipped: normal during a rolling upgrade. */
+  /** Applied, not shipped: served during a rolling upgrade, refused by `migrate`. */
   unknown: string[];
 }
 

@@ -4,17 +4,19 @@
  * start-up with exit code 78 naming `npm run migrate` and makes readiness a
  * 503; ahead (a rolling upgrade) is served with one warning; a database that
  * is not there at start is said once, the process stays up answering 503, and
- * it serves by itself once the database appears.
+ * it serves by itself once the database appears. `npm run migrate` on a database ahead refuses, changing nothing.
  */
 import { spawn } from 'node:child_process';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
-import { shippedMigrations } from '../../src/db/migrate.js';
+import { fileURLToPath } from 'node:url';
+import { runner } from 'node-pg-migrate';
+import { migrate, shippedMigrations } from '../../src/db/migrate.js';
 import { checkDatabaseAtStart } from '../../src/plugins/db.js';
 import { createTestDatabase, onTopology, testDatabaseName, testDatabaseUrl } from '../helpers/database.js';
 import { expectError } from '../helpers/expect.js';
-import { freePort, waitUntil } from '../helpers/processes.js';
+import { freePort, runToEnd, waitUntil } from '../helpers/processes.js';
 import { useCleanups } from '../helpers/cleanups.js';
 
 const cleanups = useCleanups({ ignoreFailures: true });
@@ -26,6 +28,12 @@ async function sql(url: string, text: string, values: unknown[] = []): Promise<v
   const client = new pg.Client({ connectionString: direct(url) });
   await client.connect();
   await client.query(text, values).finally(() => client.end());
+}
+
+async function rows(url: string, text: string): Promise<unknown[]> {
+  const client = new pg.Client({ connectionString: direct(url) });
+  await client.connect();
+  return (await client.query(text).finally(() => client.end())).rows;
 }
 
 async function app(url: string): Promise<FastifyInstance> {
@@ -164,5 +172,50 @@ describe('npm start with DATABASE_URL', () => {
     cleanups.defer(() => db.drop());
     await waitUntil('it serves', async () => (await server.get('/health/ready')).status === 200);
     expect((await server.get('/posts')).status).toBe(200);
+  }, 60_000);
+});
+
+describe('npm run migrate on a database ahead of this version', () => {
+  const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+  const future = '9999999999999_from_the_future';
+  const refusal = (pending: string) =>
+    `the database has 1 applied migration(s) that this version does not ship (${pending}): a newer version, or ` +
+    'another build, migrated it. Nothing was changed. Migrate it with that version or a newer one; this version may ' +
+    'still serve on it without migrating, as during a rolling upgrade (start it with DATABASE_URL), or restore the ' +
+    'backup taken before the upgrade';
+  const applied = (url: string) => rows(url, 'SELECT name FROM pgmigrations ORDER BY id');
+  const tables = (url: string) =>
+    rows(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename");
+
+  it('refuses, naming what it does not ship, and applies nothing, not even a migration of its own that is pending', async () => {
+    const db = await cleanups.database();
+    // The last shipped migration rolled back: one that a migrate would apply.
+    await runner({
+      databaseUrl: direct(db.url),
+      dir: fileURLToPath(new URL('../../migrations', import.meta.url)),
+      ignorePattern: '(\\..*|released\\.json)',
+      direction: 'down',
+      count: 1,
+      migrationsTable: 'pgmigrations',
+      singleTransaction: true,
+      log: () => {},
+    });
+    await sql(db.url, `INSERT INTO pgmigrations (name, run_on) VALUES ('${future}', now())`);
+    const before = { applied: await applied(db.url), tables: await tables(db.url) };
+    expect(before.applied).toContainEqual({ name: future });
+    expect(before.applied).not.toContainEqual({ name: shippedMigrations().at(-1) });
+
+    await expect(migrate(direct(db.url))).rejects.toThrow(refusal(future));
+    expect({ applied: await applied(db.url), tables: await tables(db.url) }).toEqual(before);
+  });
+
+  it('as a command: the message on stderr, exit code 1', async () => {
+    const db = await cleanups.database();
+    await sql(db.url, `INSERT INTO pgmigrations (name, run_on) VALUES ('${future}', now())`);
+    const result = await runToEnd('npm', ['run', '-s', 'migrate'], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: direct(db.url) },
+    });
+    expect(result).toMatchObject({ code: 1, stdout: '', stderr: `${refusal(future)}\n` });
   }, 60_000);
 });

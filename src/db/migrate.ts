@@ -7,6 +7,8 @@ import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate';
 import { codeOf, type Queryable } from './pool.js';
 
 const MIGRATIONS_TABLE = 'pgmigrations';
+/** node-pg-migrate's ignorePattern: files in migrations/ that are not migrations (released.json: the frozen checksums). */
+export const NOT_MIGRATIONS = '(\\..*|released\\.json)';
 
 // Runs from src/db/ and dist/src/db/; migrations/ stays at the root.
 const MIGRATION_DIR_CANDIDATES = ['../../migrations', '../../../migrations'].map((rel) =>
@@ -35,8 +37,7 @@ export async function migrate(databaseUrl: string, log: (msg: string) => void = 
     await runner({
       dbClient,
       dir: migrationsDir(),
-      // Not a migration: the checksums of the released ones (.ci/check-migrations.mjs).
-      ignorePattern: '(\\..*|released\\.json)',
+      ignorePattern: NOT_MIGRATIONS,
       direction: 'up',
       migrationsTable: MIGRATIONS_TABLE,
       log,

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { runner } from 'node-pg-migrate';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { migrate, shippedMigrations } from '../../src/db/migrate.js';
+import { migrate, NOT_MIGRATIONS, shippedMigrations } from '../../src/db/migrate.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 
 const MIGRATIONS = fileURLToPath(new URL('../../migrations', import.meta.url));
@@ -63,6 +63,7 @@ it('rolls every migration back to an empty schema, and migrating again rebuilds 
   await runner({
     databaseUrl: db.url,
     dir: MIGRATIONS,
+    ignorePattern: NOT_MIGRATIONS,
     direction: 'down',
     count: Infinity,
     migrationsTable: 'pgmigrations',

@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import { fileURLToPath } from 'node:url';
 import { runner } from 'node-pg-migrate';
-import { migrate, shippedMigrations } from '../../src/db/migrate.js';
+import { migrate, NOT_MIGRATIONS, shippedMigrations } from '../../src/db/migrate.js';
 import { checkDatabaseAtStart } from '../../src/plugins/db.js';
 import { createTestDatabase, onTopology, testDatabaseName, testDatabaseUrl } from '../helpers/database.js';
 import { expectError } from '../helpers/expect.js';
@@ -193,7 +193,7 @@ describe('npm run migrate on a database ahead of this version', () => {
     await runner({
       databaseUrl: direct(db.url),
       dir: fileURLToPath(new URL('../../migrations', import.meta.url)),
-      ignorePattern: '(\\..*|released\\.json)',
+      ignorePattern: NOT_MIGRATIONS,
       direction: 'down',
       count: 1,
       migrationsTable: 'pgmigrations',

@@ -43,6 +43,10 @@ ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3000
 
+# package.json's version (test/unit/version.test.ts holds the label to it).
+LABEL org.opencontainers.image.title="posts-api" \
+      org.opencontainers.image.version="0.1.0"
+
 # Everything stays owned by root, so the app (running as "node") cannot change it.
 COPY package.json package-lock.json ./
 COPY --from=prod-deps /app/node_modules ./node_modules

@@ -1,27 +1,16 @@
 /** Runs node-pg-migrate, and tells how a schema stands against the migrations this version ships. */
-import { existsSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { parse } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { PG_MIGRATE_LOCK_ID, runner } from 'node-pg-migrate';
+import { atRoot } from '../root.js';
 import { codeOf, type Queryable } from './pool.js';
 
 const MIGRATIONS_TABLE = 'pgmigrations';
 /** node-pg-migrate's ignorePattern: files in migrations/ that are not migrations (released.json: the frozen checksums). */
 export const NOT_MIGRATIONS = '(\\..*|released\\.json)';
 
-// Runs from src/db/ and dist/src/db/; migrations/ stays at the root.
-const MIGRATION_DIR_CANDIDATES = ['../../migrations', '../../../migrations'].map((rel) =>
-  fileURLToPath(new URL(rel, import.meta.url)),
-);
-
-function migrationsDir(): string {
-  const dir = MIGRATION_DIR_CANDIDATES.find((candidate) => existsSync(candidate));
-  if (dir === undefined) {
-    throw new Error(`migrations folder not found (looked in ${MIGRATION_DIR_CANDIDATES.join(', ')})`);
-  }
-  return dir;
-}
+const migrationsDir = (): string => atRoot('migrations');
 
 /** A direct connection (the runner holds a session-level advisory lock), no statement timeout. */
 export async function migrate(databaseUrl: string, log: (msg: string) => void = () => {}): Promise<void> {

@@ -9,6 +9,7 @@ import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ErrorSchema, NoQuery } from '../schemas/common.js';
+import { VERSION } from '../version.js';
 import { JSON_MEDIA_TYPE, PATCH_MEDIA_TYPES } from '../media-types.js';
 
 // Bounds as config.ts allows them: RATE_LIMIT_MAX ≤ 1 000 000, RATE_LIMIT_WINDOW ≤ 86 400 s.
@@ -112,7 +113,7 @@ function swaggerOptions(prefix: string, resources: ResourceRegistry): FastifyDyn
       openapi: '3.1.0',
       info: {
         title: 'Posts API',
-        version: '0.1.0',
+        version: VERSION,
         description:
           'Posts and their comments. Errors always have the body of the Error schema. ' +
           'A known path answers a method it lacks with 405 and Allow (components.responses.MethodNotAllowed). ' +

@@ -6,6 +6,7 @@ import { serviceUnavailable, type HttpError } from '../errors.js';
 import { databaseFailure } from '../plugins/errors.js';
 import { schemaState, shippedMigrations } from '../db/migrate.js';
 import { PROBE } from '../http/route-options.js';
+import { VERSION } from '../version.js';
 
 const schemaBehind = (missing: readonly string[]) =>
   serviceUnavailable(
@@ -13,7 +14,17 @@ const schemaBehind = (missing: readonly string[]) =>
     30,
   );
 
-const Status = Type.Object({ status: Type.Literal('ok') }, { additionalProperties: false, description: 'ok' });
+const Status = Type.Object(
+  {
+    status: Type.Literal('ok'),
+    version: Type.String({
+      maxLength: 64,
+      pattern: '^[0-9]+\\.[0-9]+\\.[0-9]+',
+      description: "the service's version (semantic versioning)",
+    }),
+  },
+  { additionalProperties: false, description: 'ok' },
+);
 
 const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const exempt = PROBE;
@@ -31,7 +42,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 200: Status, ...errorResponses(401, 422, 500) },
       },
     },
-    async () => ({ status: 'ok' as const }),
+    async () => ({ status: 'ok' as const, version: VERSION }),
   );
 
   app.get(
@@ -54,7 +65,7 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
         failure = databaseFailure(error) ?? serviceUnavailable();
       }
       if (failure) throw failure;
-      return { status: 'ok' as const };
+      return { status: 'ok' as const, version: VERSION };
     },
   );
 };

@@ -13,6 +13,7 @@ import { onTopology } from '../helpers/database.js';
 import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
 import { expect422, expectError, iso } from '../helpers/expect.js';
 import { eventsRepository } from '../../src/events/repository.js';
+import { VERSION } from '../../src/version.js';
 
 let t: TestApp;
 let ann: SignedUp;
@@ -321,7 +322,7 @@ describe('the sequencer held up', () => {
       await createPost(bob, 'waits too');
       const ready = await get('/health/ready');
       expect(ready.statusCode).toBe(200);
-      expect(ready.json()).toEqual({ status: 'ok' });
+      expect(ready.json()).toEqual({ status: 'ok', version: VERSION });
       // What the posts_api_events_unnumbered* gauges show.
       expect(await events.backlog()).toEqual({ unnumbered: 2, oldestSeconds: expect.any(Number) });
       expect(await page(`/events?after=${start}`)).toEqual({

@@ -7,6 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPost, startTestApp, useTestApp, type TestApp } from '../helpers/factories.js';
+import { VERSION } from '../../src/version.js';
 
 const t = useTestApp();
 const ann = t.user({ name: 'Ann' });
@@ -192,6 +193,6 @@ describe('Cache-Control', () => {
     for (const [name, res] of Object.entries(cases)) {
       expect([name, res.headers['cache-control']]).toEqual([name, 'no-store']);
     }
-    expect(cases['GET /health/ready'].json()).toEqual({ status: 'ok' });
+    expect(cases['GET /health/ready'].json()).toEqual({ status: 'ok', version: VERSION });
   });
 });

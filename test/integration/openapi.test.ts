@@ -248,7 +248,7 @@ describe('the conformance check fails on drift', () => {
   const error = (status: string) => ({ error: status, message: 'm', requestId: 'r1' });
 
   it('passes what the document says', () => {
-    conformance().check('GET', '/health/live', response(200, { status: 'ok' }));
+    conformance().check('GET', '/health/live', response(200, { status: 'ok', version: '1.2.3' }));
     conformance().check('DELETE', '/health/live', response(405, error('method_not_allowed'), { allow: 'GET, HEAD' }));
   });
 
@@ -256,7 +256,12 @@ describe('the conformance check fails on drift', () => {
     ['an undocumented status', 'GET', '/health/live', response(404, error('not_found'))],
     ['a body off the schema', 'GET', '/health/live', response(200, { status: 'fine' })],
     ['a missing Content-Type', 'GET', '/posts/1', response(200, undefined, { 'content-type': '' })],
-    ['an undocumented contract header', 'GET', '/health/live', response(200, { status: 'ok' }, { location: '/x' })],
+    [
+      'an undocumented contract header',
+      'GET',
+      '/health/live',
+      response(200, { status: 'ok', version: '1.2.3' }, { location: '/x' }),
+    ],
     ['a header off its schema', 'GET', '/posts', response(401, error('unauthorized'), { 'www-authenticate': 'Basic' })],
     ['an error body with extra members', 'GET', '/nowhere', response(404, { ...error('not_found'), stack: 'x' })],
   ])('fails on %s', (_what, method, url, res) => {

@@ -5,11 +5,12 @@
 import http from 'node:http';
 import https from 'node:https';
 import { Webhook } from 'standardwebhooks';
+import { VERSION } from '../../version.js';
 import { guardedLookup, refusedLiteral, RefusedTarget, type TargetPolicy } from './targets.js';
 
 /** Answers are read this far only: their content is never used. */
 const MAX_BODY = 64 * 1024;
-const USER_AGENT = 'posts-api-webhooks/0.1 (+Standard Webhooks)';
+const USER_AGENT = `posts-api-webhooks/${VERSION} (+Standard Webhooks)`;
 
 /** `messageId`: the event id (webhook-id), the same on every attempt. */
 interface Attempt {

@@ -1,0 +1,13 @@
+/** What lies at the checkout's root (migrations/, package.json), found alike from src/ and from dist/src/. */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+// This module runs from src/ (tsx) and dist/src/ (compiled); the Docker image keeps the same layout.
+const ROOT_CANDIDATES = ['../', '../../'].map((rel) => fileURLToPath(new URL(rel, import.meta.url)));
+
+export function atRoot(name: string): string {
+  const path = ROOT_CANDIDATES.map((root) => join(root, name)).find((candidate) => existsSync(candidate));
+  if (path === undefined) throw new Error(`${name} not found (looked in ${ROOT_CANDIDATES.join(', ')})`);
+  return path;
+}

@@ -57,8 +57,7 @@ type Command = Omit<CommandSpec, 'scripts' | 'subcommand'> & {
 const COMMANDS: Record<string, Command> = {
   migrate: {
     help: `Applies pending migrations to DATABASE_LISTEN_URL, else DATABASE_URL (a direct connection:
-it holds a session-level advisory lock, so several runs at once queue up). Refuses, changing nothing,
-a database with applied migrations that this version does not ship (a newer version migrated it).
+it holds a session-level advisory lock, so several runs at once queue up); refuses a newer version's database.
 ${WITHOUT_DATABASE_URL}`,
     run: () => withDatabase(async (url) => (await import('./db/migrate.js')).migrate(url, log), true),
   },

@@ -1,5 +1,8 @@
-/** What lies at the checkout's root (migrations/, package.json), found alike from src/ and from dist/src/. */
-import { existsSync } from 'node:fs';
+/**
+ * What lies at the checkout's root (migrations/, package.json), found alike from src/ and from dist/src/; and the
+ * service's version, package.json's: the one place it is written (OpenAPI, /health, webhooks' User-Agent).
+ */
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -11,3 +14,6 @@ export function atRoot(name: string): string {
   if (path === undefined) throw new Error(`${name} not found (looked in ${ROOT_CANDIDATES.join(', ')})`);
   return path;
 }
+
+const packageJson = JSON.parse(readFileSync(atRoot('package.json'), 'utf8')) as { version: string };
+export const VERSION: string = packageJson.version;

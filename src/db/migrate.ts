@@ -43,10 +43,9 @@ export async function migrate(databaseUrl: string, log: (msg: string) => void = 
  */
 function refusal(unknown: readonly string[]): string {
   return (
-    `the database has ${unknown.length} applied migration(s) that this version does not ship (${unknown.join(', ')}): ` +
-    'a newer version, or another build, migrated it. Nothing was changed. Migrate it with that version or a newer ' +
-    'one; this version may still serve on it without migrating, as during a rolling upgrade (start it with ' +
-    'DATABASE_URL), or restore the backup taken before the upgrade'
+    `the database has applied migrations that this version does not ship (${unknown.join(', ')}): a newer version ` +
+    'or another build migrated it. Nothing was changed. Migrate it with that version or a newer one, or restore the ' +
+    'backup taken before the upgrade. This version can still serve on it, started with DATABASE_URL'
   );
 }
 

@@ -9,7 +9,7 @@ import swagger, { type FastifyDynamicSwaggerOptions } from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ErrorSchema, NoQuery } from '../schemas/common.js';
-import { VERSION } from '../version.js';
+import { VERSION } from '../root.js';
 import { JSON_MEDIA_TYPE, PATCH_MEDIA_TYPES } from '../media-types.js';
 
 // Bounds as config.ts allows them: RATE_LIMIT_MAX ≤ 1 000 000, RATE_LIMIT_WINDOW ≤ 86 400 s.

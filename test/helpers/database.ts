@@ -127,3 +127,13 @@ export function onTopology(url: string): {
     databaseReadUrls: read ? read.split(',').map(same) : [],
   };
 }
+
+/** The same settings as a server process takes them (its environment). */
+export function databaseEnv(url: string): Record<string, string> {
+  const topology = onTopology(url);
+  return {
+    DATABASE_URL: url,
+    ...(topology.databaseListenUrl ? { DATABASE_LISTEN_URL: topology.databaseListenUrl } : {}),
+    ...(topology.databaseReadUrls.length > 0 ? { DATABASE_READ_URL: topology.databaseReadUrls.join(',') } : {}),
+  };
+}

@@ -15,7 +15,7 @@ import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, onTopology, type TestDatabase } from '../helpers/database.js';
+import { createTestDatabase, databaseEnv, type TestDatabase } from '../helpers/database.js';
 import { accepts, freePort, runToEnd, waitUntil } from '../helpers/processes.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -37,16 +37,6 @@ afterAll(async () => {
   await rm(cwd, { recursive: true, force: true });
   await db?.drop();
 });
-
-/** The database settings of a server on `url`, as the suite's topology wants them (PgBouncer, replicas). */
-function databaseEnv(url: string): Record<string, string> {
-  const topology = onTopology(url);
-  return {
-    DATABASE_URL: url,
-    ...(topology.databaseListenUrl ? { DATABASE_LISTEN_URL: topology.databaseListenUrl } : {}),
-    ...(topology.databaseReadUrls.length > 0 ? { DATABASE_READ_URL: topology.databaseReadUrls.join(',') } : {}),
-  };
-}
 
 /** `node --import tsx src/<entry>.ts args`, from `dir`. */
 const node = (entry: 'server' | 'cli', args: string[], env: Record<string, string> = {}, dir = cwd) =>

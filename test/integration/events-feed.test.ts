@@ -13,7 +13,7 @@ import { onTopology } from '../helpers/database.js';
 import { signUp, startTestApp, type SignedUp, type TestApp } from '../helpers/factories.js';
 import { expect422, expectError, iso } from '../helpers/expect.js';
 import { eventsRepository } from '../../src/events/repository.js';
-import { VERSION } from '../../src/version.js';
+import { VERSION } from '../../src/root.js';
 
 let t: TestApp;
 let ann: SignedUp;

@@ -7,7 +7,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPost, startTestApp, useTestApp, type TestApp } from '../helpers/factories.js';
-import { VERSION } from '../../src/version.js';
+import { VERSION } from '../../src/root.js';
 
 const t = useTestApp();
 const ann = t.user({ name: 'Ann' });

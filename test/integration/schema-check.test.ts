@@ -179,10 +179,9 @@ describe('npm run migrate on a database ahead of this version', () => {
   const ROOT = fileURLToPath(new URL('../..', import.meta.url));
   const future = '9999999999999_from_the_future';
   const refusal = (pending: string) =>
-    `the database has 1 applied migration(s) that this version does not ship (${pending}): a newer version, or ` +
-    'another build, migrated it. Nothing was changed. Migrate it with that version or a newer one; this version may ' +
-    'still serve on it without migrating, as during a rolling upgrade (start it with DATABASE_URL), or restore the ' +
-    'backup taken before the upgrade';
+    `the database has applied migrations that this version does not ship (${pending}): a newer version or another ` +
+    'build migrated it. Nothing was changed. Migrate it with that version or a newer one, or restore the backup ' +
+    'taken before the upgrade. This version can still serve on it, started with DATABASE_URL';
   const applied = (url: string) => rows(url, 'SELECT name FROM pgmigrations ORDER BY id');
   const tables = (url: string) =>
     rows(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename");

@@ -20,7 +20,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
 import { checkDatabaseAtStart } from '../../src/plugins/db.js';
 import { useCleanups } from '../helpers/cleanups.js';
-import { onTopology } from '../helpers/database.js';
+import { databaseEnv, onTopology } from '../helpers/database.js';
 import { freePort, runToEnd, waitUntil } from '../helpers/processes.js';
 import { startReceiver } from '../helpers/receivers.js';
 
@@ -91,16 +91,6 @@ async function checkOut(commit: string): Promise<string> {
     if (installed.code !== 0) throw new Error(`npm ci in the ${FROM} tree: ${installed.stderr.slice(-2000)}`);
   }
   return dir;
-}
-
-/** The settings of a server on `url` as the suite's topology wants them (PgBouncer, replicas). */
-function databaseEnv(url: string): Record<string, string> {
-  const topology = onTopology(url);
-  return {
-    DATABASE_URL: url,
-    ...(topology.databaseListenUrl ? { DATABASE_LISTEN_URL: topology.databaseListenUrl } : {}),
-    ...(topology.databaseReadUrls.length > 0 ? { DATABASE_READ_URL: topology.databaseReadUrls.join(',') } : {}),
-  };
 }
 
 const WEBHOOKS_TO_A_TEST_RECEIVER = { WEBHOOK_ALLOW_HTTP: 'true', WEBHOOK_ALLOW_PRIVATE: 'true' };

@@ -5,14 +5,15 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
-import { VERSION } from '../../src/version.js';
+import { VERSION } from '../../src/root.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const read = (file: string): string => readFileSync(`${ROOT}/${file}`, 'utf8');
 const { version } = JSON.parse(read('package.json')) as { version: string };
 
-it('the service reads package.json', () => {
+it('the service reads package.json, whose version is a semantic one (/health says so)', () => {
   expect(VERSION).toBe(version);
+  expect(version).toMatch(/^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$/);
 });
 
 it("package-lock.json's two root entries say the same", () => {

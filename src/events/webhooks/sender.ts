@@ -5,7 +5,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { Webhook } from 'standardwebhooks';
-import { VERSION } from '../../version.js';
+import { VERSION } from '../../root.js';
 import { guardedLookup, refusedLiteral, RefusedTarget, type TargetPolicy } from './targets.js';
 
 /** Answers are read this far only: their content is never used. */

@@ -45,7 +45,7 @@ ENV NODE_ENV=production \
 
 # package.json's version (test/unit/version.test.ts holds the label to it).
 LABEL org.opencontainers.image.title="posts-api" \
-      org.opencontainers.image.version="0.1.0"
+      org.opencontainers.image.version="1.0.0"
 
 # Everything stays owned by root, so the app (running as "node") cannot change it.
 COPY package.json package-lock.json ./

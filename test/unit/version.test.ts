@@ -1,6 +1,7 @@
 /**
  * The version is written once, in package.json: the service reads it from there (OpenAPI, /health, webhooks'
- * User-Agent), and what cannot read it holds the same value: package-lock.json's root and the image's label.
+ * User-Agent); what cannot read it holds the same value (package-lock.json's root, the image's label); and
+ * CHANGELOG.md has a section for it.
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -27,5 +28,11 @@ it("package-lock.json's two root entries say the same", () => {
 it("so does the Docker image's label", () => {
   expect(read('Dockerfile')).toMatch(
     new RegExp(`^\\s+org\\.opencontainers\\.image\\.version="${version.replaceAll('.', '\\.')}"$`, 'm'),
+  );
+});
+
+it('CHANGELOG.md has a section for it', () => {
+  expect(read('CHANGELOG.md')).toMatch(
+    new RegExp(`^## \\[${version.replaceAll('.', '\\.')}\\] - \\d{4}-\\d{2}-\\d{2}$`, 'm'),
   );
 });

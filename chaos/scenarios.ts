@@ -552,10 +552,16 @@ export async function exhaustion(plan: Plan): Promise<Result[]> {
       async () => {
         // The operator's remedy: room for the WAL, then the slot and the bulk data dropped.
         await wal.grow(512);
+        // A postmaster seen alive may still be on its way out: its crash recovery found no room before the remount.
+        await waitFor(
+          'PostgreSQL accepts queries, or its postmaster has stopped',
+          async () => cluster.postmasterPid() === undefined || (await cluster.ready()),
+          60_000,
+        );
         if (cluster.postmasterPid() === undefined) {
           crashed = true;
           await cluster.start();
-        } else await waitFor('PostgreSQL accepts queries', () => cluster.ready(), 60_000);
+        }
         await cluster.psql(`SELECT pg_drop_replication_slot('chaos_forgotten')`);
         await cluster.psql('DROP TABLE chaos_filler', 'chaos');
         await cluster.psql('CHECKPOINT');

@@ -35,6 +35,25 @@ export function productionArgs(root: string): string[] {
 }
 
 /** A port the OS just had free; another process could take it first, which is unlikely enough here. */
+/** A server process of the service (`node <args>`), its stdout and stderr collected together as it writes them. */
+export interface ServerProcess {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+export function spawnServer(args: string[], options: { cwd?: string; env: NodeJS.ProcessEnv }): ServerProcess {
+  const child = spawn(process.execPath, args, { ...options, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const collect = (chunk: Buffer) => {
+    output += chunk.toString();
+  };
+  child.stdout!.on('data', collect);
+  child.stderr!.on('data', collect);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, output: () => output, exited };
+}
+
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();

@@ -6,7 +6,7 @@
  * port in use. Each process gets a bare environment, so nothing of this one
  * (DATABASE_URL, npm_* variables) leaks in.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import { createRequire } from 'node:module';
@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, databaseEnv, type TestDatabase } from '../helpers/database.js';
-import { accepts, freePort, runToEnd, waitUntil } from '../helpers/processes.js';
+import { accepts, freePort, runToEnd, spawnServer, waitUntil } from '../helpers/processes.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const TSX = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
@@ -172,19 +172,14 @@ describe.concurrent('configuration errors', () => {
 
 /** A server process from `dir`, resolved once it has logged its start-up line. */
 async function startServer(env: Record<string, string>, dir = cwd) {
-  const child = spawn(process.execPath, ['--import', TSX, join(ROOT, 'src/server.ts')], {
+  const { child, output, exited } = spawnServer(['--import', TSX, join(ROOT, 'src/server.ts')], {
     cwd: dir,
     env: { ...BARE_ENV, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
   });
   servers.add(child);
-  let output = '';
-  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   await waitUntil(
     'the server has started',
-    () => output.includes('"msg":"listening on ') || child.exitCode !== null,
+    () => output().includes('"msg":"listening on ') || child.exitCode !== null,
     400,
   );
   const stop = async () => {
@@ -193,7 +188,7 @@ async function startServer(env: Record<string, string>, dir = cwd) {
   };
   return {
     get output() {
-      return output;
+      return output();
     },
     stop,
   };

@@ -6,7 +6,6 @@
  * is not there at start is said once, the process stays up answering 503, and
  * it serves by itself once the database appears. `npm run migrate` on a database ahead refuses, changing nothing.
  */
-import { spawn } from 'node:child_process';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
@@ -16,7 +15,7 @@ import { migrate, NOT_MIGRATIONS, shippedMigrations } from '../../src/db/migrate
 import { checkDatabaseAtStart } from '../../src/plugins/db.js';
 import { createTestDatabase, onTopology, testDatabaseName, testDatabaseUrl } from '../helpers/database.js';
 import { expectError } from '../helpers/expect.js';
-import { freePort, runToEnd, waitUntil } from '../helpers/processes.js';
+import { freePort, runToEnd, spawnServer, waitUntil } from '../helpers/processes.js';
 import { useCleanups } from '../helpers/cleanups.js';
 
 const cleanups = useCleanups({ ignoreFailures: true });
@@ -108,14 +107,7 @@ async function startServer(databaseUrl: string) {
     LOG_LEVEL: 'info',
     RATE_LIMIT_MAX: '1000000',
   };
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const { child, output, exited } = spawnServer(['--import', 'tsx', 'src/server.ts'], { env });
   cleanups.defer(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
@@ -128,7 +120,7 @@ async function startServer(databaseUrl: string) {
       body: (await res.json()) as { error?: string; message?: string },
     };
   };
-  return { exited, output: () => output, get };
+  return { exited, output, get };
 }
 
 describe('npm start with DATABASE_URL', () => {

@@ -9,7 +9,7 @@
  * HEAD is that commit, the test upgrades from itself). Without that history (a tarball, a shallow clone) it cannot
  * run: with CI set it fails, saying why; elsewhere it is skipped, saying why (docs/architecture.md, "Tests").
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtemp, readFile, rm, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,7 +21,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { checkDatabaseAtStart } from '../../src/plugins/db.js';
 import { useCleanups } from '../helpers/cleanups.js';
 import { databaseEnv, onTopology } from '../helpers/database.js';
-import { freePort, runToEnd, waitUntil } from '../helpers/processes.js';
+import { freePort, runToEnd, spawnServer, waitUntil } from '../helpers/processes.js';
 import { startReceiver } from '../helpers/receivers.js';
 
 /** The release upgraded from. */
@@ -109,15 +109,7 @@ async function startOld(dir: string, url: string): Promise<OldService> {
     RATE_LIMIT_AUTH_MAX: '1000000',
     ...WEBHOOKS_TO_A_TEST_RECEIVER,
   };
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    cwd: dir,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const { child, output, exited } = spawnServer(['--import', 'tsx', 'src/server.ts'], { cwd: dir, env });
   const request: OldService['request'] = async (method, path, { token, body, key } = {}) => {
     const headers: Record<string, string> = {};
     if (token) headers.authorization = `Bearer ${token}`;
@@ -132,7 +124,7 @@ async function startOld(dir: string, url: string): Promise<OldService> {
     return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
   };
   const ready = async () => {
-    if (child.exitCode !== null) throw new Error(`the ${FROM} server exited (${child.exitCode}):\n${output}`);
+    if (child.exitCode !== null) throw new Error(`the ${FROM} server exited (${child.exitCode}):\n${output()}`);
     return (await request('GET', '/health/ready').catch(() => undefined))?.status === 200;
   };
   await waitUntil(`the ${FROM} server is ready`, ready, 1200);

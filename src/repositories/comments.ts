@@ -150,12 +150,8 @@ export function commentsRepository(db: Queryable): CommentsRepository {
     delete: async (postId: number, id: number) =>
       (await written(db, 'DELETE FROM comments WHERE id = $1 AND post_id = $2', [id, postId])) === 1,
 
-    list(
-      filter: CommentFilter & CreatedRange,
-      sort: Sort<CommentSortField>,
-      page: PageRequest,
-      view: View<CommentField> = {},
-    ) {
+    // Parameter types come from CommentsRepository, where they are declared once.
+    list(filter, sort, page, view = {}) {
       const options = { ...listView(FIELDS, 'comments', view), narrow: createdBetween(filter) };
       return runList<Comment, CommentSortField, CommentFilter>(db, list, filter, sort, page, options);
     },

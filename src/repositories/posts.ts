@@ -205,18 +205,13 @@ export function postsRepository(db: Queryable, primary: Queryable = db): PostsRe
 
     delete: async (id: number) => (await written(db, 'DELETE FROM posts WHERE id = $1', [id])) === 1,
 
-    list(filter: PostFilter, sort: Sort<PostSortField>, page: PageRequest, view: View<PostField> = {}) {
+    // Parameter types come from PostsRepository, where they are declared once.
+    list(filter, sort, page, view = {}) {
       const options = listOptions(filter, view, primary);
       return runList<Post, PostSortField, number | undefined>(db, allPosts, filter.author, sort, page, options);
     },
 
-    listOfUser(
-      userId: number,
-      filter: Omit<PostFilter, 'author'>,
-      sort: Sort<PostSortField>,
-      page: PageRequest,
-      view: View<PostField> = {},
-    ) {
+    listOfUser(userId, filter, sort, page, view = {}) {
       const options = listOptions(filter, view, primary);
       return runList<Post, PostSortField, number>(db, postsOfUser, userId, sort, page, options);
     },

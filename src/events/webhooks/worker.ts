@@ -76,6 +76,8 @@ async function sendAttempt(claimed: Claimed, options: WebhookWorkerOptions, sign
 export default fp<WebhookWorkerOptions>(
   async (app, options) => {
     const queue = webhookQueue(app.db);
+    // Closing: no poll claims anything more; then `shutdown` cuts the attempts in flight.
+    let closing = false;
     const shutdown = new AbortController();
     const inFlight = new Set<Promise<void>>();
     let failing = false;
@@ -111,11 +113,11 @@ export default fp<WebhookWorkerOptions>(
     async function tick(): Promise<boolean> {
       let full = false;
       try {
-        for (let i = 0; i < MAX_FAN_OUT_BATCHES && !shutdown.signal.aborted; i++) {
+        for (let i = 0; i < MAX_FAN_OUT_BATCHES && !closing; i++) {
           if ((await queue.fanOut()) === 0) break;
         }
         const slots = options.concurrency - inFlight.size;
-        if (slots > 0 && !shutdown.signal.aborted) {
+        if (slots > 0 && !closing) {
           const claimed = await queue.claim(slots, options.timeoutMs + LEASE_MARGIN_MS);
           for (const delivery of claimed) start(delivery);
           full = claimed.length === slots;
@@ -124,16 +126,15 @@ export default fp<WebhookWorkerOptions>(
         failing = false;
       } catch (error) {
         // Once per outage: the poll keeps trying.
-        if (!failing && !shutdown.signal.aborted)
-          app.log.warn({ err: error }, 'webhook deliveries paused: the database failed');
+        if (!failing && !closing) app.log.warn({ err: error }, 'webhook deliveries paused: the database failed');
         failing = true;
       }
       return full;
     }
 
-    const ticks = serial(tick, () => !shutdown.signal.aborted && inFlight.size < options.concurrency);
+    const ticks = serial(tick, () => !closing && inFlight.size < options.concurrency);
     function wake(): void {
-      if (!shutdown.signal.aborted) void ticks.run();
+      if (!closing) void ticks.run();
     }
 
     const timer = options.concurrency > 0 ? setInterval(wake, options.pollMs).unref() : undefined;
@@ -148,8 +149,11 @@ export default fp<WebhookWorkerOptions>(
     // Registered after the db plugin, so this runs before the pool is ended.
     app.addHook('onClose', async () => {
       clearInterval(timer);
-      shutdown.abort();
+      // The poll running now ends first: a claim answered after the cut below would pick up an attempt just cut
+      // (due again at once) and count one more attempt that is never sent.
+      closing = true;
       await ticks.current();
+      shutdown.abort();
       await Promise.all(inFlight);
     });
   },

@@ -19,6 +19,7 @@ const Status = Type.Object(
     status: Type.Literal('ok'),
     version: Type.String({
       maxLength: 64,
+      pattern: '^[0-9]+\\.[0-9]+\\.[0-9]+',
       description: "the service's version (semantic versioning)",
     }),
   },

@@ -111,11 +111,14 @@ async function tryContainer(): Promise<Server | undefined> {
       process.env.TESTCONTAINERS_RYUK_DISABLED = 'true';
     }
     const container = await new PostgreSqlContainer(POSTGRES_IMAGE).start();
+    const trouble = await watchForTrouble(container);
     return {
       source: `Docker container ${POSTGRES_IMAGE} (${container.getHost()}:${container.getPort()})`,
       adminUrl: container.getConnectionUri(),
       throwaway: true,
       stop: async () => {
+        const seen = trouble();
+        if (seen.length > 0) console.warn(`[test db] the container's PostgreSQL logged:\n  ${seen.join('\n  ')}`);
         await container.stop();
       },
     };
@@ -125,6 +128,28 @@ async function tryContainer(): Promise<Server | undefined> {
     console.warn(`[test db] Docker answers but ${POSTGRES_IMAGE} did not start (${why}); using an embedded PostgreSQL`);
     return undefined;
   }
+}
+
+/**
+ * A server-wide event under the tests (a backend that crashed, a restart, recovery) fails whichever test was using
+ * the database then, with a 503 that does not say why; the container's log goes with it. Kept here, each message once
+ * with its count, and printed at the end of the run. One CI run through testcontainers saw a sign-up answered
+ * "the database is shutting down or starting up" mid-suite, and nothing else to go by.
+ */
+const TROUBLE = /PANIC|terminated by (signal|exception)|exited with exit code [2-9]|reinitializing|was interrupted|in recovery|out of memory|No space left/i;
+
+async function watchForTrouble(container: { logs(): Promise<NodeJS.ReadableStream> }): Promise<() => string[]> {
+  const seen = new Map<string, number>();
+  const stream = await container.logs();
+  stream.on('data', (chunk: Buffer | string) => {
+    for (const line of String(chunk).split('\n')) {
+      if (!TROUBLE.test(line)) continue;
+      const message = line.replace(/^.*?UTC \[\d+\] /, '').trim();
+      seen.set(message, (seen.get(message) ?? 0) + 1);
+    }
+  });
+  stream.on('error', () => undefined);
+  return () => [...seen].slice(0, 20).map(([message, n]) => `${n}x ${message}`);
 }
 
 /**

@@ -16,6 +16,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import { kernelSaid } from '../test/helpers/processes.js';
 import { differences, run as runWalkThrough, walkThrough } from '../test/helpers/walk-through.js';
 
 const PROJECT = 'posts-api-stackcheck';
@@ -649,6 +650,7 @@ async function databaseTrouble(t0: number): Promise<string> {
     seen.set(message, (seen.get(message) ?? 0) + 1);
   }
   const lines = [...seen].slice(0, 12).map(([message, n]) => `${n}x ${message}`);
+  if (lines.length > 0) lines.push(...kernelSaid());
   return `    db log since the step began:${lines.length ? `\n      ${lines.join('\n      ')}` : ' nothing beyond routine lines'}`;
 }
 

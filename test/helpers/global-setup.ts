@@ -16,6 +16,7 @@ import { Client } from 'pg';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres } from '../../src/dev/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
+import { kernelSaid } from './processes.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -136,7 +137,8 @@ async function tryContainer(): Promise<Server | undefined> {
  * with its count, and printed at the end of the run. One CI run through testcontainers saw a sign-up answered
  * "the database is shutting down or starting up" mid-suite, and nothing else to go by.
  */
-const TROUBLE = /PANIC|terminated by (signal|exception)|exited with exit code [2-9]|reinitializing|was interrupted|in recovery|out of memory|No space left/i;
+const TROUBLE =
+  /PANIC|terminated by (signal|exception)|exited with exit code [2-9]|reinitializing|was interrupted|in recovery|out of memory|No space left/i;
 
 async function watchForTrouble(container: { logs(): Promise<NodeJS.ReadableStream> }): Promise<() => string[]> {
   const seen = new Map<string, number>();
@@ -149,8 +151,12 @@ async function watchForTrouble(container: { logs(): Promise<NodeJS.ReadableStrea
     }
   });
   stream.on('error', () => undefined);
-  return () => [...seen].slice(0, 20).map(([message, n]) => `${n}x ${message}`);
+  return () => {
+    if (seen.size === 0) return [];
+    return [...[...seen].slice(0, 20).map(([message, n]) => `${n}x ${message}`), ...kernelSaid()];
+  };
 }
+
 
 /**
  * Asks testcontainers (which knows DOCKER_HOST, ~/.testcontainers.properties,

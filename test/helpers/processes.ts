@@ -4,7 +4,7 @@
  * server), a private redis-server, and free ports for them. Each is stopped by
  * the test that started it, by its own handle, never by name.
  */
-import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer, connect } from 'node:net';
@@ -221,4 +221,13 @@ export async function startRedis(): Promise<RedisServer> {
       await exited;
     },
   };
+}
+
+/** What the kernel said of killed or crashed processes (the OOM killer, a segfault), where dmesg may be read. */
+export function kernelSaid(): string[] {
+  const dmesg = spawnSync('dmesg', ['--ctime'], { encoding: 'utf8', timeout: 5_000 });
+  const lines = (dmesg.stdout ?? '')
+    .split('\n')
+    .filter((line) => /segfault|killed process|out of memory|general protection/i.test(line));
+  return lines.slice(-5).map((line) => `kernel: ${line}`);
 }

@@ -433,9 +433,13 @@ export async function writeResults(file: string, o: Outcome): Promise<{ line: st
         `| ${c.what} | ${c.value} | ${c.goal} | ${c.skipped ? 'not measured' : c.info ? `(not a target) ${c.met ? 'holds' : 'does not hold'}` : c.met ? 'met' : '**missed**'} |`,
     ),
     '',
-    'Scenarios:',
+    // Twins are named by their suffix, and the peer's requests are in the hand-written table "The peer".
+    'Scenarios (twins left out: `-uncached` is its scenario straight to the service, `-10k-` on the 10 000-post ' +
+      'database, `-platformatic` its request on the peer, as the table "The peer" gives it):',
     '',
-    ...o.scenarios.map((s) => `- \`${s.id}\`: ${s.title}`),
+    ...o.scenarios
+      .filter((s) => !s.id.endsWith('-platformatic') && !s.title.startsWith('same,'))
+      .map((s) => `- \`${s.id}\`: ${s.title}`),
     END,
   ].join('\n');
 

@@ -157,7 +157,6 @@ async function watchForTrouble(container: { logs(): Promise<NodeJS.ReadableStrea
   };
 }
 
-
 /**
  * Asks testcontainers (which knows DOCKER_HOST, ~/.testcontainers.properties,
  * rootless and Desktop sockets) whether an engine answers, in a child

@@ -16,10 +16,13 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { kernelSaid } from '../test/helpers/processes.js';
+import { troubleSummary } from '../test/helpers/processes.js';
 import { differences, run as runWalkThrough, walkThrough } from '../test/helpers/walk-through.js';
 
 const PROJECT = 'posts-api-stackcheck';
+// Beyond a crash: what the api instances meet while it lasts (FATAL refusals, a shutdown, "not accepting").
+const STACK_DB_TROUBLE =
+  /PANIC|FATAL|terminated by signal|reinitializing|interrupted|recovery|shutting down|not accepting|out of memory/i;
 const SCALE = ['scale'];
 const ALL = ['scale', 'observability'];
 const DEADLINE_MS = Number(process.env.STACK_CHECK_DEADLINE_S ?? 1500) * 1000;
@@ -634,23 +637,11 @@ async function teardown(): Promise<Result> {
   };
 }
 
-/** What the database logged since `t0` beyond routine lines (crashes, restarts, FATAL, PANIC): each message once, first first. */
+/** What the database logged since `t0` beyond routine lines (crashes, restarts, FATAL, PANIC, refusals). */
 async function databaseTrouble(t0: number): Promise<string> {
   const since = new Date(t0).toISOString();
   const log = await compose(['logs', '--no-log-prefix', '--since', since, 'db']).catch((e: Error) => e.message);
-  const seen = new Map<string, number>();
-  for (const line of log.split('\n')) {
-    if (
-      !/PANIC|FATAL|terminated by signal|reinitializing|interrupted|recovery|shutting down|not accepting|out of memory/i.test(
-        line,
-      )
-    )
-      continue;
-    const message = line.replace(/^.*?UTC \[\d+\] /, '');
-    seen.set(message, (seen.get(message) ?? 0) + 1);
-  }
-  const lines = [...seen].slice(0, 12).map(([message, n]) => `${n}x ${message}`);
-  if (lines.length > 0) lines.push(...kernelSaid());
+  const lines = troubleSummary(log.split('\n'), STACK_DB_TROUBLE);
   return `    db log since the step began:${lines.length ? `\n      ${lines.join('\n      ')}` : ' nothing beyond routine lines'}`;
 }
 

@@ -16,7 +16,7 @@ import { Client } from 'pg';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres } from '../../src/dev/embedded.js';
 import { migrate } from '../../src/db/migrate.js';
-import { kernelSaid } from './processes.js';
+import { POSTGRES_TROUBLE, troubleSummary } from './processes.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -133,28 +133,18 @@ async function tryContainer(): Promise<Server | undefined> {
 
 /**
  * A server-wide event under the tests (a backend that crashed, a restart, recovery) fails whichever test was using
- * the database then, with a 503 that does not say why; the container's log goes with it. Kept here, each message once
- * with its count, and printed at the end of the run. One CI run through testcontainers saw a sign-up answered
+ * the database then, with a 503 that does not say why; the container's log goes with it. Its lines of trouble are
+ * kept here and summed up at the end of the run. One CI run through testcontainers saw a sign-up answered
  * "the database is shutting down or starting up" mid-suite, and nothing else to go by.
  */
-const TROUBLE =
-  /PANIC|terminated by (signal|exception)|exited with exit code [2-9]|reinitializing|was interrupted|in recovery|out of memory|No space left/i;
-
 async function watchForTrouble(container: { logs(): Promise<NodeJS.ReadableStream> }): Promise<() => string[]> {
-  const seen = new Map<string, number>();
+  const trouble: string[] = [];
   const stream = await container.logs();
   stream.on('data', (chunk: Buffer | string) => {
-    for (const line of String(chunk).split('\n')) {
-      if (!TROUBLE.test(line)) continue;
-      const message = line.replace(/^.*?UTC \[\d+\] /, '').trim();
-      seen.set(message, (seen.get(message) ?? 0) + 1);
-    }
+    for (const line of String(chunk).split('\n')) if (POSTGRES_TROUBLE.test(line)) trouble.push(line);
   });
   stream.on('error', () => undefined);
-  return () => {
-    if (seen.size === 0) return [];
-    return [...[...seen].slice(0, 20).map(([message, n]) => `${n}x ${message}`), ...kernelSaid()];
-  };
+  return () => troubleSummary(trouble, POSTGRES_TROUBLE, 20);
 }
 
 /**

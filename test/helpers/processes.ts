@@ -34,7 +34,6 @@ export function productionArgs(root: string): string[] {
   return words.slice(1);
 }
 
-/** A port the OS just had free; another process could take it first, which is unlikely enough here. */
 /** A server process of the service (`node <args>`), its stdout and stderr collected together as it writes them. */
 export interface ServerProcess {
   child: ChildProcess;
@@ -54,6 +53,7 @@ export function spawnServer(args: string[], options: { cwd?: string; env: NodeJS
   return { child, output: () => output, exited };
 }
 
+/** A port the OS just had free; another process could take it first, which is unlikely enough here. */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
@@ -221,6 +221,25 @@ export async function startRedis(): Promise<RedisServer> {
       await exited;
     },
   };
+}
+
+/** PostgreSQL's log lines of a crash, a restart or recovery: what fails every test or request using it at that moment. */
+export const POSTGRES_TROUBLE =
+  /PANIC|terminated by (signal|exception)|exited with exit code [2-9]|reinitializing|was interrupted|in recovery|out of memory|No space left/i;
+
+/**
+ * The `lines` of a PostgreSQL log that `matches`, each message once with its count, first first (the first is the
+ * cause; a thousand retries of "not yet accepting connections" would hide it), then what the kernel said; none: [].
+ */
+export function troubleSummary(lines: Iterable<string>, matches: RegExp = POSTGRES_TROUBLE, max = 12): string[] {
+  const seen = new Map<string, number>();
+  for (const line of lines) {
+    if (!matches.test(line)) continue;
+    const message = line.replace(/^.*?UTC \[\d+\] /, '').trim();
+    seen.set(message, (seen.get(message) ?? 0) + 1);
+  }
+  if (seen.size === 0) return [];
+  return [...[...seen].slice(0, max).map(([message, n]) => `${n}x ${message}`), ...kernelSaid()];
 }
 
 /** What the kernel said of killed or crashed processes (the OOM killer, a segfault), where dmesg may be read. */

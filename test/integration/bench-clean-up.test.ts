@@ -1,9 +1,9 @@
 /**
  * The bench's clean-up (bench/dataset.ts) deletes the rows a run added through the service's own triggers, with no
  * service running: nothing numbers the events those deletes queue. Each batch's delete trigger looks up its rows'
- * events in the queue, and a queue holding every earlier batch's events made each batch of 1 000 slower (4–5 s at
- * 64 000 queued, growing with the queue: about half an hour for 172 000 comments); numbered between batches, as the
- * sequencer would, they took 73 s.
+ * events in the queue, and a queue holding every earlier batch's events made each batch of 1 000 slower (about 15 s at
+ * 64 000–71 000 queued, and the queue grew by 1 000 a batch: over an hour for 172 000 comments, extrapolated);
+ * numbered between batches, as the sequencer would, they took 73 s.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type pg from 'pg';
